@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what twin needs from Debian's packages, then configures and builds it.
+# Idempotent: when nothing is missing it only runs the (incremental) build.
+# Usage: source .ci/setup.sh [build-dir] [extra cmake args...]
+set -euo pipefail
+
+twin_packages=(cmake g++ make libboost-graph-dev libeigen3-dev nlohmann-json3-dev libcli11-dev
+               libfmt-dev libbenchmark-dev doctest-dev)
+
+twin_install_missing() {
+  local missing=()
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "twin: installing missing packages: ${missing[*]}"
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "twin: need root (or sudo) to install: ${missing[*]}" >&2; return 1; }
+    sudo=sudo
+  fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+twin_build() {
+  local dir=$1; shift
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "$@" >"$dir.configure.log" 2>&1 \
+    || { cat "$dir.configure.log"; return 1; }
+  grep -E "^CMake Warning|twin:" "$dir.configure.log" || true
+  cmake --build "$dir" -j"$(nproc)"
+}

@@ -1,0 +1,109 @@
+#include "hardware/profile.hpp"
+
+namespace twin::hardware {
+
+namespace {
+
+sim::Schema<GpuSpec> gpu_schema() {
+  sim::Schema<GpuSpec> s;
+  s.integer("sm_count", "SMs", 1, 10000, std::nullopt, "streaming multiprocessors",
+            [](auto& g) -> auto& { return g.sm_count; })
+      .real("smem_per_sm_KiB", "KiB", 1, 1e6, std::nullopt, "shared memory per SM",
+            [](auto& g) -> auto& { return g.smem_per_sm_KiB; })
+      .real("hbm_usable_GiB", "GiB", 0.1, 1e5, std::nullopt, "HBM usable by the process",
+            [](auto& g) -> auto& { return g.hbm_usable_GiB; })
+      .real("hbm_bw_GBps", "GBps", 1, 1e6, std::nullopt, "achieved HBM bandwidth (read+write)",
+            [](auto& g) -> auto& { return g.hbm_bw_GBps; })
+      .real("bf16_dense_TFLOPs", "TFLOPs", 1, 1e6, std::nullopt, "dense BF16 peak",
+            [](auto& g) -> auto& { return g.bf16_dense_TFLOPs; })
+      .real("fp8_dense_TFLOPs", "TFLOPs", 1, 1e6, std::nullopt, "dense FP8 peak",
+            [](auto& g) -> auto& { return g.fp8_dense_TFLOPs; });
+  return s;
+}
+
+sim::Schema<HostSpec> host_schema() {
+  sim::Schema<HostSpec> s;
+  s.integer("cores_per_gpu", "cores", 1, 100000, std::nullopt, "CPU cores serving one rank",
+            [](auto& h) -> auto& { return h.cores_per_gpu; })
+      .real("memory_per_gpu_GiB", "GiB", 0.1, 1e6, std::nullopt,
+            "usable host memory per rank after the kernel's reservation",
+            [](auto& h) -> auto& { return h.memory_per_gpu_GiB; })
+      .real("mem_bw_GBps", "GBps", 1, 1e6, std::nullopt, "achieved host memory bandwidth per rank",
+            [](auto& h) -> auto& { return h.mem_bw_GBps; })
+      .real("fp32_TFLOPs", "TFLOPs", 0.001, 1e6, std::nullopt, "sustained SGEMM per rank's CPU",
+            [](auto& h) -> auto& { return h.fp32_TFLOPs; });
+  return s;
+}
+
+sim::Schema<NodeSpec> node_schema() {
+  sim::Schema<NodeSpec> s;
+  s.integer("gpus", "GPUs", 1, 1024, std::nullopt, "GPUs per node",
+            [](auto& n) -> auto& { return n.gpus; })
+      .real("host_h2d_GBps", "GBps", 0.1, 1e6, std::nullopt,
+            "host→GPU copy bandwidth per GPU (C2C on GH200, PCIe elsewhere)",
+            [](auto& n) -> auto& { return n.host_h2d_GBps; })
+      .real("host_d2h_GBps", "GBps", 0.1, 1e6, std::nullopt, "GPU→host copy bandwidth per GPU",
+            [](auto& n) -> auto& { return n.host_d2h_GBps; })
+      .real("nvlink_pair_GBps", "GBps", 0.1, 1e6, std::nullopt,
+            "NVLink bandwidth per direction between one pair of GPUs",
+            [](auto& n) -> auto& { return n.nvlink_pair_GBps; })
+      .real("nvlink_gpu_GBps", "GBps", 0.1, 1e6, std::nullopt,
+            "NVLink bandwidth per direction of one GPU, all links together",
+            [](auto& n) -> auto& { return n.nvlink_gpu_GBps; })
+      .real("nic_GBps", "GBps", 0.1, 1e6, std::nullopt,
+            "network bandwidth per GPU per direction achievable by NCCL",
+            [](auto& n) -> auto& { return n.nic_GBps; });
+  return s;
+}
+
+sim::Schema<NetworkSpec> network_schema() {
+  sim::Schema<NetworkSpec> s;
+  s.integer("nodes_total", "nodes", 1, 1e7, std::nullopt, "nodes of the machine",
+            [](auto& n) -> auto& { return n.nodes_total; })
+      .integer("nodes_per_group", "nodes", 1, 1e7, std::nullopt,
+               "nodes of one Dragonfly+ group (a non-blocking two-level fat tree)",
+               [](auto& n) -> auto& { return n.nodes_per_group; })
+      .integer("nodes_per_leaf", "nodes", 1, 1e7, std::nullopt, "nodes behind one leaf switch",
+               [](auto& n) -> auto& { return n.nodes_per_leaf; });
+  return s;
+}
+
+sim::Schema<NcclSpec> nccl_schema() {
+  sim::Schema<NcclSpec> s;
+  s.real("cta_nvlink_GBps", "GBps", 0.01, 1e6, std::nullopt,
+         "bandwidth one NCCL CTA (channel) moves over NVLink",
+         [](auto& n) -> auto& { return n.cta_nvlink_GBps; })
+      .real("cta_net_GBps", "GBps", 0.01, 1e6, std::nullopt,
+            "bandwidth one NCCL CTA moves over the network",
+            [](auto& n) -> auto& { return n.cta_net_GBps; })
+      .real("base_latency_us", "us", 0, 1e6, std::nullopt, "latency of a collective launch",
+            [](auto& n) -> auto& { return n.base_latency_us; })
+      .real("hop_latency_nvlink_us", "us", 0, 1e6, std::nullopt,
+            "latency of one ring step between GPUs of a node",
+            [](auto& n) -> auto& { return n.hop_latency_nvlink_us; })
+      .real("hop_latency_net_us", "us", 0, 1e6, std::nullopt,
+            "latency of one ring step across the network",
+            [](auto& n) -> auto& { return n.hop_latency_net_us; });
+  return s;
+}
+
+}  // namespace
+
+const sim::Schema<Profile>& profile_schema() {
+  static const sim::Schema<Profile> s = [] {
+    sim::Schema<Profile> s;
+    s.include("gpu", gpu_schema(), [](auto& p) -> auto& { return p.gpu; })
+        .include("host", host_schema(), [](auto& p) -> auto& { return p.host; })
+        .include("node", node_schema(), [](auto& p) -> auto& { return p.node; })
+        .include("network", network_schema(), [](auto& p) -> auto& { return p.network; })
+        .include("nccl", nccl_schema(), [](auto& p) -> auto& { return p.nccl; })
+        .all_sourced()
+        .text("name", std::nullopt, "profile name", [](auto& p) -> auto& { return p.name; })
+        .text("description", std::string(), "what this profile describes",
+              [](auto& p) -> auto& { return p.description; });
+    return s;
+  }();
+  return s;
+}
+
+}  // namespace twin::hardware

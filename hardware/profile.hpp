@@ -1,0 +1,68 @@
+// A hardware profile: the numbers that describe one kind of node and its network. Every number
+// carries a `source` note in the profile file ([spec], [meas], [est], [cal], or the calibration
+// run that measured it); SPEC.md §2 is the source of the JUPITER profile.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "sim/param.hpp"
+
+namespace twin::hardware {
+
+struct GpuSpec {
+  std::int64_t sm_count = 0;
+  double smem_per_sm_KiB = 0;
+  double hbm_usable_GiB = 0;
+  double hbm_bw_GBps = 0;        // achieved, counting read + write
+  double bf16_dense_TFLOPs = 0;  // vendor peak, dense
+  double fp8_dense_TFLOPs = 0;
+};
+
+struct HostSpec {
+  std::int64_t cores_per_gpu = 0;   // CPU cores serving one GPU's rank
+  double memory_per_gpu_GiB = 0;    // usable host memory per rank (after kernel reservation)
+  double mem_bw_GBps = 0;           // achieved (STREAM) per socket
+  double fp32_TFLOPs = 0;           // sustained SGEMM per socket
+};
+
+struct NodeSpec {
+  std::int64_t gpus = 0;
+  double host_h2d_GBps = 0;     // GPU reading host memory (C2C or PCIe), achieved
+  double host_d2h_GBps = 0;
+  double nvlink_pair_GBps = 0;  // per direction between one pair of GPUs
+  double nvlink_gpu_GBps = 0;   // per direction, all NVLink of one GPU together
+  double nic_GBps = 0;          // per GPU per direction, achievable by NCCL
+};
+
+struct NetworkSpec {
+  std::int64_t nodes_total = 0;
+  std::int64_t nodes_per_group = 0;  // Dragonfly+ group (a two-level fat tree)
+  std::int64_t nodes_per_leaf = 0;
+};
+
+// NCCL's behaviour on this machine (SPEC.md §8).
+struct NcclSpec {
+  double cta_nvlink_GBps = 0;  // bandwidth one CTA (channel) moves over NVLink
+  double cta_net_GBps = 0;     // bandwidth one CTA moves over the network
+  double base_latency_us = 0;  // per collective launch
+  double hop_latency_nvlink_us = 0;  // per ring step between GPUs of a node
+  double hop_latency_net_us = 0;     // per ring step crossing the network
+};
+
+struct Profile {
+  std::string name;
+  std::string description;
+  GpuSpec gpu;
+  HostSpec host;
+  NodeSpec node;
+  NetworkSpec network;
+  NcclSpec nccl;
+  std::map<std::string, std::string> sources;  // key → source note, filled by the loader
+  std::string provenance_json;                 // measured profiles: where, when, versions
+};
+
+const sim::Schema<Profile>& profile_schema();
+
+}  // namespace twin::hardware

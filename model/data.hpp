@@ -1,0 +1,37 @@
+// Documents packed into rows (SPEC.md §6.6): documents in random order fill rows of seq_len
+// tokens; a document that does not fit continues in the next row. A segment is the part of a
+// document inside one row; attention is causal within a segment (document masking), so a row's
+// attention cost follows from its segment lengths.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/job.hpp"
+#include "sim/random.hpp"
+
+namespace twin::model {
+
+struct Row {
+  std::vector<std::int64_t> segments;  // token counts, summing to the row length
+};
+
+// Draws document lengths until `tokens` are covered: from data.doc_lengths (shuffled, cycled) when
+// given, else from the log-normal (median, sigma), clipped to [1, 64 Mi] tokens.
+std::vector<std::int64_t> draw_documents(const DataOptions& data, std::int64_t tokens,
+                                         sim::Rng& rng);
+
+// Packs documents, in the given order, into `rows` rows of `seq_len` tokens.
+std::vector<Row> pack_rows(const std::vector<std::int64_t>& docs, std::int64_t seq_len,
+                           std::int64_t rows);
+
+// The rows of one step: rows_per_gpu consecutive rows per rank, ranks in order.
+std::vector<Row> step_rows(const Job& job);
+
+// Query–key pairs computed by causal attention over one segment of n tokens when each query sees
+// at most `window` keys (itself included); window 0 means unlimited:
+//   n ≤ w: n(n+1)/2;   n > w: w(w+1)/2 + (n−w)·w.
+double causal_pairs(std::int64_t n, std::int64_t window);
+double row_pairs(const Row& row, std::int64_t window);
+
+}  // namespace twin::model

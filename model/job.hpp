@@ -1,0 +1,59 @@
+// The parallel plan and training options (the "how"), SPEC.md §4 and §6. Defaults are the final
+// published setup; each option names the rung of SPEC.md §6 that changes it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/architecture.hpp"
+#include "sim/param.hpp"
+
+namespace twin::model {
+
+struct ParallelPlan {
+  std::int64_t replica_gpus = 0;  // GPUs of one replica = the FSDP shard group of dense weights
+  std::int64_t ep = 0;            // expert parallelism inside a node
+  std::int64_t dp = 1;            // data-parallel replicas (HSDP); total GPUs = replica_gpus × dp
+  std::int64_t total_gpus() const { return replica_gpus * dp; }
+  // Expert weights of one EP rank's block are sharded over the ranks holding the same block.
+  std::int64_t expert_shard_gpus() const { return replica_gpus / ep; }
+};
+
+struct TrainingOptions {
+  std::int64_t seq_len = 65536;        // tokens per row (sequence)
+  std::int64_t rows_per_gpu = 1;       // sequences per GPU per step
+  std::string activation_checkpointing = "full";  // none | selective | full
+  double offload_fraction = 0.86;      // share of layers whose checkpointed output goes to host
+  std::string optimizer = "muon";      // adamw | muon
+  bool cpu_offload = true;             // FSDP2 CPUOffloadPolicy: params, grads, states on host
+};
+
+// Where the document lengths come from (SPEC.md §6.6). Lengths are drawn from a log-normal
+// distribution unless a file of token counts is given.
+struct DataOptions {
+  std::string doc_lengths_file;  // "" = built-in log-normal
+  double doc_length_median_tokens = 600;
+  double doc_length_sigma = 1.6;
+  std::int64_t seed = 1;
+  std::vector<std::int64_t> doc_lengths;  // filled by the loader from doc_lengths_file
+};
+
+struct Job {
+  ModelArch model;
+  ParallelPlan parallel;
+  TrainingOptions training;
+  DataOptions data;
+  std::int64_t tokens_per_step() const {
+    return parallel.total_gpus() * training.rows_per_gpu * training.seq_len;
+  }
+};
+
+const sim::Schema<ParallelPlan>& parallel_schema();
+const sim::Schema<TrainingOptions>& training_schema();
+const sim::Schema<DataOptions>& data_schema();
+
+// Cross-field checks; `gpus_per_node` comes from the hardware profile. Throws sim::ParamError.
+void validate(const Job& job, std::int64_t gpus_per_node);
+
+}  // namespace twin::model

@@ -1,0 +1,52 @@
+// `twin help-params`: every scenario key with unit, default, range and help, from the same
+// table the loader checks against.
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include <cmath>
+#include <ostream>
+
+#include "scenarios/commands.hpp"
+
+namespace twin::scenarios {
+
+namespace {
+
+std::string range_of(const sim::ParamSpec& s) {
+  if (s.type == sim::ParamType::choice) return fmt::format("{}", fmt::join(s.choices, "|"));
+  if (s.type != sim::ParamType::integer && s.type != sim::ParamType::real) return "";
+  const auto num = [](double v) { return std::isinf(v) ? std::string(v < 0 ? "-inf" : "inf")
+                                                       : fmt::format("{:g}", v); };
+  return fmt::format("[{}, {}]", num(s.min), num(s.max));
+}
+
+}  // namespace
+
+int cmd_help_params(bool json, std::ostream& out) {
+  const auto& entries = scenario_schema().entries();
+  if (json) {
+    Json arr = Json::array();
+    for (const auto& e : entries) {
+      const auto& s = e.spec;
+      Json j{{"key", s.key}, {"type", sim::type_name(s.type)}, {"unit", s.unit},
+             {"range", range_of(s)}, {"help", s.help}, {"needs_source", s.sourced}};
+      j["default"] = s.default_value ? Json::parse(sim::format_value(*s.default_value)) : Json();
+      arr.push_back(j);
+    }
+    out << arr.dump(2) << "\n";
+    return 0;
+  }
+  fmt::print(out, "Scenario parameters (set in a scenario file or with --set KEY=VALUE).\n"
+                  "Keys without a default are required. Hardware values are written\n"
+                  "{{\"value\": V, \"source\": \"where V comes from\"}}.\n\n");
+  fmt::print(out, "{:<44} {:<8} {:<8} {:<22} {}\n", "key", "type", "unit", "range", "default");
+  for (const auto& e : entries) {
+    const auto& s = e.spec;
+    fmt::print(out, "{:<44} {:<8} {:<8} {:<22} {}\n    {}\n", s.key, sim::type_name(s.type),
+               s.unit, range_of(s), s.default_value ? sim::format_value(*s.default_value) : "(required)",
+               s.help);
+  }
+  return 0;
+}
+
+}  // namespace twin::scenarios

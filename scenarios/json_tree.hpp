@@ -1,0 +1,40 @@
+// Helpers over JSON trees for the loader: dotted paths, deep merge with a record of which file
+// set each value (so an error can name it), and key suggestions.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace twin::scenarios {
+
+using Json = nlohmann::ordered_json;
+
+// Where each value came from: dotted path → file (or "--set").
+class Origins {
+ public:
+  void record(const std::string& path, const std::string& origin) { at_[path] = origin; }
+  // The origin of `path`: its own or its nearest recorded ancestor's.
+  std::string of(const std::string& path, const std::string& fallback) const;
+  void record_tree(const Json& node, const std::string& path, const std::string& origin);
+
+ private:
+  std::map<std::string, std::string> at_;
+};
+
+std::vector<std::string> split_path(const std::string& dotted);
+std::string join_path(const std::string& prefix, const std::string& key);
+const Json* find_path(const Json& root, const std::string& dotted);
+// Creates intermediate objects; throws std::invalid_argument if a non-object is in the way.
+Json& make_path(Json& root, const std::string& dotted);
+
+// Overlays `src` on `dst`: objects merge key by key, anything else replaces.
+void deep_merge(Json& dst, const Json& src, const std::string& path, const std::string& origin,
+                Origins& origins);
+
+// The known key closest to `key` by edit distance, or "" if none is close.
+std::string closest_key(const std::string& key, const std::vector<std::string>& known);
+
+}  // namespace twin::scenarios

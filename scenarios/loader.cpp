@@ -1,0 +1,318 @@
+#include "scenarios/loader.hpp"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "model/architecture.hpp"
+#include "scenarios/json_tree.hpp"
+
+#ifndef TWIN_DATA_DIR
+#define TWIN_DATA_DIR "."
+#endif
+
+namespace twin::scenarios {
+
+namespace fs = std::filesystem;
+
+InputError::InputError(std::string file_, std::string path_, const std::string& msg)
+    : std::runtime_error(fmt::format("{}: {}{}", file_, path_.empty() ? "" : "$." + path_ + ": ",
+                                     msg)),
+      file(std::move(file_)),
+      path(std::move(path_)) {}
+
+fs::path default_data_dir() {
+  if (const char* env = std::getenv("TWIN_DATA_DIR"); env && *env) return env;
+  return TWIN_DATA_DIR;
+}
+
+Json read_json_file(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw InputError(file.string(), "", fmt::format("cannot open: {}", std::strerror(errno)));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw InputError(file.string(), "", "cannot read the file");
+  const std::string text = ss.str();
+  try {
+    Json j = Json::parse(text);
+    if (!j.is_object()) throw InputError(file.string(), "", "expected a JSON object at the top");
+    return j;
+  } catch (const Json::parse_error& e) {
+    std::size_t line = 1, col = 1;
+    for (std::size_t i = 0; i + 1 < e.byte && i < text.size(); ++i, ++col)
+      if (text[i] == '\n') ++line, col = 0;
+    throw InputError(file.string(), "",
+                     fmt::format("invalid JSON at line {} column {}", line, col));
+  }
+}
+
+namespace {
+
+constexpr const char* kSetOrigin = "--set";
+constexpr const char* kProvenanceKey = "hardware.provenance";  // free-form, echoed to outputs
+
+using Entry = sim::Schema<Scenario>::Entry;
+
+class Resolver {
+ public:
+  Resolver(const fs::path& file, const LoadOptions& opts) : top_(file.string()), opts_(opts) {
+    for (const auto& e : scenario_schema().entries()) {
+      keys_.push_back(e.spec.key);
+      for (auto p = e.spec.key.rfind('.'); p != std::string::npos; p = e.spec.key.rfind('.', p - 1)) {
+        prefixes_.insert(e.spec.key.substr(0, p));
+        if (p == 0) break;
+      }
+    }
+  }
+
+  Loaded run() {
+    std::vector<std::string> chain;
+    load_chain(top_, chain);
+    const auto sets = parse_sets();
+    for (const auto& [k, v] : sets)
+      if (k == "model.preset" || k == "hardware.profile") apply_set(k, v);
+    resolve_ref("model", "preset", "scenarios/models");
+    resolve_ref("hardware", "profile", "hardware/profiles");
+    for (const auto& [k, v] : sets)
+      if (k != "model.preset" && k != "hardware.profile") apply_set(k, v);
+    check_unknown(tree_, "");
+    Loaded out;
+    for (const auto& e : scenario_schema().entries()) bind(e, out.scenario);
+    if (const Json* p = find_path(tree_, kProvenanceKey)) out.scenario.hw.provenance_json = p->dump();
+    check_cross_fields(out.scenario);
+    load_doc_lengths(out.scenario.job.data);
+    out.resolved = tree_;
+    return out;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& key, const std::string& msg) const {
+    throw InputError(origins_.of(key, top_), key, msg);
+  }
+
+  void load_chain(const fs::path& file, std::vector<std::string>& stack) {
+    std::error_code ec;
+    const auto canon = fs::weakly_canonical(file, ec).string();
+    for (const auto& s : stack)
+      if (s == canon)
+        throw InputError(file.string(), "base", "base-scenario cycle: " + file.string() +
+                                                    " is its own base");
+    stack.push_back(canon);
+    Json j = read_json_file(file);
+    if (auto it = j.find("base"); it != j.end()) {
+      if (!it->is_string() || it->get<std::string>().empty())
+        throw InputError(file.string(), "base", "expected a file name (string)");
+      load_chain(file.parent_path() / it->get<std::string>(), stack);
+      j.erase("base");
+    }
+    deep_merge(tree_, j, "", file.string(), origins_);
+  }
+
+  std::vector<std::pair<std::string, Json>> parse_sets() const {
+    std::vector<std::pair<std::string, Json>> out;
+    for (const auto& s : opts_.sets) {
+      const auto eq = s.find('=');
+      if (eq == std::string::npos || eq == 0)
+        throw InputError(kSetOrigin, "", fmt::format("\"{}\": expected KEY=VALUE", s));
+      const std::string key = s.substr(0, eq), text = s.substr(eq + 1);
+      if (std::find(keys_.begin(), keys_.end(), key) == keys_.end()) {
+        const auto near = closest_key(key, keys_);
+        throw InputError(kSetOrigin, key,
+                         "no such parameter" + (near.empty() ? "" : " (did you mean " + near + "?)") +
+                             "; `twin help-params` lists them");
+      }
+      Json v = Json::parse(text, nullptr, false);
+      if (v.is_discarded()) v = text;  // a bare word is a string
+      out.emplace_back(key, std::move(v));
+    }
+    return out;
+  }
+
+  const Entry& entry(const std::string& key) const {
+    for (const auto& e : scenario_schema().entries())
+      if (e.spec.key == key) return e;
+    throw std::logic_error("no entry " + key);
+  }
+
+  void apply_set(const std::string& key, const Json& v) {
+    Json& slot = make_path(tree_, key);
+    slot = entry(key).spec.sourced ? Json{{"value", v}, {"source", "--set on the command line"}} : v;
+    origins_.record_tree(slot, key, kSetOrigin);
+  }
+
+  void resolve_ref(const std::string& section, const std::string& ref, const std::string& dir) {
+    const std::string key = section + "." + ref;
+    const Json* name = find_path(tree_, key);
+    if (!name) return;
+    if (!name->is_string()) fail(key, "expected a string (a preset name or a file path)");
+    const std::string n = name->get<std::string>();
+    if (n.empty()) return;
+    const bool is_path = n.find('/') != std::string::npos || n.ends_with(".json");
+    const fs::path file = is_path ? fs::path(origins_.of(key, top_)).parent_path() / n
+                                  : opts_.data_dir / dir / (n + ".json");
+    if (!is_path && !fs::exists(file))
+      fail(key, fmt::format("no {} named \"{}\" (looked for {})", section, n, file.string()));
+    Json merged = read_json_file(file);
+    if (merged.contains(ref))
+      throw InputError(file.string(), key, "a preset file cannot name another preset");
+    const Json preset = merged;
+    Origins scratch;
+    Json own = tree_[section];
+    own.erase(ref);
+    deep_merge(merged, own, section, "", scratch);
+    merged[ref] = n;
+    record_preset_origins(preset, &own, section, file.string());
+    tree_[section] = merged;
+  }
+
+  // Values that came from the preset file (not overridden by the scenario) name that file.
+  void record_preset_origins(const Json& preset, const Json* own, const std::string& path,
+                             const std::string& file) {
+    if (!own) origins_.record(path, file);
+    if (!preset.is_object()) return;
+    for (const auto& [k, v] : preset.items()) {
+      const Json* o = own && own->is_object() && own->contains(k) ? &(*own)[k] : nullptr;
+      record_preset_origins(v, o, join_path(path, k), file);
+    }
+  }
+
+  void check_unknown(const Json& node, const std::string& path) {
+    if (!path.empty() && std::find(keys_.begin(), keys_.end(), path) != keys_.end()) return;
+    if (path == kProvenanceKey) return;
+    const bool is_prefix = path.empty() || prefixes_.count(path);
+    if (!is_prefix) {
+      const auto near = closest_key(path, keys_);
+      fail(path, "unknown key" + (near.empty() ? "" : " (did you mean " + near + "?)"));
+    }
+    if (!node.is_object()) fail(path, "expected an object");
+    for (const auto& [k, v] : node.items()) check_unknown(v, join_path(path, k));
+  }
+
+  void bind(const Entry& e, Scenario& s) {
+    const auto& spec = e.spec;
+    const Json* node = find_path(tree_, spec.key);
+    if (!node) {
+      if (!spec.default_value)
+        fail(spec.key, fmt::format("missing key (expected {}{}: {})", sim::type_name(spec.type),
+                                   spec.unit.empty() ? "" : " in " + spec.unit, spec.help));
+      e.set(s, *spec.default_value);
+      Json dv = Json::parse(sim::format_value(*spec.default_value));
+      make_path(tree_, spec.key) =
+          spec.sourced ? Json{{"value", dv}, {"source", "default"}} : dv;
+      return;
+    }
+    const Json* v = node;
+    if (spec.sourced) {
+      if (!node->is_object() || node->size() != 2 || !node->contains("value") ||
+          !node->contains("source") || !(*node)["source"].is_string())
+        fail(spec.key, "expected {\"value\": ..., \"source\": \"where the number comes from\"}");
+      v = &(*node)["value"];
+      s.hw.sources[spec.key.substr(spec.key.find('.') + 1)] = (*node)["source"].get<std::string>();
+    }
+    e.set(s, convert(spec, *v));
+  }
+
+  sim::ParamValue convert(const sim::ParamSpec& spec, const Json& v) const {
+    const auto expect = [&](const char* what) {
+      fail(spec.key, fmt::format("expected {}, got {}", what, v.dump()));
+    };
+    switch (spec.type) {
+      case sim::ParamType::boolean:
+        if (!v.is_boolean()) expect("true or false");
+        return v.get<bool>();
+      case sim::ParamType::integer: {
+        if (!v.is_number_integer()) expect("an integer");
+        const auto i = v.get<std::int64_t>();
+        check_range(spec, static_cast<double>(i), v);
+        return i;
+      }
+      case sim::ParamType::real: {
+        if (!v.is_number()) expect("a number");
+        const double d = v.get<double>();
+        check_range(spec, d, v);
+        return d;
+      }
+      case sim::ParamType::text:
+        if (!v.is_string()) expect("a string");
+        return v.get<std::string>();
+      case sim::ParamType::choice: {
+        if (!v.is_string()) expect("a string");
+        const auto c = v.get<std::string>();
+        if (std::find(spec.choices.begin(), spec.choices.end(), c) == spec.choices.end())
+          fail(spec.key, fmt::format("\"{}\" is not one of: {}", c, fmt::join(spec.choices, ", ")));
+        return c;
+      }
+    }
+    return {};
+  }
+
+  void check_range(const sim::ParamSpec& spec, double d, const Json& v) const {
+    if (!(d >= spec.min && d <= spec.max) || !std::isfinite(d))
+      fail(spec.key, fmt::format("{} is out of range [{}, {}]{}", v.dump(), spec.min, spec.max,
+                                 spec.unit.empty() ? "" : " " + spec.unit));
+  }
+
+  void check_cross_fields(const Scenario& s) {
+    try {
+      try {
+        model::validate(s.job.model);
+      } catch (const sim::ParamError& e) {
+        throw sim::ParamError("model." + e.key, e.what());
+      }
+      model::validate(s.job, s.hw.node.gpus);
+      const auto nodes = s.job.parallel.total_gpus() / s.hw.node.gpus;
+      if (nodes > s.hw.network.nodes_total)
+        throw sim::ParamError("parallel.dp", fmt::format("the job needs {} nodes; the machine has {}",
+                                                         nodes, s.hw.network.nodes_total));
+    } catch (const sim::ParamError& e) {
+      fail(e.key, e.what());
+    }
+  }
+
+  void load_doc_lengths(model::DataOptions& d) {
+    if (d.doc_lengths_file.empty()) return;
+    const std::string key = "data.doc_lengths_file";
+    const fs::path file = fs::path(origins_.of(key, top_)).parent_path() / d.doc_lengths_file;
+    std::ifstream in(file);
+    if (!in) fail(key, fmt::format("cannot open {}: {}", file.string(), std::strerror(errno)));
+    std::string line;
+    for (std::size_t n = 1; std::getline(in, line); ++n) {
+      std::istringstream ls(line);
+      std::string tok;
+      while (ls >> tok) {
+        std::size_t used = 0;
+        long long v = 0;
+        try {
+          v = std::stoll(tok, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != tok.size() || v <= 0)
+          throw InputError(file.string(), "",
+                           fmt::format("line {}: \"{}\" is not a positive token count", n, tok));
+        d.doc_lengths.push_back(v);
+      }
+    }
+    if (d.doc_lengths.empty()) throw InputError(file.string(), "", "no document lengths in file");
+  }
+
+  std::string top_;
+  const LoadOptions& opts_;
+  Json tree_ = Json::object();
+  Origins origins_;
+  std::vector<std::string> keys_;
+  std::set<std::string> prefixes_;
+};
+
+}  // namespace
+
+Loaded load_scenario(const fs::path& file, const LoadOptions& opts) {
+  return Resolver(file, opts).run();
+}
+
+}  // namespace twin::scenarios

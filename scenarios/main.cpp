@@ -1,0 +1,61 @@
+// twin: the command. load → build → simulate → report. Only this file exits.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "scenarios/commands.hpp"
+
+#ifndef TWIN_VERSION
+#define TWIN_VERSION "unknown"
+#endif
+
+namespace {
+
+void add_common(CLI::App* sub, twin::scenarios::CommonArgs& a) {
+  sub->add_option("scenario", a.scenario, "scenario JSON file")->required();
+  sub->add_option("--set", a.sets, "override a scenario value: KEY=VALUE (repeatable)")
+      ->take_all()
+      ->allow_extra_args(false);
+  sub->add_flag("--json", a.json, "machine-readable JSON instead of the readable summary");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace twin::scenarios;
+  CLI::App app{"twin: a discrete-event digital twin of 1T-parameter MoE pre-training on JUPITER"};
+  app.set_version_flag("--version", std::string("twin ") + TWIN_VERSION);
+  app.require_subcommand(1);
+  CommonArgs common;
+  app.add_option("--data-dir", common.data_dir,
+                 "folder holding scenarios/models/ and hardware/profiles/ (default: $TWIN_DATA_DIR "
+                 "or the source tree twin was built from)");
+
+  auto* model = app.add_subcommand("model", "parameters, FLOPs per step and per-rank memory");
+  add_common(model, common);
+  auto* resolve = app.add_subcommand("resolve", "print the fully resolved scenario as JSON");
+  add_common(resolve, common);
+  bool params_json = false;
+  auto* params = app.add_subcommand("help-params", "list every scenario key: unit, default, range");
+  params->add_flag("--json", params_json, "as JSON");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  try {
+    if (*model) return cmd_model(common, std::cout);
+    if (*resolve) return cmd_resolve(common, std::cout);
+    if (*params) return cmd_help_params(params_json, std::cout);
+  } catch (const InputError& e) {
+    fmt::print(stderr, "twin: error: {}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "twin: internal error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

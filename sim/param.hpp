@@ -1,0 +1,128 @@
+// Self-describing parameters (SimGrid's config::Flag, ns-3's AddAttribute): each parameter is
+// described once — key, unit, default, range, help — next to the code that uses it, and the same
+// table drives the strict loader (scenarios/) and `twin help-params`. Nothing here knows JSON.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace twin::sim {
+
+using ParamValue = std::variant<bool, std::int64_t, double, std::string>;
+enum class ParamType { boolean, integer, real, text, choice };
+
+struct ParamSpec {
+  std::string key;  // dotted path below the schema's root, e.g. "training.seq_len"
+  ParamType type = ParamType::real;
+  std::string unit;  // "" when the value is a pure count or flag
+  double min = -std::numeric_limits<double>::infinity();
+  double max = std::numeric_limits<double>::infinity();
+  std::vector<std::string> choices;         // ParamType::choice only
+  std::optional<ParamValue> default_value;  // nullopt: the key is required
+  std::string help;
+  bool sourced = false;  // the value must carry a `source` note (hardware profiles)
+};
+
+// An input error tied to a parameter key; the loader adds the file and JSON path.
+struct ParamError : std::runtime_error {
+  ParamError(std::string key_, const std::string& what)
+      : std::runtime_error(what), key(std::move(key_)) {}
+  std::string key;
+};
+
+std::string type_name(ParamType t);
+std::string format_value(const ParamValue& v);
+
+// The parameters of a struct T: how to describe, set and read each one.
+template <class T>
+class Schema {
+ public:
+  struct Entry {
+    ParamSpec spec;
+    std::function<void(T&, const ParamValue&)> set;
+    std::function<ParamValue(const T&)> get;
+  };
+
+  // `ref` maps a T& (and a const T&) to the field's reference: write it as a generic lambda,
+  // `[](auto& s) -> auto& { return s.field; }`.
+  template <class Ref>
+  Schema& integer(std::string key, std::string unit, double min, double max,
+                  std::optional<std::int64_t> def, std::string help, Ref ref) {
+    return add({key, ParamType::integer, unit, min, max, {}, wrap(def), help}, ref,
+               [](const ParamValue& v) { return std::get<std::int64_t>(v); });
+  }
+  template <class Ref>
+  Schema& real(std::string key, std::string unit, double min, double max,
+               std::optional<double> def, std::string help, Ref ref) {
+    return add({key, ParamType::real, unit, min, max, {}, wrap(def), help}, ref,
+               [](const ParamValue& v) { return std::get<double>(v); });
+  }
+  template <class Ref>
+  Schema& boolean(std::string key, std::optional<bool> def, std::string help, Ref ref) {
+    return add({key, ParamType::boolean, "", 0, 1, {}, wrap(def), help}, ref,
+               [](const ParamValue& v) { return std::get<bool>(v); });
+  }
+  template <class Ref>
+  Schema& text(std::string key, std::optional<std::string> def, std::string help, Ref ref) {
+    return add({key, ParamType::text, "", 0, 0, {}, wrap(def), help}, ref,
+               [](const ParamValue& v) { return std::get<std::string>(v); });
+  }
+  // An enumeration stored as its string; `ref` yields a std::string&.
+  template <class Ref>
+  Schema& choice(std::string key, std::vector<std::string> choices,
+                 std::optional<std::string> def, std::string help, Ref ref) {
+    return add({key, ParamType::choice, "", 0, 0, std::move(choices), wrap(def), help}, ref,
+               [](const ParamValue& v) { return std::get<std::string>(v); });
+  }
+
+  // Marks every entry added so far as needing a `source` note.
+  Schema& all_sourced() {
+    for (auto& e : entries_) e.spec.sourced = true;
+    return *this;
+  }
+
+  // Adds a sub-schema under `prefix.`; `member` maps T& to the sub-struct's reference.
+  template <class U, class Member>
+  Schema& include(const std::string& prefix, const Schema<U>& sub, Member member) {
+    for (const auto& e : sub.entries()) {
+      Entry n{e.spec, {}, {}};
+      n.spec.key = prefix + "." + e.spec.key;
+      n.set = [member, s = e.set](T& t, const ParamValue& v) { s(member(t), v); };
+      n.get = [member, g = e.get](const T& t) { return g(member(t)); };
+      entries_.push_back(std::move(n));
+    }
+    return *this;
+  }
+
+  const std::vector<Entry>& entries() const { return entries_; }
+
+  // Sets every parameter that has a default (used to build a struct from defaults alone).
+  void apply_defaults(T& t) const {
+    for (const auto& e : entries_)
+      if (e.spec.default_value) e.set(t, *e.spec.default_value);
+  }
+
+ private:
+  template <class V>
+  static std::optional<ParamValue> wrap(const std::optional<V>& v) {
+    if (!v) return std::nullopt;
+    return ParamValue(*v);
+  }
+  template <class Ref, class Conv>
+  Schema& add(ParamSpec spec, Ref ref, Conv conv) {
+    Entry e{std::move(spec), {}, {}};
+    e.set = [ref, conv](T& t, const ParamValue& v) { ref(t) = conv(v); };
+    e.get = [ref](const T& t) { return ParamValue(ref(t)); };
+    entries_.push_back(std::move(e));
+    return *this;
+  }
+  std::vector<Entry> entries_;
+};
+
+}  // namespace twin::sim
