@@ -167,6 +167,7 @@ class Resolver {
     deep_merge(merged, own, section, "", scratch);
     merged[ref] = n;
     record_preset_origins(preset, &own, section, file.string());
+    origins_.record(section, file.string());  // keys missing from the section: blame the preset
     tree_[section] = merged;
   }
 

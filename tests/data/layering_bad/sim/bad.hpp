@@ -1,0 +1,2 @@
+// Fixture for the layering test: sim/ must not include model/.
+#include "model/job.hpp"

@@ -1,0 +1,14 @@
+# Runs CMD (a ;-list), expects exit code CODE and, if given, EXPECT in its stderr and an empty
+# stdout when CODE is non-zero (nothing half-written).
+# Usage: cmake -DCMD="a;b" -DCODE=2 -DEXPECT="text" -P tests/expect_exit.cmake
+execute_process(COMMAND ${CMD} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL CODE)
+  message(FATAL_ERROR "expected exit ${CODE}, got ${rc}\nstdout: ${out}\nstderr: ${err}")
+endif()
+if(DEFINED EXPECT AND NOT err MATCHES "${EXPECT}")
+  message(FATAL_ERROR "stderr does not match '${EXPECT}':\n${err}")
+endif()
+if(NOT CODE EQUAL 0 AND NOT out STREQUAL "")
+  message(FATAL_ERROR "a failing run wrote to stdout:\n${out}")
+endif()
+message(STATUS "ok: exit ${rc}: ${err}")

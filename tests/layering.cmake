@@ -1,0 +1,50 @@
+# Fails on an #include edge that STYLE.md's layering table does not allow.
+# Usage: cmake -DROOT=<source dir> -P tests/layering.cmake
+# Each folder may include itself and the folders listed for it; tests/<layer>_*.cpp may include
+# what that layer may.
+set(allowed_sim "")
+set(allowed_hardware "sim")
+set(allowed_model "hardware;sim")
+set(allowed_reports "sim")
+set(allowed_scenarios "sim;hardware;model;reports")
+set(allowed_calibrate "kernels;hardware;sim")
+set(allowed_kernels "")
+set(layers sim hardware model reports scenarios calibrate kernels)
+
+set(violations "")
+function(check_file file layer)
+  file(STRINGS "${file}" lines REGEX "^[ \t]*#[ \t]*include[ \t]*\"[^\"]+\"")
+  foreach(line IN LISTS lines)
+    string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*\"([^\"/]+)/.*" "\\1" target "${line}")
+    if(target STREQUAL line)
+      continue()  # an include without a folder (same folder)
+    endif()
+    list(FIND layers "${target}" is_layer)
+    if(is_layer EQUAL -1 OR target STREQUAL layer)
+      continue()
+    endif()
+    list(FIND allowed_${layer} "${target}" ok)
+    if(ok EQUAL -1)
+      string(STRIP "${line}" line)
+      set(violations "${violations}\n  ${file}: ${layer}/ may not include ${target}/ (${line})"
+          PARENT_SCOPE)
+    endif()
+  endforeach()
+endfunction()
+
+foreach(layer IN LISTS layers)
+  file(GLOB_RECURSE files "${ROOT}/${layer}/*.hpp" "${ROOT}/${layer}/*.cpp" "${ROOT}/${layer}/*.h"
+       "${ROOT}/${layer}/*.cu" "${ROOT}/${layer}/*.cuh")
+  foreach(f IN LISTS files)
+    check_file("${f}" "${layer}")
+  endforeach()
+  file(GLOB tests "${ROOT}/tests/${layer}_*.cpp")
+  foreach(f IN LISTS tests)
+    check_file("${f}" "${layer}")
+  endforeach()
+endforeach()
+
+if(violations)
+  message(FATAL_ERROR "forbidden #include edges (STYLE.md layering):${violations}")
+endif()
+message(STATUS "layering: no forbidden #include edge under ${ROOT}")

@@ -1,0 +1,119 @@
+// Tier 2: model accounting against hand-computed values (a tiny model) and SPEC.md §3 (EUROPA).
+#include <doctest/doctest.h>
+
+#include "model/accounting.hpp"
+#include "model/data.hpp"
+
+using namespace twin::model;
+
+namespace {
+
+// A tiny model whose sizes are worked out by hand in the test comments.
+Job tiny_job() {
+  Job j;
+  auto& m = j.model;
+  m.layers = 2, m.hidden = 8, m.vocab = 10, m.tied_embedding = false;
+  m.full = {2, 1, 4, 2, 2, true, 0};
+  m.sliding = {2, 1, 4, 2, 2, true, 3};
+  m.pattern = "F";
+  m.experts = 4, m.top_k = 2, m.expert_hidden = 3, m.rope_caches = 1;
+  j.parallel = {1, 1, 1};
+  j.training.seq_len = 4;
+  j.training.rows_per_gpu = 1;
+  j.training.activation_checkpointing = "full";
+  j.training.offload_fraction = 0.5;
+  j.training.optimizer = "muon";
+  j.data.doc_lengths = {4};
+  return j;
+}
+
+Job europa_job() {
+  Job j;
+  auto& m = j.model;
+  m.layers = 74, m.hidden = 6144, m.vocab = 256000, m.tied_embedding = false;
+  m.full = {64, 4, 192, 128, 64, false, 0};
+  m.sliding = {64, 4, 192, 128, 64, true, 128};
+  m.pattern = "SF";
+  m.experts = 384, m.top_k = 8, m.expert_hidden = 1792, m.rope_caches = 2;
+  j.parallel = {384, 4, 1};
+  return j;
+}
+
+}  // namespace
+
+TEST_SUITE("model.accounting") {
+  TEST_CASE("tiny model: parameters by hand") {
+    const auto j = tiny_job();
+    const auto p = count_params(j.model);
+    // attention per layer: q 8·2·4=64, k 8·1·4=32, v 8·1·2=16, o 2·2·8=32 → 144; two layers.
+    CHECK(p.attention == 288);
+    CHECK(p.router == 2 * 8 * 4);         // layers·hidden·experts
+    CHECK(p.experts == 2 * 4 * 3 * 8 * 3);  // layers·experts·3·hidden·expert_hidden = 576
+    CHECK(p.norms == (2 * 2 + 1) * 8);
+    CHECK(p.embedding == 80);
+    CHECK(p.head == 80);
+    CHECK(p.total() == 1128);
+    // active: dense 552 + layers·top_k·72 = 288
+    CHECK(active_params(j.model) == 840);
+  }
+  TEST_CASE("tiny model: FLOPs of one 4-token document") {
+    const auto j = tiny_job();
+    const auto rows = step_rows(j);
+    REQUIRE(rows.size() == 1);
+    CHECK(rows[0].segments == std::vector<std::int64_t>{4});
+    const auto f = step_flops(j, rows);
+    // causal pairs 4·5/2 = 10; forward 2·10·heads 2·(4+2) = 240 per layer.
+    CHECK(f.by_category.at("attention_core").forward == 480);
+    CHECK(f.by_category.at("attention_core").backward == 1200);
+    CHECK(f.by_category.at("attention_core").recompute == 480);
+    // experts: 2·tokens 4·top_k 2·72 = 1152 per layer.
+    CHECK(f.by_category.at("experts").forward == 2304);
+    CHECK(f.by_category.at("experts").backward == 4608);
+    CHECK(f.by_category.at("head").recompute == 0);
+    CHECK(f.by_category.at("head").forward == 2 * 4 * 8 * 10);
+  }
+  TEST_CASE("tiny model: per-rank memory") {
+    const auto j = tiny_job();
+    const auto r = rank_memory(j);
+    CHECK(r.master_params == 4 * 1128);
+    // Muon: 1 state for the 864 matrix elements, AdamW 2 for embedding, head, router, norms (264).
+    CHECK(r.optimizer_states == 4 * (2 * 264 + 864));
+    // full AC: 2 layers · 4 tokens · 8 · 2 B = 128 B; one of two layers offloaded.
+    CHECK(r.activations_host == 64);
+    CHECK(r.activations_hbm == 64);
+    auto adam = j;
+    adam.training.optimizer = "adamw";
+    CHECK(rank_memory(adam).optimizer_states == 8 * 1128);
+  }
+  TEST_CASE("sliding-window pair count") {
+    CHECK(causal_pairs(10, 3) == 27);  // queries see 1, 2, then 3 keys: 1+2+3·8
+    CHECK(causal_pairs(10, 0) == 55);
+    CHECK(causal_pairs(3, 128) == 6);
+  }
+  TEST_CASE("packing: a document that does not fit continues in the next row") {
+    const auto rows = pack_rows({5, 7, 2}, 6, 3);
+    CHECK(rows[0].segments == std::vector<std::int64_t>{5, 1});
+    CHECK(rows[1].segments == std::vector<std::int64_t>{6});
+    CHECK(rows[2].segments == std::vector<std::int64_t>{2});
+  }
+  TEST_CASE("EUROPA: SPEC.md §3 totals") {
+    const auto j = europa_job();
+    CHECK(count_params(j.model).total() == doctest::Approx(951.9e9).epsilon(0.001));
+    CHECK(active_params(j.model) == doctest::Approx(32.8e9).epsilon(0.005));
+    // Checkpointed layer outputs: 74 × 65,536 × 6,144 × 2 B per GPU (≈ 55 GiB), split by offload.
+    const auto r = rank_memory(j);
+    CHECK(r.activations_hbm + r.activations_host == 74.0 * 65536 * 6144 * 2);
+    CHECK(offloaded_layers(j) == 64);  // round(0.86 · 74)
+  }
+  TEST_CASE("EUROPA: selective checkpointing at 12,288 tokens exceeds HBM, 8,192 does not") {
+    auto j = europa_job();
+    j.training.activation_checkpointing = "selective";
+    j.training.offload_fraction = 0;
+    j.training.seq_len = 8192;
+    const double at8k = rank_memory(j).activations_hbm / (1024.0 * 1024 * 1024);
+    j.training.seq_len = 12288;
+    const double at12k = rank_memory(j).activations_hbm / (1024.0 * 1024 * 1024);
+    CHECK(at8k < 95.6);
+    CHECK(at12k > 95.6);
+  }
+}

@@ -1,0 +1,150 @@
+// Tier 2: the strict loader — every kind of bad input names its file and JSON path.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "scenarios/loader.hpp"
+
+using namespace twin::scenarios;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kRoot = TWIN_SOURCE_DIR;
+
+LoadOptions opts(std::vector<std::string> sets = {}) { return {kRoot, std::move(sets)}; }
+
+// A scratch folder with a scenario based on the shipped europa.json.
+struct Scratch {
+  fs::path dir;
+  Scratch() {
+    dir = fs::temp_directory_path() / ("twin-test-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+  }
+  ~Scratch() { fs::remove_all(dir); }
+  fs::path write(const std::string& name, const std::string& text) const {
+    std::ofstream(dir / name) << text;
+    return dir / name;
+  }
+  fs::path based(const std::string& name, const std::string& body) const {
+    return write(name, R"({"base": ")" + (kRoot / "scenarios/europa.json").string() + "\"" +
+                           (body.empty() ? "" : ", " + body) + "}");
+  }
+};
+
+std::string error_of(const fs::path& f, const LoadOptions& o) {
+  try {
+    load_scenario(f, o);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_SUITE("scenarios.loader") {
+  TEST_CASE("the shipped scenario loads with every key resolved") {
+    const auto l = load_scenario(kRoot / "scenarios/europa.json", opts());
+    CHECK(l.scenario.job.model.layers == 74);
+    CHECK(l.scenario.hw.gpu.sm_count == 132);
+    CHECK(l.scenario.hw.sources.at("gpu.sm_count").find("[spec]") == 0);
+    CHECK(l.scenario.nccl.max_ctas == 16);
+    CHECK(l.resolved["model"]["preset"] == "europa-1t");
+    CHECK(l.resolved["hardware"]["gpu"]["sm_count"]["value"] == 132);
+  }
+  TEST_CASE("--set overrides with the documented keys") {
+    const auto l = load_scenario(kRoot / "scenarios/europa.json",
+                                 opts({"training.seq_len=32768", "nccl.max_ctas=8",
+                                       "parallel.dp=2", "hardware.gpu.sm_count=100"}));
+    CHECK(l.scenario.job.training.seq_len == 32768);
+    CHECK(l.scenario.nccl.max_ctas == 8);
+    CHECK(l.scenario.job.parallel.dp == 2);
+    CHECK(l.scenario.hw.gpu.sm_count == 100);
+    CHECK(l.scenario.hw.sources.at("gpu.sm_count") == "--set on the command line");
+  }
+  TEST_CASE("--set can switch the hardware profile") {
+    const auto l = load_scenario(kRoot / "scenarios/europa.json", opts({"hardware.profile=h200"}));
+    CHECK(l.scenario.hw.name == "h200");
+    CHECK(l.scenario.hw.node.gpus == 8);
+  }
+  TEST_CASE("a base scenario's values are overridden by its child") {
+    Scratch s;
+    const auto f = s.based("child.json", R"("name": "child", "training": {"seq_len": 8192})");
+    const auto l = load_scenario(f, opts());
+    CHECK(l.scenario.name == "child");
+    CHECK(l.scenario.job.training.seq_len == 8192);
+    CHECK(l.scenario.job.training.optimizer == "muon");
+  }
+  TEST_CASE("bad inputs name the file and JSON path") {
+    Scratch s;
+    const auto europa = (kRoot / "scenarios/europa.json").string();
+    struct Case { std::string body, file_hint, expect; };
+    const std::vector<Case> cases = {
+        {R"("training": {"seq_lenx": 5})", "bad.json", "$.training.seq_lenx: unknown key (did you mean training.seq_len?)"},
+        {R"("training": {"seq_len": "long"})", "bad.json", "$.training.seq_len: expected an integer"},
+        {R"("training": {"seq_len": -5})", "bad.json", "$.training.seq_len: -5 is out of range"},
+        {R"("training": {"offload_fraction": 1.5})", "bad.json", "$.training.offload_fraction: 1.5 is out of range"},
+        {R"("training": {"optimizer": "sgd"})", "bad.json", "is not one of: adamw, muon"},
+        {R"("model": {"experts": 382})", "bad.json", "$.model.experts: experts (382) must be divisible by ep (4)"},
+        {R"("parallel": {"replica_gpus": 6})", "bad.json", "$.parallel.replica_gpus: 6 GPUs cannot be tiled"},
+        {R"("parallel": {"dp": 100})", "bad.json", "$.parallel.dp: the job needs 9600 nodes"},
+        {R"("model": {"attention": {"pattern": "SXF"}})", "bad.json", "$.model.attention.pattern"},
+        {R"("hardware": {"gpu": {"sm_count": 100}})", "bad.json", "$.hardware.gpu.sm_count: expected {\"value\""},
+        {R"("nccl": 5)", "bad.json", "$.nccl: expected an object"},
+        {R"("data": {"doc_lengths_file": "nope.txt"})", "bad.json", "$.data.doc_lengths_file: cannot open"},
+    };
+    for (const auto& c : cases) {
+      CAPTURE(c.body);
+      const auto f = s.based("bad.json", c.body);
+      const auto err = error_of(f, opts());
+      CHECK(err.find(c.expect) != std::string::npos);
+      CHECK(err.find(c.file_hint) != std::string::npos);
+    }
+  }
+  TEST_CASE("a missing key with no default names the key; blame falls on the file") {
+    Scratch s;
+    const auto f = s.write("m.json", R"({"name": "m", "model": {"preset": "europa-1t"},
+        "hardware": {"profile": "jupiter-gh200"}, "parallel": {"ep": 4}})");
+    const auto err = error_of(f, opts());
+    CHECK(err.find("m.json: $.parallel.replica_gpus: missing key") != std::string::npos);
+  }
+  TEST_CASE("a value that came from a preset is blamed on the preset file") {
+    Scratch s;
+    const auto model = s.write("model.json", R"({"name":"x"})");
+    const auto f = s.write("p.json", R"({"name": "p", "model": {"preset": "model.json"},
+        "hardware": {"profile": "jupiter-gh200"}, "parallel": {"replica_gpus": 384}})");
+    const auto err = error_of(f, opts());
+    CHECK(err.find("model.json: $.model.layers: missing key") != std::string::npos);
+  }
+  TEST_CASE("syntax errors, missing files, cycles, bad --set") {
+    Scratch s;
+    CHECK(error_of(s.write("syntax.json", "{\n  \"name\": ,\n}"), opts())
+              .find("syntax.json: invalid JSON at line 2 column") != std::string::npos);
+    CHECK(error_of(s.dir / "absent.json", opts()).find("absent.json: cannot open") !=
+          std::string::npos);
+    s.write("a.json", R"({"base": "b.json"})");
+    s.write("b.json", R"({"base": "a.json"})");
+    CHECK(error_of(s.dir / "a.json", opts()).find("base-scenario cycle") != std::string::npos);
+    const auto europa = kRoot / "scenarios/europa.json";
+    CHECK(error_of(europa, opts({"training.seqlen=5"})).find("--set: $.training.seqlen: no such parameter") !=
+          std::string::npos);
+    CHECK(error_of(europa, opts({"training.seq_len"})).find("expected KEY=VALUE") != std::string::npos);
+    CHECK(error_of(europa, opts({"training.seq_len=abc"})).find("--set: $.training.seq_len: expected an integer") !=
+          std::string::npos);
+    CHECK(error_of(europa, opts({"hardware.profile=nope"})).find("no hardware named \"nope\"") !=
+          std::string::npos);
+  }
+  TEST_CASE("a document-length file is read, and bad lines are reported") {
+    Scratch s;
+    s.write("lens.txt", "100 200\n300\n");
+    const auto ok = s.based("ok.json", R"("data": {"doc_lengths_file": "lens.txt"})");
+    CHECK(load_scenario(ok, opts()).scenario.job.data.doc_lengths ==
+          std::vector<std::int64_t>{100, 200, 300});
+    s.write("bad.txt", "100\n20x\n");
+    const auto bad = s.based("bad.json", R"("data": {"doc_lengths_file": "bad.txt"})");
+    CHECK(error_of(bad, opts()).find("bad.txt: line 2: \"20x\" is not a positive token count") !=
+          std::string::npos);
+  }
+}
