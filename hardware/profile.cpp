@@ -83,7 +83,10 @@ sim::Schema<NcclSpec> nccl_schema() {
             [](auto& n) -> auto& { return n.hop_latency_nvlink_us; })
       .real("hop_latency_net_us", "us", 0, 1e6, std::nullopt,
             "latency of one ring step across the network",
-            [](auto& n) -> auto& { return n.hop_latency_net_us; });
+            [](auto& n) -> auto& { return n.hop_latency_net_us; })
+      .real("hbm_traffic_factor", "", 0, 100, std::nullopt,
+            "HBM bytes a collective moves per byte it sends over NVLink",
+            [](auto& n) -> auto& { return n.hbm_traffic_factor; });
   return s;
 }
 

@@ -49,6 +49,7 @@ struct NcclSpec {
   double base_latency_us = 0;  // per collective launch
   double hop_latency_nvlink_us = 0;  // per ring step between GPUs of a node
   double hop_latency_net_us = 0;     // per ring step crossing the network
+  double hbm_traffic_factor = 0;     // HBM bytes moved per byte a collective sends over NVLink
 };
 
 struct Profile {

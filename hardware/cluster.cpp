@@ -1,0 +1,42 @@
+#include "hardware/cluster.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace twin::hardware {
+
+Cluster::Cluster(sim::Engine& engine, sim::Fluid& fluid, const Profile& profile, int gpus,
+                 const NcclOptions& nccl)
+    : engine_(engine), fluid_(fluid), profile_(profile), nccl_(nccl),
+      gpus_per_node_(static_cast<int>(profile.node.gpus)) {
+  if (gpus <= 0 || gpus % gpus_per_node_ != 0)
+    throw std::invalid_argument("the GPU count must be a positive multiple of the node's GPUs");
+  const auto& n = profile.node;
+  for (int g = 0; g < gpus; ++g) {
+    const std::string p = "gpu" + std::to_string(g) + ".";
+    gpus_.push_back(std::make_unique<Gpu>(fluid_, g, static_cast<int>(profile.gpu.sm_count),
+                                          profile.gpu.hbm_bw_GBps * 1e9));
+    links_.push_back({fluid_.add_resource(n.nvlink_gpu_GBps * 1e9, p + "nvlink_out"),
+                      fluid_.add_resource(n.nvlink_gpu_GBps * 1e9, p + "nvlink_in"),
+                      fluid_.add_resource(n.nic_GBps * 1e9, p + "nic_out"),
+                      fluid_.add_resource(n.nic_GBps * 1e9, p + "nic_in"),
+                      fluid_.add_resource(n.host_h2d_GBps * 1e9, p + "h2d"),
+                      fluid_.add_resource(n.host_d2h_GBps * 1e9, p + "d2h"),
+                      fluid_.add_resource(static_cast<double>(profile.host.cores_per_gpu),
+                                          p + "cpu_cores"),
+                      gpus_.back()->hbm_resource()});
+    for (int peer = 0; peer < gpus_per_node_; ++peer) {
+      const int b = (g / gpus_per_node_) * gpus_per_node_ + peer;
+      pairs_.push_back(b == g ? 0
+                              : fluid_.add_resource(n.nvlink_pair_GBps * 1e9,
+                                                    p + "nvlink_to_gpu" + std::to_string(b)));
+    }
+  }
+}
+
+sim::Fluid::ResourceId Cluster::pair(int a, int b) const {
+  if (a == b || node_of(a) != node_of(b)) throw std::invalid_argument("not an NVLink pair");
+  return pairs_[static_cast<std::size_t>(a * gpus_per_node_ + b % gpus_per_node_)];
+}
+
+}  // namespace twin::hardware

@@ -1,0 +1,50 @@
+// The machine as resources of the fluid solver: per GPU its SMs and HBM (gpu.hpp), NVLink in
+// and out, one NVLink resource per ordered GPU pair of a node, its NIC's two directions, the
+// host link (C2C or PCIe) per direction, and the CPU cores serving its rank. Hardware declares
+// constraints here; it never divides bandwidth itself (the solver does).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "hardware/gpu.hpp"
+#include "hardware/nccl_options.hpp"
+#include "hardware/profile.hpp"
+#include "sim/fluid.hpp"
+
+namespace twin::hardware {
+
+struct GpuLinks {
+  sim::Fluid::ResourceId nvl_out, nvl_in, nic_out, nic_in, h2d, d2h, cpu, hbm;
+};
+
+class Cluster {
+ public:
+  Cluster(sim::Engine& engine, sim::Fluid& fluid, const Profile& profile, int gpus,
+          const NcclOptions& nccl);
+
+  int gpus() const { return static_cast<int>(gpus_.size()); }
+  int gpus_per_node() const { return gpus_per_node_; }
+  int node_of(int g) const { return g / gpus_per_node_; }
+  Gpu& gpu(int g) { return *gpus_[static_cast<std::size_t>(g)]; }
+  const GpuLinks& links(int g) const { return links_[static_cast<std::size_t>(g)]; }
+  // The NVLink resource from GPU a to GPU b of the same node.
+  sim::Fluid::ResourceId pair(int a, int b) const;
+
+  const Profile& profile() const { return profile_; }
+  const NcclOptions& nccl() const { return nccl_; }
+  sim::Engine& engine() { return engine_; }
+  sim::Fluid& fluid() { return fluid_; }
+
+ private:
+  sim::Engine& engine_;
+  sim::Fluid& fluid_;
+  const Profile& profile_;
+  NcclOptions nccl_;
+  int gpus_per_node_;
+  std::vector<std::unique_ptr<Gpu>> gpus_;
+  std::vector<GpuLinks> links_;
+  std::vector<sim::Fluid::ResourceId> pairs_;  // [gpu][local peer]
+};
+
+}  // namespace twin::hardware

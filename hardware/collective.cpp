@@ -1,0 +1,133 @@
+#include "hardware/collective.hpp"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <stdexcept>
+
+namespace twin::hardware {
+
+int channels(CollKind kind, int default_ctas, const NcclOptions& opts, int sm_count) {
+  int c = std::max(1, default_ctas);
+  if (opts.max_ctas > 0) c = std::min<int>(c, static_cast<int>(opts.max_ctas));
+  if (kind == CollKind::all_to_all) {
+    int p = 1;
+    while (p < c) p *= 2;
+    c = p;
+  }
+  return std::min(c, sm_count);
+}
+
+namespace {
+
+using Uses = std::map<sim::Fluid::ResourceId, double>;  // ordered: deterministic
+
+void ring_uses(const Cluster& c, const CollectiveSpec& s, Uses& u, double hbm_factor) {
+  std::map<int, int> members;  // node → ring members on it
+  for (int r : s.ranks) ++members[c.node_of(r)];
+  const bool multi_node = members.size() > 1;
+  for (int r : s.ranks) {
+    const auto& l = c.links(r);
+    const double g = members[c.node_of(r)];
+    const double nvl = (g - 1) / g;
+    if (multi_node) {
+      u[l.nic_out] += 1 / g;
+      u[l.nic_in] += 1 / g;
+    }
+    if (nvl > 0) {
+      u[l.nvl_out] += nvl;
+      u[l.nvl_in] += nvl;
+    }
+    u[l.hbm] += hbm_factor * nvl + (multi_node ? 1 / g : 0);
+  }
+}
+
+void all_to_all_uses(const Cluster& c, const CollectiveSpec& s, Uses& u, double hbm_factor) {
+  const double n = static_cast<double>(s.ranks.size());
+  for (int r : s.ranks) {
+    const auto& l = c.links(r);
+    double local = 0;
+    for (int p : s.ranks)
+      if (p != r && c.node_of(p) == c.node_of(r)) {
+        u[c.pair(r, p)] += 1 / (n - 1);
+        local += 1;
+      }
+    const double net = (n - 1 - local) / (n - 1), nvl = local / (n - 1);
+    if (net > 0) u[l.nic_out] += net, u[l.nic_in] += net;
+    if (nvl > 0) u[l.nvl_out] += nvl, u[l.nvl_in] += nvl;
+    u[l.hbm] += hbm_factor * nvl + net;
+  }
+}
+
+}  // namespace
+
+CollectivePlan plan_collective(const Cluster& c, const CollectiveSpec& s) {
+  const auto& p = c.profile();
+  const int n = static_cast<int>(s.ranks.size());
+  if (n < 1) throw std::invalid_argument("a collective needs at least one rank");
+  CollectivePlan plan;
+  plan.ctas = channels(s.kind, s.default_ctas, c.nccl(), static_cast<int>(p.gpu.sm_count));
+  int nodes = 0;
+  {
+    std::vector<int> ns;
+    for (int r : s.ranks) ns.push_back(c.node_of(r));
+    std::sort(ns.begin(), ns.end());
+    nodes = static_cast<int>(std::unique(ns.begin(), ns.end()) - ns.begin());
+  }
+  plan.crosses_network = nodes > 1;
+  const double frac = n > 1 ? static_cast<double>(n - 1) / n : 0.0;
+  Uses u;
+  if (s.kind == CollKind::all_to_all) {
+    plan.amount = frac * s.bytes;
+    if (n > 1) all_to_all_uses(c, s, u, p.nccl.hbm_traffic_factor);
+  } else {
+    plan.amount = (s.kind == CollKind::all_reduce ? 2 : 1) * frac * s.bytes;
+    if (n > 1) ring_uses(c, s, u, p.nccl.hbm_traffic_factor);
+  }
+  for (const auto& [r, w] : u) plan.uses.push_back({r, w});
+  const double cta_Bps = (plan.crosses_network ? p.nccl.cta_net_GBps : p.nccl.cta_nvlink_GBps) * 1e9;
+  plan.bound = plan.ctas * cta_Bps;
+  double lat = p.nccl.base_latency_us;
+  if (s.kind == CollKind::all_to_all) {
+    lat += plan.crosses_network ? p.nccl.hop_latency_net_us : p.nccl.hop_latency_nvlink_us;
+  } else if (n > 1) {
+    const int net_steps = plan.crosses_network ? nodes - 1 : 0;
+    const int nvl_steps = n - 1 - net_steps;
+    const int mult = s.kind == CollKind::all_reduce ? 2 : 1;
+    lat += mult * (net_steps * p.nccl.hop_latency_net_us + nvl_steps * p.nccl.hop_latency_nvlink_us);
+  }
+  plan.latency = sim::Time::us(lat);
+  return plan;
+}
+
+void run_collective(const std::vector<sim::Task*>& tasks, Cluster& c, CollectiveSpec spec) {
+  if (tasks.size() != spec.ranks.size()) throw std::invalid_argument("one task per rank");
+  struct State {
+    CollectivePlan plan;
+    std::vector<sim::Task*> tasks;
+    std::vector<int> ranks;
+    std::size_t launched = 0;
+  };
+  auto st = std::make_shared<State>(State{plan_collective(c, spec), tasks, spec.ranks});
+  auto end = [st, &c] {
+    for (std::size_t i = 0; i < st->ranks.size(); ++i) {
+      c.gpu(st->ranks[i]).release(st->plan.ctas, Gpu::Holder::nccl);
+      st->tasks[i]->finish();
+    }
+  };
+  auto begin = [st, &c, end] {
+    auto after_data = [st, &c, end] { c.engine().after(st->plan.latency, end, sim::Priority::completion); };
+    if (st->plan.amount <= 0 || st->plan.uses.empty()) return after_data();
+    c.fluid().start(st->plan.amount, st->plan.uses, st->plan.bound, after_data);
+  };
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    tasks[i]->on_ready = [st, &c, begin, i](sim::Task&) {
+      auto got = std::make_shared<int>(0);
+      c.gpu(st->ranks[i]).request(st->plan.ctas, Gpu::Holder::nccl, [st, begin, got](int k) {
+        if ((*got += k) == st->plan.ctas && ++st->launched == st->ranks.size()) begin();
+      });
+    };
+  }
+}
+
+}  // namespace twin::hardware

@@ -1,0 +1,57 @@
+// NCCL collectives as activities spanning ranks (SPEC.md §8, §6.13).
+//
+// Channels: one CTA per channel, each holding one SM from its rank's launch to the collective's
+// end, waiting for late peers included:
+//     ctas = min(default for that collective, NCCL_MAX_CTAS if set), send/recv (all-to-all)
+//     rounded up to a power of two, never more than the GPU's SMs.
+// Data moves once every participant has launched (holds all its CTAs), as one fluid flow whose
+// amount A is the bytes each rank sends:
+//     ring all-gather / reduce-scatter of an S-byte (gathered) buffer over n ranks: A = (n−1)/n·S
+//     ring all-reduce: A = 2(n−1)/n·S;   all-to-all of an S-byte send buffer: A = (n−1)/n·S.
+// Links used, per rank, in units of A (so the solver shares every link among all flows):
+//     ring: every node's ring traffic leaves it once per channel and NCCL spreads channels over
+//           the node's NICs, so each of the node's g ring members carries 1/g of A on its NIC
+//           (each direction); inside the node each member forwards (g−1)/g of A over NVLink.
+//     all-to-all: the share of peers off the node on the NIC, the rest on NVLink, 1/(n−1) of A
+//           on each NVLink pair to a peer of the same node.
+//     HBM: hbm_traffic_factor per NVLink byte, plus one write per network byte.
+// Rate bound: ctas × per-CTA bandwidth (network or NVLink, whichever the collective crosses).
+// Latency (NCCL's tuning model, ring/Simple): base + NVLink steps·hop_nvlink + network
+// steps·hop_net, with n−1 steps (2(n−1) for all-reduce), one per node boundary on the network;
+// all-to-all: base + one hop.
+// Collectives of one communicator serialize: the caller chains their tasks.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "hardware/cluster.hpp"
+#include "sim/task.hpp"
+
+namespace twin::hardware {
+
+enum class CollKind { all_gather, reduce_scatter, all_reduce, all_to_all };
+
+struct CollectiveSpec {
+  CollKind kind = CollKind::all_gather;
+  std::vector<int> ranks;  // global GPU indices, in ring order
+  double bytes = 0;        // S, as above
+  int default_ctas = 1;    // NCCL's own channel count for this collective
+};
+
+struct CollectivePlan {
+  int ctas = 1;
+  double amount = 0;  // A
+  std::vector<sim::Fluid::Use> uses;
+  double bound = 0;   // bytes/s of A
+  sim::Time latency{};
+  bool crosses_network = false;
+};
+
+int channels(CollKind kind, int default_ctas, const NcclOptions& opts, int sm_count);
+CollectivePlan plan_collective(const Cluster& c, const CollectiveSpec& spec);
+
+// Binds tasks[i] (on GPU spec.ranks[i]) to one collective.
+void run_collective(const std::vector<sim::Task*>& tasks, Cluster& c, CollectiveSpec spec);
+
+}  // namespace twin::hardware

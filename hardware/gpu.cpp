@@ -1,0 +1,63 @@
+#include "hardware/gpu.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace twin::hardware {
+
+Gpu::Gpu(sim::Fluid& fluid, int index, int sm_count, double hbm_Bps)
+    : fluid_(fluid), index_(index), sm_count_(sm_count), free_(sm_count) {
+  sm_res_ = fluid_.add_resource(sm_count, "gpu" + std::to_string(index) + ".sm");
+  hbm_res_ = fluid_.add_resource(hbm_Bps, "gpu" + std::to_string(index) + ".hbm");
+}
+
+Gpu::RequestId Gpu::request(int n, Holder who, Grant grant) {
+  if (n <= 0 || n > sm_count_) throw std::invalid_argument("SM request out of range");
+  const RequestId id = next_id_++;
+  waiting_.push_back({id, n, who, std::move(grant)});
+  serve();
+  return id;
+}
+
+void Gpu::cancel(RequestId id) {
+  auto it = std::find_if(waiting_.begin(), waiting_.end(), [id](const Request& r) { return r.id == id; });
+  if (it != waiting_.end()) waiting_.erase(it);
+}
+
+void Gpu::hold(int n, Holder who) {
+  free_ -= n;
+  if (who == Holder::nccl) {
+    held_nccl_ += n;
+    on_nccl_sms(index_, held_nccl_);
+  }
+  fluid_.set_capacity(sm_res_, free_);
+}
+
+void Gpu::release(int n, Holder who) {
+  free_ += n;
+  if (free_ > sm_count_) throw std::logic_error("more SMs released than held");
+  if (who == Holder::nccl) {
+    held_nccl_ -= n;
+    on_nccl_sms(index_, held_nccl_);
+  }
+  fluid_.set_capacity(sm_res_, free_);
+  serve();
+}
+
+void Gpu::serve() {
+  if (serving_) return;  // a grant callback released or requested: the outer loop continues
+  serving_ = true;
+  while (free_ > 0 && !waiting_.empty()) {
+    Request& r = waiting_.front();
+    const int k = std::min(free_, r.missing);
+    r.missing -= k;
+    hold(k, r.who);
+    Grant grant = r.grant;
+    if (r.missing == 0) waiting_.pop_front();
+    grant(k);
+  }
+  serving_ = false;
+}
+
+}  // namespace twin::hardware

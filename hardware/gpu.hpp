@@ -1,0 +1,65 @@
+// A GPU's streaming multiprocessors as a resource (SPEC.md §6.5, §6.13).
+//
+// SMs are *held* by NCCL CTAs and by the blocks of persistent kernels: one SM each, for as long
+// as they run. Requests for SMs are served first come, first served, one SM at a time as SMs
+// free (the block scheduler dispatches a waiting block to the next SM that frees). Ordinary grid
+// kernels (many short CTAs) do not hold SMs: they share, through the fluid solver, the SMs
+// nobody holds — the capacity of the `free_sms` resource.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+
+#include "sim/fluid.hpp"
+#include "sim/signal.hpp"
+
+namespace twin::hardware {
+
+class Gpu {
+ public:
+  enum class Holder : std::uint8_t { nccl, persistent };
+  using Grant = std::function<void(int granted)>;
+  using RequestId = std::uint64_t;
+
+  Gpu(sim::Fluid& fluid, int index, int sm_count, double hbm_Bps);
+
+  int index() const { return index_; }
+  int sm_count() const { return sm_count_; }
+  int free_sms() const { return free_; }
+  int nccl_sms() const { return held_nccl_; }
+  sim::Fluid::ResourceId sm_resource() const { return sm_res_; }
+  sim::Fluid::ResourceId hbm_resource() const { return hbm_res_; }
+
+  // Asks for n SMs; `grant(k)` is called each time k more are assigned (possibly at once).
+  RequestId request(int n, Holder who, Grant grant);
+  // Withdraws what is still ungranted of a request (a dynamic kernel that ran out of tiles).
+  void cancel(RequestId id);
+  void release(int n, Holder who);
+
+  // Fires with (gpu index, SMs held by NCCL) whenever that number changes.
+  sim::Signal<int, int> on_nccl_sms;
+
+ private:
+  struct Request {
+    RequestId id;
+    int missing;
+    Holder who;
+    Grant grant;
+  };
+  void serve();
+  void hold(int n, Holder who);
+
+  sim::Fluid& fluid_;
+  int index_;
+  int sm_count_;
+  int free_;
+  int held_nccl_ = 0;
+  sim::Fluid::ResourceId sm_res_;
+  sim::Fluid::ResourceId hbm_res_;
+  std::deque<Request> waiting_;
+  RequestId next_id_ = 1;
+  bool serving_ = false;
+};
+
+}  // namespace twin::hardware

@@ -1,0 +1,91 @@
+#include "hardware/ops.hpp"
+
+#include <memory>
+
+namespace twin::hardware {
+
+namespace {
+
+void run_grid(sim::Task& t, Cluster& c, Gpu& g, KernelWork w) {
+  const double sm_s = w.alone_s * g.sm_count();
+  std::vector<sim::Fluid::Use> uses{{g.sm_resource(), 1.0}};
+  if (w.hbm_bytes > 0) uses.push_back({g.hbm_resource(), w.hbm_bytes / sm_s});
+  c.fluid().start(sm_s, std::move(uses), g.sm_count(), [&t] { t.finish(); }, g.sm_count());
+}
+
+void run_static(sim::Task& t, Cluster& c, Gpu& g, KernelWork w) {
+  auto done = std::make_shared<int>(0);
+  const int blocks = g.sm_count();
+  const sim::Time block_time = sim::Time::s(w.alone_s);
+  g.request(blocks, Gpu::Holder::persistent, [&t, &c, &g, done, blocks, block_time](int k) {
+    c.engine().after(block_time, [&t, &g, done, blocks, k] {
+      g.release(k, Gpu::Holder::persistent);
+      if ((*done += k) == blocks) t.finish();
+    }, sim::Priority::completion);
+  });
+}
+
+void run_dynamic(sim::Task& t, Cluster& c, Gpu& g, KernelWork w) {
+  struct State {
+    int held = 0;
+    sim::Fluid::FlowId flow = 0;
+    Gpu::RequestId req = 0;
+  };
+  auto st = std::make_shared<State>();
+  const double sm_s = w.alone_s * g.sm_count();
+  std::vector<sim::Fluid::Use> uses;
+  if (w.hbm_bytes > 0) uses.push_back({g.hbm_resource(), w.hbm_bytes / sm_s});
+  st->flow = c.fluid().start(sm_s, std::move(uses), 0.0, [&t, &g, st] {
+    g.cancel(st->req);  // blocks still waiting find the tile counter exhausted
+    g.release(st->held, Gpu::Holder::persistent);
+    t.finish();
+  }, g.sm_count());
+  st->req = g.request(g.sm_count(), Gpu::Holder::persistent, [&c, st](int k) {
+    st->held += k;
+    c.fluid().set_bound(st->flow, st->held);
+  });
+}
+
+}  // namespace
+
+void run_kernel(sim::Task& t, Cluster& c, int gpu, KernelWork w) {
+  t.on_ready = [&c, gpu, w](sim::Task& task) {
+    if (w.alone_s <= 0) return task.finish();
+    Gpu& g = c.gpu(gpu);
+    switch (w.cls) {
+      case KernelClass::grid: return run_grid(task, c, g, w);
+      case KernelClass::persistent_static: return run_static(task, c, g, w);
+      case KernelClass::persistent_dynamic: return run_dynamic(task, c, g, w);
+    }
+  };
+}
+
+void run_copy(sim::Task& t, Cluster& c, int gpu, CopyDir dir, double bytes) {
+  t.on_ready = [&c, gpu, dir, bytes](sim::Task& task) {
+    if (bytes <= 0) return task.finish();
+    const auto& l = c.links(gpu);
+    const auto hbm = l.hbm;
+    std::vector<sim::Fluid::Use> uses;
+    switch (dir) {
+      case CopyDir::h2d: uses = {{l.h2d, 1.0}, {hbm, 1.0}}; break;
+      case CopyDir::d2h: uses = {{l.d2h, 1.0}, {hbm, 1.0}}; break;
+      case CopyDir::d2d: uses = {{hbm, 2.0}}; break;  // read + write
+    }
+    c.fluid().start(bytes, std::move(uses), sim::Fluid::kUnbounded, [&task] { task.finish(); });
+  };
+}
+
+void run_cpu(sim::Task& t, Cluster& c, int gpu, double core_s, double max_cores) {
+  t.on_ready = [&c, gpu, core_s, max_cores](sim::Task& task) {
+    if (core_s <= 0) return task.finish();
+    c.fluid().start(core_s, {{c.links(gpu).cpu, 1.0}}, max_cores, [&task] { task.finish(); });
+  };
+}
+
+void run_delay(sim::Task& t, Cluster& c, sim::Time d) {
+  t.on_ready = [&c, d](sim::Task& task) {
+    c.engine().after(d, [&task] { task.finish(); }, sim::Priority::completion);
+  };
+}
+
+}  // namespace twin::hardware

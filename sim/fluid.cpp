@@ -1,0 +1,238 @@
+#include "sim/fluid.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace twin::sim {
+
+namespace {
+// Relative tolerance under which a resource counts as saturated.
+constexpr double kEps = 1e-12;
+}  // namespace
+
+Fluid::Fluid(Engine& engine) : engine_(engine) {
+  engine_.on_settle([this] { settle(); });
+}
+
+Fluid::ResourceId Fluid::add_resource(double capacity, std::string name) {
+  if (!(capacity >= 0)) throw std::invalid_argument("resource capacity must be ≥ 0: " + name);
+  resources_.push_back({capacity, std::move(name), {}});
+  return static_cast<ResourceId>(resources_.size() - 1);
+}
+
+void Fluid::set_capacity(ResourceId r, double capacity) {
+  auto& res = resources_[r];
+  if (res.capacity == capacity) return;
+  for (FlowId f : res.flows) advance(flows_[f]);
+  res.capacity = capacity;
+  if (!res.dirty) res.dirty = true, dirty_.push_back(r);
+}
+
+Fluid::FlowId Fluid::start(double amount, std::vector<Use> uses, double bound,
+                           std::function<void()> done, double share) {
+  if (uses.empty() && !std::isfinite(bound))
+    throw std::invalid_argument("a flow needs a resource or a finite bound");
+  FlowId id;
+  if (free_flows_.empty()) {
+    id = static_cast<FlowId>(flows_.size());
+    flows_.emplace_back();
+  } else {
+    id = free_flows_.back();
+    free_flows_.pop_back();
+  }
+  Flow& f = flows_[id];
+  f.remaining = std::max(0.0, amount);
+  f.rate = 0;
+  f.bound = bound;
+  if (share <= 0) {
+    share = bound;
+    for (const auto& u : uses)
+      if (u.weight > 0) share = std::min(share, resources_[u.resource].capacity / u.weight);
+    if (!(share > 0) || !std::isfinite(share)) share = 1;
+  }
+  f.share = share;
+  f.since = engine_.now();
+  f.uses = std::move(uses);
+  f.done = std::move(done);
+  f.active = true;
+  ++f.version;
+  ++active_;
+  for (const auto& u : f.uses) resources_[u.resource].flows.push_back(id);
+  mark_dirty(f);
+  if (f.uses.empty()) dirty_isolated_.push_back(id);
+  return id;
+}
+
+void Fluid::set_bound(FlowId id, double bound) {
+  Flow& f = flows_[id];
+  if (!f.active || f.bound == bound) return;
+  advance(f);
+  f.bound = bound;
+  mark_dirty(f);
+  if (f.uses.empty()) dirty_isolated_.push_back(id);
+}
+
+double Fluid::remaining(FlowId id) const {
+  const Flow& f = flows_[id];
+  if (!f.active) return 0;
+  return std::max(0.0, f.remaining - f.rate * (engine_.now() - f.since).to_s());
+}
+
+double Fluid::load(ResourceId r) const {
+  double l = 0;
+  for (FlowId f : resources_[r].flows)
+    for (const auto& u : flows_[f].uses)
+      if (u.resource == r) l += u.weight * flows_[f].rate;
+  return l;
+}
+
+void Fluid::mark_dirty(const Flow& f) {
+  for (const auto& u : f.uses) {
+    auto& r = resources_[u.resource];
+    if (!r.dirty) r.dirty = true, dirty_.push_back(u.resource);
+  }
+}
+
+void Fluid::advance(Flow& f) {
+  const Time now = engine_.now();
+  if (now != f.since) {
+    f.remaining = std::max(0.0, f.remaining - f.rate * (now - f.since).to_s());
+    f.since = now;
+  }
+}
+
+void Fluid::settle() {
+  if (dirty_.empty() && dirty_isolated_.empty()) return;
+  std::vector<FlowId> comp_flows;
+  std::vector<ResourceId> comp_res;
+  ++epoch_;
+  auto dirty = std::move(dirty_);
+  dirty_.clear();
+  for (ResourceId r : dirty) {
+    resources_[r].dirty = false;
+    if (resources_[r].mark != epoch_) solve_component(r, comp_flows, comp_res);
+  }
+  auto iso = std::move(dirty_isolated_);
+  dirty_isolated_.clear();
+  for (FlowId f : iso)
+    if (flows_[f].active) solve_isolated(f);
+}
+
+void Fluid::solve_isolated(FlowId id) {
+  Flow& f = flows_[id];
+  advance(f);
+  f.rate = f.bound;
+  reschedule(id);
+}
+
+void Fluid::solve_component(ResourceId seed, std::vector<FlowId>& flows,
+                            std::vector<ResourceId>& res) {
+  flows.clear();
+  res.clear();
+  res.push_back(seed);
+  resources_[seed].mark = epoch_;
+  for (std::size_t i = 0; i < res.size(); ++i) {
+    for (FlowId f : resources_[res[i]].flows) {
+      if (flows_[f].mark == epoch_) continue;
+      flows_[f].mark = epoch_;
+      flows.push_back(f);
+      for (const auto& u : flows_[f].uses)
+        if (resources_[u.resource].mark != epoch_) {
+          resources_[u.resource].mark = epoch_;
+          res.push_back(u.resource);
+        }
+    }
+  }
+  if (flows.empty()) return;
+  ++solves_;
+  std::sort(flows.begin(), flows.end());  // deterministic order, whatever the discovery order
+  for (FlowId f : flows) advance(flows_[f]);
+  std::vector<double> old(flows.size());
+  for (std::size_t i = 0; i < flows.size(); ++i) old[i] = flows_[flows[i]].rate;
+  progressive_filling(flows, res);
+  for (std::size_t i = 0; i < flows.size(); ++i)
+    if (flows_[flows[i]].rate != old[i] || flows_[flows[i]].remaining <= 0) reschedule(flows[i]);
+}
+
+void Fluid::progressive_filling(const std::vector<FlowId>& flows,
+                                const std::vector<ResourceId>& res) {
+  for (ResourceId r : res) {
+    resources_[r].rem = resources_[r].capacity;
+    resources_[r].wsum = 0;
+  }
+  for (FlowId id : flows) {
+    Flow& f = flows_[id];
+    f.fixed = false;
+    f.rate = 0;
+    for (const auto& u : f.uses) resources_[u.resource].wsum += u.weight * f.share;
+  }
+  std::size_t unfixed = flows.size();
+  double level = 0;
+  while (unfixed > 0) {
+    double delta = kUnbounded;
+    for (ResourceId r : res) {
+      const auto& R = resources_[r];
+      if (R.wsum > 0) delta = std::min(delta, std::max(0.0, R.rem) / R.wsum);
+    }
+    for (FlowId id : flows)
+      if (!flows_[id].fixed) delta = std::min(delta, flows_[id].bound / flows_[id].share - level);
+    if (!std::isfinite(delta)) throw std::logic_error("unbounded flow in the fluid system");
+    level += delta;
+    for (ResourceId r : res) resources_[r].rem -= delta * resources_[r].wsum;
+    for (FlowId id : flows) {
+      Flow& f = flows_[id];
+      if (f.fixed) continue;
+      const double b = f.bound / f.share;
+      bool fix = std::isfinite(b) && b - level <= kEps * std::max(1.0, b);
+      for (const auto& u : f.uses) {
+        const auto& R = resources_[u.resource];
+        fix = fix || R.rem <= kEps * std::max(1.0, R.capacity);
+      }
+      if (!fix) continue;
+      f.fixed = true;
+      f.rate = level * f.share;
+      --unfixed;
+      for (const auto& u : f.uses) resources_[u.resource].wsum -= u.weight * f.share;
+    }
+  }
+}
+
+void Fluid::reschedule(FlowId id) {
+  Flow& f = flows_[id];
+  const std::uint64_t v = ++f.version;
+  if (f.remaining <= 0) {
+    engine_.at(engine_.now(), [this, id, v] { complete(id, v); }, Priority::completion);
+    return;
+  }
+  if (f.rate <= 0) return;  // starved: waits for a change
+  const double ns = std::ceil(f.remaining / f.rate * 1e9);
+  if (ns >= 9.2e18) return;
+  engine_.at(engine_.now() + Time::ns(static_cast<std::int64_t>(ns)),
+             [this, id, v] { complete(id, v); }, Priority::completion);
+}
+
+void Fluid::complete(FlowId id, std::uint64_t version) {
+  Flow& f = flows_[id];
+  if (!f.active || f.version != version) return;  // stale: the rate changed since
+  auto done = std::move(f.done);
+  detach(id);
+  if (done) done();
+}
+
+void Fluid::detach(FlowId id) {
+  Flow& f = flows_[id];
+  mark_dirty(f);
+  for (const auto& u : f.uses) {
+    auto& v = resources_[u.resource].flows;
+    v.erase(std::find(v.begin(), v.end(), id));
+  }
+  f.active = false;
+  f.rate = 0;
+  f.uses.clear();
+  ++f.version;
+  --active_;
+  free_flows_.push_back(id);
+}
+
+}  // namespace twin::sim

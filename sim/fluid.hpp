@@ -1,0 +1,113 @@
+// Fluid resource sharing: the one rule for dividing capacity between concurrent flows.
+//
+// A resource r has a capacity C_r (units per second). A flow f has an amount to move, a bound
+// B_f on its rate (∞ if none), uses resources with weights w_{r,f} (it consumes w_{r,f}·ρ_f of r
+// at rate ρ_f) and a share φ_f > 0: its speed when alone, min(B_f, min_r C_r / w_{r,f}) unless
+// given. Rates are weighted max-min fair, ρ_f = λ_f·φ_f, under
+//      Σ_f w_{r,f}·ρ_f ≤ C_r  for every r,     ρ_f ≤ B_f,
+// so contending flows are slowed by the same factor of their solo speed: flows of different
+// units (SM·seconds of a kernel, bytes of a copy) share HBM meaningfully, two equal flows split a
+// link evenly, and a collective with more channels gets proportionally more of a NIC. λ is found
+// by progressive filling (SimGrid src/kernel/lmm/maxmin.cpp; Bertsekas & Gallager, Data Networks
+// §6.5.2) on w' = w·φ and B' = B/φ: all unfixed flows rise together by
+//      δ = min( min_r  remaining_r / Σ_{f unfixed} w'_{r,f},   min_f (B'_f − level) );
+// resources that saturate fix their flows, flows that reach their bound are fixed, repeat. What
+// a bounded flow leaves unused goes to the others.
+//
+// Rates are recomputed only when flows start or end or a capacity changes, and only for the
+// connected component (flows ↔ resources) that the change touches, once per simulated instant
+// (Engine::on_settle). Between changes each flow's progress is linear, so its completion is one
+// event; a changed rate re-schedules it (stale completions are recognised by a version number).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "sim/engine.hpp"
+
+namespace twin::sim {
+
+class Fluid {
+ public:
+  using ResourceId = std::uint32_t;
+  using FlowId = std::uint32_t;
+  static constexpr double kUnbounded = std::numeric_limits<double>::infinity();
+  struct Use {
+    ResourceId resource;
+    double weight;
+  };
+
+  explicit Fluid(Engine& engine);
+  Fluid(const Fluid&) = delete;
+  Fluid& operator=(const Fluid&) = delete;
+
+  ResourceId add_resource(double capacity, std::string name);
+  void set_capacity(ResourceId r, double capacity);
+  double capacity(ResourceId r) const { return resources_[r].capacity; }
+  const std::string& name(ResourceId r) const { return resources_[r].name; }
+  std::size_t resource_count() const { return resources_.size(); }
+
+  // Starts a flow of `amount` units; `done` fires (at completion priority) when it is moved.
+  // share ≤ 0: the flow's solo speed at start, min(bound, min_r C_r / w_r).
+  FlowId start(double amount, std::vector<Use> uses, double bound, std::function<void()> done,
+               double share = 0);
+  void set_bound(FlowId f, double bound);
+  double rate(FlowId f) const { return flows_[f].rate; }
+  double remaining(FlowId f) const;
+  // Total rate currently used of a resource: Σ w·ρ.
+  double load(ResourceId r) const;
+  std::size_t active_flows() const { return active_; }
+  std::uint64_t solves() const { return solves_; }
+
+  // Recomputes now (normally the engine does it once per instant).
+  void settle();
+
+ private:
+  struct Resource {
+    double capacity;
+    std::string name;
+    std::vector<FlowId> flows;  // active flows using it
+    bool dirty = false;
+    // scratch for the solver
+    double rem = 0, wsum = 0;
+    std::uint32_t mark = 0;
+  };
+  struct Flow {
+    double remaining = 0;
+    double rate = 0;
+    double bound = kUnbounded;
+    double share = 1;
+    Time since{};
+    std::vector<Use> uses;
+    std::function<void()> done;
+    std::uint64_t version = 0;
+    bool active = false;
+    std::uint32_t mark = 0;
+    bool fixed = false;
+  };
+
+  void mark_dirty(const Flow& f);
+  void advance(Flow& f);
+  void solve_component(ResourceId seed, std::vector<FlowId>& comp_flows,
+                       std::vector<ResourceId>& comp_res);
+  void solve_isolated(FlowId f);
+  void progressive_filling(const std::vector<FlowId>& flows, const std::vector<ResourceId>& res);
+  void reschedule(FlowId f);
+  void complete(FlowId f, std::uint64_t version);
+  void detach(FlowId f);
+
+  Engine& engine_;
+  std::vector<Resource> resources_;
+  std::vector<Flow> flows_;
+  std::vector<FlowId> free_flows_;
+  std::vector<ResourceId> dirty_;
+  std::vector<FlowId> dirty_isolated_;  // flows that use no resource (bound only)
+  std::uint32_t epoch_ = 0;
+  std::size_t active_ = 0;
+  std::uint64_t solves_ = 0;
+};
+
+}  // namespace twin::sim

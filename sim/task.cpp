@@ -1,0 +1,65 @@
+#include "sim/task.hpp"
+
+#include <stdexcept>
+
+namespace twin::sim {
+
+void Task::after(Task& pred) {
+  if (pred.state_ == State::done) return;
+  if (state_ != State::blocked) throw std::logic_error("dependency added to a started task");
+  pred.successors_.push_back(this);
+  ++pending_;
+}
+
+void Task::ready() {
+  state_ = State::running;
+  start_ = graph_->engine_.now();
+  graph_->on_start(*this);
+  if (on_ready)
+    on_ready(*this);
+  else
+    finish();  // a pure dependency marker
+}
+
+void Task::finish() {
+  if (state_ != State::running) throw std::logic_error("task finished twice or before start: " + name);
+  state_ = State::done;
+  end_ = graph_->engine_.now();
+  ++graph_->finished_;
+  graph_->on_finish(*this);
+  for (Task* s : successors_)
+    if (--s->pending_ == 0) graph_->ready_queue_.push_back(s);
+  graph_->drain();
+}
+
+// Iterative, so that long chains of tasks finishing at once cannot overflow the stack.
+void TaskGraph::drain() {
+  if (draining_) return;
+  draining_ = true;
+  while (!ready_queue_.empty()) {
+    Task* t = ready_queue_.front();
+    ready_queue_.pop_front();
+    t->ready();
+  }
+  draining_ = false;
+}
+
+Task& TaskGraph::add(std::string name, std::int32_t lane, std::int32_t category) {
+  Task& t = tasks_.emplace_back();
+  t.graph_ = this;
+  t.id_ = tasks_.size() - 1;
+  t.name = std::move(name);
+  t.lane = lane;
+  t.category = category;
+  return t;
+}
+
+void TaskGraph::start() {
+  std::vector<Task*> roots;
+  for (auto& t : tasks_)
+    if (t.pending_ == 0 && t.state_ == Task::State::blocked) roots.push_back(&t);
+  for (Task* t : roots) ready_queue_.push_back(t);
+  drain();
+}
+
+}  // namespace twin::sim

@@ -1,0 +1,188 @@
+// Tier 1–2: GPUs, kernel classes and collectives on hand-solvable cases.
+#include <doctest/doctest.h>
+
+#include "hardware/collective.hpp"
+#include "hardware/ops.hpp"
+
+using namespace twin;
+using namespace twin::hardware;
+using sim::Time;
+
+namespace {
+
+// A JUPITER-like node with round numbers.
+Profile test_profile() {
+  Profile p;
+  p.name = "test";
+  p.gpu = {132, 228, 95, 3000, 989, 1979};
+  p.host = {72, 108, 450, 5};
+  p.node = {4, 400, 300, 150, 450, 25};
+  p.network = {1000, 100, 10};
+  p.nccl = {40, 5, 10, 2, 5, 2.5};
+  return p;
+}
+
+struct Rig {
+  sim::Engine engine;
+  sim::Fluid fluid{engine};
+  sim::TaskGraph graph{engine};
+  Profile profile = test_profile();
+  Cluster cluster;
+  explicit Rig(int gpus, NcclOptions o = {}) : cluster(engine, fluid, profile, gpus, o) {}
+};
+
+// Holds k SMs of a GPU from 0 until `until` (an NCCL kernel stand-in).
+void hold_sms(Rig& r, int gpu, int k, Time until) {
+  r.cluster.gpu(gpu).request(k, Gpu::Holder::nccl, [](int) {});
+  r.engine.at(until, [&r, gpu, k] { r.cluster.gpu(gpu).release(k, Gpu::Holder::nccl); });
+}
+
+double kernel_end_s(KernelClass cls, int held, Time until) {
+  Rig r(4);
+  if (held > 0) hold_sms(r, 0, held, until);
+  auto& t = r.graph.add("gemm");
+  run_kernel(t, r.cluster, 0, {1.0, 0, cls});
+  r.graph.start();
+  r.engine.run();
+  return t.end_time().to_s();
+}
+
+}  // namespace
+
+TEST_SUITE("hardware.kernels") {
+  TEST_CASE("a grid kernel slows in proportion to the SMs others hold") {
+    CHECK(kernel_end_s(KernelClass::grid, 0, Time{}) == doctest::Approx(1.0));
+    // 40 of 132 SMs held throughout: T·132/92.
+    CHECK(kernel_end_s(KernelClass::grid, 40, Time::s(10)) == doctest::Approx(132.0 / 92));
+  }
+  TEST_CASE("static persistent kernel: held SMs cost a whole extra wave") {
+    // T = 1 s. 40 SMs held until 0.5 s: 92 blocks run 0→1; 40 blocks start at 0.5 when the SMs
+    // free and run their full list: 0.5→1.5. The kernel ends at 1.5 s.
+    CHECK(kernel_end_s(KernelClass::persistent_static, 40, Time::s(0.5)) == doctest::Approx(1.5));
+    // Held until 10 s: the 40 late blocks take the SMs the first 92 free at 1 s: end at 2 s.
+    CHECK(kernel_end_s(KernelClass::persistent_static, 40, Time::s(10)) == doctest::Approx(2.0));
+  }
+  TEST_CASE("dynamic persistent kernel: held SMs only slow it") {
+    // Work 132 SM·s. 40 held until 0.5 s: 92 SM/s × 0.5 s = 46 done; 86 left at 132 SM/s.
+    CHECK(kernel_end_s(KernelClass::persistent_dynamic, 40, Time::s(0.5)) ==
+          doctest::Approx(0.5 + 86.0 / 132));
+    // Held throughout: 132/92 s.
+    CHECK(kernel_end_s(KernelClass::persistent_dynamic, 40, Time::s(10)) ==
+          doctest::Approx(132.0 / 92));
+  }
+  TEST_CASE("two grid kernels on one GPU share its SMs") {
+    Rig r(4);
+    auto& a = r.graph.add("a");
+    auto& b = r.graph.add("b");
+    run_kernel(a, r.cluster, 0, {1.0});
+    run_kernel(b, r.cluster, 0, {1.0});
+    r.graph.start();
+    r.engine.run();
+    CHECK(a.end_time().to_s() == doctest::Approx(2.0));
+  }
+  TEST_CASE("HBM-bound work shares the HBM bandwidth") {
+    // HBM 3 TB/s. Two D2D copies of 1.5 TB (3 TB of traffic each, 1 s alone) run together:
+    // equal shares, 1.5 TB/s of traffic each: 2 s. A memory-bound grid kernel (3 TB in 1 s
+    // alone) beside one such copy: both slowed by the same factor, each ends at 2 s.
+    for (bool kernel : {false, true}) {
+      Rig r(4);
+      auto& a = r.graph.add("a");
+      auto& b = r.graph.add("b");
+      if (kernel)
+        run_kernel(a, r.cluster, 0, {1.0, 3e12});
+      else
+        run_copy(a, r.cluster, 0, CopyDir::d2d, 1.5e12);
+      run_copy(b, r.cluster, 0, CopyDir::d2d, 1.5e12);
+      r.graph.start();
+      r.engine.run();
+      CHECK(a.end_time().to_s() == doctest::Approx(2.0));
+      CHECK(b.end_time().to_s() == doctest::Approx(2.0));
+    }
+  }
+}
+
+TEST_SUITE("hardware.collectives") {
+  TEST_CASE("channels: capped by NCCL_MAX_CTAS, all-to-all rounded up to a power of two") {
+    CHECK(channels(CollKind::all_gather, 40, {}, 132) == 40);
+    CHECK(channels(CollKind::all_gather, 40, {16}, 132) == 16);
+    CHECK(channels(CollKind::all_gather, 8, {16}, 132) == 8);
+    CHECK(channels(CollKind::all_to_all, 24, {}, 132) == 32);
+    CHECK(channels(CollKind::all_to_all, 64, {24}, 132) == 32);
+  }
+  TEST_CASE("ring all-gather over 4 nodes (one GPU each) against its closed form") {
+    // S = 4 GB, n = 4: A = 3 GB over each rank's 25 GB/s NIC (bound 16 CTAs × 5 GB/s = 80):
+    // 0.12 s, plus latency 10 µs + 3 network steps × 5 µs = 25 µs.
+    Rig r(16);
+    std::vector<sim::Task*> ts;
+    CollectiveSpec s{CollKind::all_gather, {0, 4, 8, 12}, 4e9, 16};
+    for (int i = 0; i < 4; ++i) ts.push_back(&r.graph.add("ag"));
+    run_collective(ts, r.cluster, s);
+    r.graph.start();
+    r.engine.run();
+    CHECK(ts[0]->end_time().to_s() == doctest::Approx(0.12 + 25e-6));
+    CHECK(ts[3]->end_time() == ts[0]->end_time());
+  }
+  TEST_CASE("few CTAs bound an IB collective; more CTAs never slow it") {
+    auto time_with = [](int ctas) {
+      Rig r(16);
+      std::vector<sim::Task*> ts;
+      for (int i = 0; i < 4; ++i) ts.push_back(&r.graph.add("ag"));
+      run_collective(ts, r.cluster, {CollKind::all_gather, {0, 4, 8, 12}, 4e9, ctas});
+      r.graph.start();
+      r.engine.run();
+      return ts[0]->end_time().to_s();
+    };
+    // 2 CTAs × 5 GB/s = 10 GB/s < 25: 3 GB / 10 GB/s = 0.3 s.
+    CHECK(time_with(2) == doctest::Approx(0.3 + 25e-6));
+    double prev = time_with(1);
+    for (int c : {2, 4, 8, 16, 32, 64}) {
+      const double t = time_with(c);
+      CHECK(t <= prev);
+      prev = t;
+    }
+  }
+  TEST_CASE("a late participant delays the collective while its peers hold their SMs") {
+    // Rank 4's launch waits 1 s; rank 0 launches at 0 and holds 16 SMs until the end.
+    Rig r(8);
+    auto& delay = r.graph.add("late");
+    run_delay(delay, r.cluster, Time::s(1));
+    std::vector<sim::Task*> ts{&r.graph.add("ag0"), &r.graph.add("ag4")};
+    ts[1]->after(delay);
+    run_collective(ts, r.cluster, {CollKind::all_gather, {0, 4}, 2e9, 16});
+    int held_at_half = -1;
+    r.engine.at(Time::s(0.5), [&] { held_at_half = r.cluster.gpu(0).nccl_sms(); });
+    r.graph.start();
+    r.engine.run();
+    CHECK(held_at_half == 16);
+    CHECK(ts[0]->start_time() == Time{});
+    // A = 1 GB at 25 GB/s = 0.04 s after 1 s, + 10 + 5 µs.
+    CHECK(ts[0]->end_time().to_s() == doctest::Approx(1.04 + 15e-6));
+    CHECK(r.cluster.gpu(0).nccl_sms() == 0);
+  }
+  TEST_CASE("an all-to-all inside a node runs on NVLink pairs") {
+    // 4 GPUs, S = 3 GB each: A = 2.25 GB, 0.75 GB to each peer over a 150 GB/s pair; the GPU's
+    // 450 GB/s NVLink total also binds at the same rate: 2.25 GB / 450 GB/s = 5 ms.
+    // Bound: 16 CTAs × 40 GB/s = 640 GB/s, not binding. Latency 10 + 2 µs.
+    Rig r(4);
+    std::vector<sim::Task*> ts;
+    for (int i = 0; i < 4; ++i) ts.push_back(&r.graph.add("a2a"));
+    run_collective(ts, r.cluster, {CollKind::all_to_all, {0, 1, 2, 3}, 3e9, 16});
+    r.graph.start();
+    r.engine.run();
+    CHECK(ts[0]->end_time().to_s() == doctest::Approx(0.005 + 12e-6));
+  }
+  TEST_CASE("a static persistent GEMM next to a long collective ends later than a dynamic one") {
+    auto gemm_end = [](KernelClass cls) {
+      Rig r(8);
+      std::vector<sim::Task*> ts{&r.graph.add("ag0"), &r.graph.add("ag4")};
+      run_collective(ts, r.cluster, {CollKind::all_gather, {0, 4}, 20e9, 40});
+      auto& g = r.graph.add("gemm");
+      run_kernel(g, r.cluster, 0, {0.1, 0, cls});
+      r.graph.start();
+      r.engine.run();
+      return g.end_time().to_s();
+    };
+    CHECK(gemm_end(KernelClass::persistent_static) > gemm_end(KernelClass::persistent_dynamic));
+    CHECK(gemm_end(KernelClass::persistent_static) == doctest::Approx(0.2));
+  }
+}

@@ -1,0 +1,182 @@
+// Tier 1: the engine on hand-solvable cases; each derivation is in the comment.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <thread>
+
+#include "sim/engine.hpp"
+#include "sim/fluid.hpp"
+#include "sim/task.hpp"
+
+using namespace twin::sim;
+
+TEST_SUITE("sim.engine") {
+  TEST_CASE("events fire by (time, priority, insertion order)") {
+    Engine e;
+    std::string order;
+    e.at(Time::ns(10), [&] { order += "c"; });
+    e.at(Time::ns(5), [&] { order += "a"; });
+    e.at(Time::ns(10), [&] { order += "d"; });
+    e.at(Time::ns(10), [&] { order += "b"; }, Priority::completion);
+    e.at(Time::ns(10), [&] { order += "e"; }, Priority::start);
+    CHECK(e.run() == 5);
+    CHECK(order == "abcde");
+    CHECK(e.now() == Time::ns(10));
+  }
+  TEST_CASE("an event budget stops a runaway simulation with an error") {
+    Engine e;
+    e.set_event_limit(100);
+    std::function<void()> again = [&] { e.after(Time::ns(1), again); };
+    e.at(Time{}, again);
+    CHECK_THROWS_AS(e.run(), EventLimitExceeded);
+  }
+}
+
+TEST_SUITE("sim.fluid") {
+  TEST_CASE("two flows on one link share it, then the survivor takes it all") {
+    // C = 10 B/s; flows of 10 B and 20 B get 5 B/s each: the first ends at 2 s having moved
+    // 10 B; the second has 10 B left, now alone at 10 B/s: it ends at 3 s.
+    Engine e;
+    Fluid f(e);
+    const auto link = f.add_resource(10, "link");
+    Time t1, t2;
+    f.start(10, {{link, 1}}, Fluid::kUnbounded, [&] { t1 = e.now(); });
+    f.start(20, {{link, 1}}, Fluid::kUnbounded, [&] { t2 = e.now(); });
+    e.run();
+    CHECK(t1.to_s() == doctest::Approx(2));
+    CHECK(t2.to_s() == doctest::Approx(3));
+  }
+  TEST_CASE("a flow capped by its bound (its CTAs) runs at the bound") {
+    // C = 100 B/s, bound 20 B/s (4 CTAs × 5 B/s): 100 B take 5 s.
+    Engine e;
+    Fluid f(e);
+    const auto link = f.add_resource(100, "link");
+    Time t;
+    f.start(100, {{link, 1}}, 20, [&] { t = e.now(); });
+    e.run();
+    CHECK(t.to_s() == doctest::Approx(5));
+  }
+  TEST_CASE("contending flows are slowed by the same factor of their solo speed") {
+    // C = 100. A alone would run at its bound 20, B at 100: shares 20 and 100. λ·(20 + 100) =
+    // 100 ⇒ λ = 5/6: A gets 16.67, B 83.33. Explicit equal shares give classic max-min: A is
+    // capped at 20 and B takes the remaining 80.
+    Engine e;
+    Fluid f(e);
+    const auto link = f.add_resource(100, "link");
+    const auto a = f.start(1e9, {{link, 1}}, 20, {});
+    const auto b = f.start(1e9, {{link, 1}}, Fluid::kUnbounded, {});
+    const auto c = f.add_resource(100, "c");
+    const auto x = f.start(1e9, {{c, 1}}, 20, {}, 1.0);
+    const auto y = f.start(1e9, {{c, 1}}, Fluid::kUnbounded, {}, 1.0);
+    f.settle();
+    CHECK(f.rate(a) == doctest::Approx(100.0 / 6));
+    CHECK(f.rate(b) == doctest::Approx(500.0 / 6));
+    CHECK(f.rate(x) == doctest::Approx(20));
+    CHECK(f.rate(y) == doctest::Approx(80));
+  }
+  TEST_CASE("max-min across two links: the bottleneck decides, the slack is reused") {
+    // L1 = 10, L2 = 4. Flow x uses L1 and L2, y uses L1 only. Filling: both rise to 4, L2
+    // saturates and fixes x at 4; y continues on L1's remaining 6 − ... to 10 − 4 = 6.
+    Engine e;
+    Fluid f(e);
+    const auto l1 = f.add_resource(10, "l1"), l2 = f.add_resource(4, "l2");
+    const auto x = f.start(1e9, {{l1, 1}, {l2, 1}}, Fluid::kUnbounded, {}, 1.0);
+    const auto y = f.start(1e9, {{l1, 1}}, Fluid::kUnbounded, {}, 1.0);
+    f.settle();
+    CHECK(f.rate(x) == doctest::Approx(4));
+    CHECK(f.rate(y) == doctest::Approx(6));
+    CHECK(f.load(l1) == doctest::Approx(10));
+  }
+  TEST_CASE("weights: a flow that crosses a link twice consumes twice its rate") {
+    // C = 12; x has weight 2, y weight 1, equal rates ρ: 3ρ = 12 ⇒ ρ = 4.
+    Engine e;
+    Fluid f(e);
+    const auto l = f.add_resource(12, "l");
+    const auto x = f.start(1, {{l, 2}}, Fluid::kUnbounded, {}, 1.0);
+    const auto y = f.start(1, {{l, 1}}, Fluid::kUnbounded, {}, 1.0);
+    f.settle();
+    CHECK(f.rate(x) == doctest::Approx(4));
+    CHECK(f.rate(y) == doctest::Approx(4));
+  }
+  TEST_CASE("a capacity change mid-flow re-times the completion") {
+    // 100 B at 10 B/s; at 5 s (50 B left) the capacity drops to 5 B/s: 10 s more ⇒ ends at 15 s.
+    Engine e;
+    Fluid f(e);
+    const auto l = f.add_resource(10, "l");
+    Time t;
+    f.start(100, {{l, 1}}, Fluid::kUnbounded, [&] { t = e.now(); });
+    e.at(Time::s(5), [&] { f.set_capacity(l, 5); });
+    e.run();
+    CHECK(t.to_s() == doctest::Approx(15));
+  }
+}
+
+namespace {
+// A chain of tasks whose trace is recorded as text: used for determinism and threads.
+std::string run_chain(int n) {
+  Engine e;
+  Fluid f(e);
+  TaskGraph g(e);
+  const auto l = f.add_resource(1e9, "l");
+  std::string trace;
+  g.on_finish.connect([&](const Task& t) {
+    trace += t.name + ":" + std::to_string(t.start_time().count_ns()) + "-" +
+             std::to_string(t.end_time().count_ns()) + "\n";
+  });
+  Task* prev = nullptr;
+  for (int i = 0; i < n; ++i) {
+    Task& t = g.add("t" + std::to_string(i));
+    t.on_ready = [&f, l, i](Task& me) {
+      f.start(1e6 * (1 + i % 7), {{l, 1}}, Fluid::kUnbounded, [&me] { me.finish(); });
+    };
+    if (prev && i % 3) t.after(*prev);
+    prev = &t;
+  }
+  g.start();
+  e.run();
+  CHECK(g.finished() == g.size());
+  return trace;
+}
+}  // namespace
+
+TEST_SUITE("sim.task") {
+  TEST_CASE("dependencies: a task starts when its last predecessor finishes") {
+    Engine e;
+    TaskGraph g(e);
+    Task& a = g.add("a");
+    Task& b = g.add("b");
+    Task& c = g.add("c");
+    a.on_ready = [&e](Task& t) { e.after(Time::ns(5), [&t] { t.finish(); }); };
+    b.on_ready = [&e](Task& t) { e.after(Time::ns(9), [&t] { t.finish(); }); };
+    c.after(a);
+    c.after(b);
+    g.start();
+    e.run();
+    CHECK(c.start_time() == Time::ns(9));
+    CHECK(c.state() == Task::State::done);
+  }
+  TEST_CASE("a long chain of markers finishing at once does not recurse") {
+    Engine e;
+    TaskGraph g(e);
+    Task* prev = &g.add("m0");
+    for (int i = 1; i < 200000; ++i) {
+      Task& t = g.add("m");
+      t.after(*prev);
+      prev = &t;
+    }
+    g.start();
+    e.run();
+    CHECK(g.finished() == 200000);
+  }
+  TEST_CASE("determinism: the same graph gives identical trace bytes") {
+    CHECK(run_chain(500) == run_chain(500));
+  }
+  TEST_CASE("several engines run in threads and agree with a serial run") {
+    const auto serial = run_chain(300);
+    std::vector<std::string> out(4);
+    std::vector<std::thread> th;
+    for (int i = 0; i < 4; ++i) th.emplace_back([&out, i] { out[i] = run_chain(300); });
+    for (auto& t : th) t.join();
+    for (const auto& o : out) CHECK(o == serial);
+  }
+}
