@@ -73,6 +73,10 @@ void Fluid::set_bound(FlowId id, double bound) {
   if (f.uses.empty()) dirty_isolated_.push_back(id);
 }
 
+void Fluid::cancel(FlowId id) {
+  if (flows_[id].active) detach(id);
+}
+
 double Fluid::remaining(FlowId id) const {
   const Flow& f = flows_[id];
   if (!f.active) return 0;

@@ -55,6 +55,8 @@ class Fluid {
   FlowId start(double amount, std::vector<Use> uses, double bound, std::function<void()> done,
                double share = 0);
   void set_bound(FlowId f, double bound);
+  // Ends a flow without calling its `done`.
+  void cancel(FlowId f);
   double rate(FlowId f) const { return flows_[f].rate; }
   double remaining(FlowId f) const;
   // Total rate currently used of a resource: Σ w·ρ.
