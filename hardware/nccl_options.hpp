@@ -7,8 +7,19 @@
 
 namespace twin::hardware {
 
+// NCCL's default CTAs (channels) per collective, as observed on the real job (SPEC.md §6.13).
+struct DefaultCtas {
+  std::int64_t expert_allgather = 40;
+  std::int64_t grad_all_to_all = 64;
+  std::int64_t expert_reduce_scatter = 40;
+  std::int64_t dense = 8;
+  std::int64_t nvlink_gather = 24;
+  std::int64_t ep_all_to_all = 16;
+};
+
 struct NcclOptions {
   std::int64_t max_ctas = 0;  // NCCL_MAX_CTAS; 0: unset (NCCL's own choice)
+  DefaultCtas default_ctas;
 };
 
 const sim::Schema<NcclOptions>& nccl_options_schema();

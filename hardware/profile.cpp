@@ -31,7 +31,10 @@ sim::Schema<HostSpec> host_schema() {
       .real("mem_bw_GBps", "GBps", 1, 1e6, std::nullopt, "achieved host memory bandwidth per rank",
             [](auto& h) -> auto& { return h.mem_bw_GBps; })
       .real("fp32_TFLOPs", "TFLOPs", 0.001, 1e6, std::nullopt, "sustained SGEMM per rank's CPU",
-            [](auto& h) -> auto& { return h.fp32_TFLOPs; });
+            [](auto& h) -> auto& { return h.fp32_TFLOPs; })
+      .real("gloo_hop_latency_us", "us", 0, 1e6, std::nullopt,
+            "latency of one step of a CPU (gloo) collective",
+            [](auto& h) -> auto& { return h.gloo_hop_latency_us; });
   return s;
 }
 
@@ -90,6 +93,34 @@ sim::Schema<NcclSpec> nccl_schema() {
   return s;
 }
 
+sim::Schema<EfficiencySpec> efficiency_schema() {
+  sim::Schema<EfficiencySpec> s;
+  s.real("gemm_peak_fraction", "", 0.01, 1, std::nullopt,
+         "fraction of dense bf16 peak that large GEMMs reach",
+         [](auto& e) -> auto& { return e.gemm_peak_fraction; })
+      .real("gemm_half_rows", "rows", 0, 1e7, std::nullopt,
+            "GEMM rows (tokens) at which a GEMM reaches half of gemm_peak_fraction",
+            [](auto& e) -> auto& { return e.gemm_half_rows; })
+      .real("attention_fwd_fraction", "", 0.01, 1, std::nullopt,
+            "fraction of dense peak reached by FlashAttention forward",
+            [](auto& e) -> auto& { return e.attention_fwd_fraction; })
+      .real("attention_bwd_fraction", "", 0.01, 1, std::nullopt,
+            "fraction of dense peak reached by FlashAttention backward",
+            [](auto& e) -> auto& { return e.attention_bwd_fraction; })
+      .real("hbm_fraction", "", 0.01, 1, std::nullopt,
+            "fraction of achieved HBM bandwidth reached by elementwise kernels",
+            [](auto& e) -> auto& { return e.hbm_fraction; })
+      .real("kernel_overhead_us", "us", 0, 1e5, std::nullopt, "fixed cost per kernel",
+            [](auto& e) -> auto& { return e.kernel_overhead_us; })
+      .real("cpu_gemm_fraction", "", 0.001, 1, std::nullopt,
+            "fraction of host fp32 SGEMM rate reached by CPU Newton–Schulz",
+            [](auto& e) -> auto& { return e.cpu_gemm_fraction; })
+      .real("cpu_stream_fraction", "", 0.001, 1, std::nullopt,
+            "fraction of host memory bandwidth reached by the CPU optimizer loops",
+            [](auto& e) -> auto& { return e.cpu_stream_fraction; });
+  return s;
+}
+
 }  // namespace
 
 const sim::Schema<Profile>& profile_schema() {
@@ -100,6 +131,7 @@ const sim::Schema<Profile>& profile_schema() {
         .include("node", node_schema(), [](auto& p) -> auto& { return p.node; })
         .include("network", network_schema(), [](auto& p) -> auto& { return p.network; })
         .include("nccl", nccl_schema(), [](auto& p) -> auto& { return p.nccl; })
+        .include("efficiency", efficiency_schema(), [](auto& p) -> auto& { return p.efficiency; })
         .all_sourced()
         .text("name", std::nullopt, "profile name", [](auto& p) -> auto& { return p.name; })
         .text("description", std::string(), "what this profile describes",

@@ -25,6 +25,7 @@ struct HostSpec {
   double memory_per_gpu_GiB = 0;    // usable host memory per rank (after kernel reservation)
   double mem_bw_GBps = 0;           // achieved (STREAM) per socket
   double fp32_TFLOPs = 0;           // sustained SGEMM per socket
+  double gloo_hop_latency_us = 0;   // one step of a CPU (gloo) collective over TCP
 };
 
 struct NodeSpec {
@@ -52,6 +53,19 @@ struct NcclSpec {
   double hbm_traffic_factor = 0;     // HBM bytes moved per byte a collective sends over NVLink
 };
 
+// Global efficiencies of the kernel cost model (kernel_cost.hpp). Each is either measured by
+// twin-calibrate or fitted to a figure SPEC.md marks (cal); the profile's `source` says which.
+struct EfficiencySpec {
+  double gemm_peak_fraction = 0;   // large bf16 GEMMs reach this fraction of dense peak
+  double gemm_half_rows = 0;       // a GEMM with this many rows (tokens) reaches half of it
+  double attention_fwd_fraction = 0;  // FlashAttention forward, fraction of dense peak
+  double attention_bwd_fraction = 0;
+  double hbm_fraction = 0;         // elementwise kernels reach this fraction of HBM bandwidth
+  double kernel_overhead_us = 0;   // fixed cost per kernel (launch, tail)
+  double cpu_gemm_fraction = 0;    // CPU matmuls (Newton–Schulz) reach this of host fp32 peak
+  double cpu_stream_fraction = 0;  // CPU optimizer loops reach this of host memory bandwidth
+};
+
 struct Profile {
   std::string name;
   std::string description;
@@ -60,6 +74,7 @@ struct Profile {
   NodeSpec node;
   NetworkSpec network;
   NcclSpec nccl;
+  EfficiencySpec efficiency;
   std::map<std::string, std::string> sources;  // key → source note, filled by the loader
   std::string provenance_json;                 // measured profiles: where, when, versions
 };

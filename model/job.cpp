@@ -40,7 +40,47 @@ const sim::Schema<TrainingOptions>& training_schema() {
                 [](auto& t) -> auto& { return t.optimizer; })
         .boolean("cpu_offload", true,
                  "FSDP2 CPUOffloadPolicy: sharded params, grads and optimizer states on the host",
-                 [](auto& t) -> auto& { return t.cpu_offload; });
+                 [](auto& t) -> auto& { return t.cpu_offload; })
+        .choice("newton_schulz", {"cpu", "gpu"}, "gpu",
+                "where Muon's Newton–Schulz runs; gpu: expert matrices whole on their owner (rung 4)",
+                [](auto& t) -> auto& { return t.newton_schulz; })
+        .choice("dense_ns_all_to_all", {"blocking", "async"}, "async",
+                "all-to-alls gathering dense matrices to their Newton–Schulz owner: blocking the "
+                "CPU thread, or overlapping expert work (rung 4)",
+                [](auto& t) -> auto& { return t.dense_ns_all_to_all; })
+        .choice("moe_kernel", {"sonicmoe", "plain"}, "sonicmoe",
+                "expert GEMMs: SonicMoE's persistent grouped GEMMs, or a plain per-expert loop",
+                [](auto& t) -> auto& { return t.moe_kernel; })
+        .choice("moe_tile_scheduler", {"static", "dynamic"}, "dynamic",
+                "SonicMoE tile scheduling: static per-block tile lists, or an atomic counter (rung 5)",
+                [](auto& t) -> auto& { return t.moe_tile_scheduler; })
+        .choice("routing", {"topk", "group_limited"}, "group_limited",
+                "unconstrained top-k (EP ranks get unequal tokens) or 2 experts per group of 96 "
+                "(exactly balanced, rung 7)",
+                [](auto& t) -> auto& { return t.routing; })
+        .real("routing_imbalance_cv", "", 0, 2, 0.15,
+              "topk routing: coefficient of variation of an EP rank's share of its node's "
+              "token-expert pairs, per layer [est]",
+              [](auto& t) -> auto& { return t.routing_imbalance_cv; })
+        .choice("expert_gather_dtype", {"bf16", "fp8"}, "fp8",
+                "expert weight all-gather in bf16, or FP8 E4M3 blocks of 128 with an fp32 scale "
+                "(rung 8)",
+                [](auto& t) -> auto& { return t.expert_gather_dtype; })
+        .choice("grad_reduce", {"fp32_reduce_scatter", "bf16_all_to_all"}, "bf16_all_to_all",
+                "expert gradient reduction: fp32 ring reduce-scatter, or a bf16 all-to-all "
+                "summed locally in fp32 (rung 9)",
+                [](auto& t) -> auto& { return t.grad_reduce; })
+        .choice("dense_reshard", {"global", "node_local"}, "node_local",
+                "dense weights after forward: resharded over all ranks (re-gathered over "
+                "InfiniBand) or 4-way in the node (re-gathered over NVLink, rung 10)",
+                [](auto& t) -> auto& { return t.dense_reshard; })
+        .choice("grad_norm", {"cpu", "accumulated"}, "accumulated",
+                "gradient norm on the CPU after backward (+ gloo all-reduce), or accumulated "
+                "during backward with one NCCL all-reduce (rung 11a)",
+                [](auto& t) -> auto& { return t.grad_norm; })
+        .boolean("embedding_regather", false,
+                 "re-gather the embedding weight in backward (rung 11b removes it)",
+                 [](auto& t) -> auto& { return t.embedding_regather; });
     return s;
   }();
   return s;
@@ -60,7 +100,11 @@ const sim::Schema<DataOptions>& data_schema() {
               "sigma (of ln length) of the built-in log-normal distribution [est]",
               [](auto& d) -> auto& { return d.doc_length_sigma; })
         .integer("seed", "", 0, 9.0e15, 1, "seed of document sampling and shuffling",
-                 [](auto& d) -> auto& { return d.seed; });
+                 [](auto& d) -> auto& { return d.seed; })
+        .boolean("balance_attention", true,
+                 "sort packed rows into narrow attention-cost bands so a step's rows cost the "
+                 "same (rung 6)",
+                 [](auto& d) -> auto& { return d.balance_attention; });
     return s;
   }();
   return s;

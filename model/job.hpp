@@ -27,6 +27,17 @@ struct TrainingOptions {
   double offload_fraction = 0.86;      // share of layers whose checkpointed output goes to host
   std::string optimizer = "muon";      // adamw | muon
   bool cpu_offload = true;             // FSDP2 CPUOffloadPolicy: params, grads, states on host
+  std::string newton_schulz = "gpu";   // cpu | gpu (rung 4)
+  std::string dense_ns_all_to_all = "async";  // blocking | async (rung 4)
+  std::string moe_kernel = "sonicmoe";         // sonicmoe | plain
+  std::string moe_tile_scheduler = "dynamic";  // static | dynamic (rung 5)
+  std::string routing = "group_limited";       // topk | group_limited (rung 7)
+  double routing_imbalance_cv = 0.15;          // topk: spread of an EP rank's token share
+  std::string expert_gather_dtype = "fp8";     // bf16 | fp8 (rung 8)
+  std::string grad_reduce = "bf16_all_to_all"; // fp32_reduce_scatter | bf16_all_to_all (rung 9)
+  std::string dense_reshard = "node_local";    // global | node_local (rung 10)
+  std::string grad_norm = "accumulated";       // cpu | accumulated (rung 11a)
+  bool embedding_regather = false;             // re-gather the embedding in backward (rung 11b)
 };
 
 // Where the document lengths come from (SPEC.md §6.6). Lengths are drawn from a log-normal
@@ -36,6 +47,7 @@ struct DataOptions {
   double doc_length_median_tokens = 600;
   double doc_length_sigma = 1.6;
   std::int64_t seed = 1;
+  bool balance_attention = true;  // sort rows into attention-cost bands (rung 6)
   std::vector<std::int64_t> doc_lengths;  // filled by the loader from doc_lengths_file
 };
 

@@ -18,7 +18,13 @@ struct CommonArgs {
   LoadOptions load_options() const;
 };
 
+struct RunArgs {
+  std::string trace_file;
+  std::vector<int> trace_ranks;
+};
+
 int cmd_model(const CommonArgs& args, std::ostream& out);
+int cmd_run(const CommonArgs& args, const RunArgs& run, std::ostream& out);
 int cmd_resolve(const CommonArgs& args, std::ostream& out);
 int cmd_help_params(bool json, std::ostream& out);
 

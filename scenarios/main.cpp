@@ -34,6 +34,12 @@ int main(int argc, char** argv) {
 
   auto* model = app.add_subcommand("model", "parameters, FLOPs per step and per-rank memory");
   add_common(model, common);
+  RunArgs run_args;
+  auto* run = app.add_subcommand("run", "simulate one training step of a scenario");
+  add_common(run, common);
+  run->add_option("--trace", run_args.trace_file, "write a Chrome trace (Perfetto) of the step");
+  run->add_option("--trace-ranks", run_args.trace_ranks, "ranks in the trace (default 0)")
+      ->delimiter(',');
   auto* resolve = app.add_subcommand("resolve", "print the fully resolved scenario as JSON");
   add_common(resolve, common);
   bool params_json = false;
@@ -48,6 +54,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (*model) return cmd_model(common, std::cout);
+    if (*run) return cmd_run(common, run_args, std::cout);
     if (*resolve) return cmd_resolve(common, std::cout);
     if (*params) return cmd_help_params(params_json, std::cout);
   } catch (const InputError& e) {

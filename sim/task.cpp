@@ -22,7 +22,7 @@ void Task::ready() {
 }
 
 void Task::finish() {
-  if (state_ != State::running) throw std::logic_error("task finished twice or before start: " + name);
+  if (state_ != State::running) throw std::logic_error(std::string("task finished twice or before start: ") + name);
   state_ = State::done;
   end_ = graph_->engine_.now();
   ++graph_->finished_;
@@ -44,13 +44,15 @@ void TaskGraph::drain() {
   draining_ = false;
 }
 
-Task& TaskGraph::add(std::string name, std::int32_t lane, std::int32_t category) {
+Task& TaskGraph::add(const char* name, std::int32_t lane, std::int32_t category,
+                     std::int32_t index) {
   Task& t = tasks_.emplace_back();
   t.graph_ = this;
   t.id_ = tasks_.size() - 1;
-  t.name = std::move(name);
+  t.name = name;
   t.lane = lane;
   t.category = category;
+  t.index = index;
   return t;
 }
 

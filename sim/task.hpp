@@ -22,10 +22,12 @@ class Task {
  public:
   enum class State : std::uint8_t { blocked, running, done };
 
-  // Opaque labels for observers: sim/ does not know what they mean.
-  std::string name;
+  // Opaque labels for observers: sim/ does not know what they mean. `name` points to static
+  // text (a step has millions of tasks: no string per task).
+  const char* name = "";
   std::int32_t lane = -1;      // e.g. a rank's stream
   std::int32_t category = -1;  // e.g. a kernel category
+  std::int32_t index = -1;     // e.g. a layer
   std::function<void(Task&)> on_ready;
 
   void after(Task& pred);  // `pred` must finish before this task starts
@@ -53,7 +55,8 @@ class TaskGraph {
   TaskGraph(const TaskGraph&) = delete;
   TaskGraph& operator=(const TaskGraph&) = delete;
 
-  Task& add(std::string name, std::int32_t lane = -1, std::int32_t category = -1);
+  Task& add(const char* name, std::int32_t lane = -1, std::int32_t category = -1,
+           std::int32_t index = -1);
   // Starts every task without predecessors (at the engine's current time).
   void start();
   std::size_t size() const { return tasks_.size(); }

@@ -120,12 +120,12 @@ std::string run_chain(int n) {
   const auto l = f.add_resource(1e9, "l");
   std::string trace;
   g.on_finish.connect([&](const Task& t) {
-    trace += t.name + ":" + std::to_string(t.start_time().count_ns()) + "-" +
+    trace += std::to_string(t.id()) + ":" + std::to_string(t.start_time().count_ns()) + "-" +
              std::to_string(t.end_time().count_ns()) + "\n";
   });
   Task* prev = nullptr;
   for (int i = 0; i < n; ++i) {
-    Task& t = g.add("t" + std::to_string(i));
+    Task& t = g.add("t");
     t.on_ready = [&f, l, i](Task& me) {
       f.start(1e6 * (1 + i % 7), {{l, 1}}, Fluid::kUnbounded, [&me] { me.finish(); });
     };

@@ -1,0 +1,37 @@
+#include "hardware/kernel_cost.hpp"
+
+#include <algorithm>
+
+namespace twin::hardware {
+
+double KernelCost::gemm_s(double m, double n, double k, bool fp8) const {
+  if (m <= 0 || n <= 0 || k <= 0) return 0;
+  const auto& e = p_.efficiency;
+  const double peak = (fp8 ? p_.gpu.fp8_dense_TFLOPs : p_.gpu.bf16_dense_TFLOPs) * 1e12;
+  const double eff = e.gemm_peak_fraction * m / (m + e.gemm_half_rows);
+  const double elem = fp8 ? 1.0 : 2.0;
+  const double bytes = elem * (m * k + k * n) + 2.0 * m * n;
+  return overhead_s() + std::max(2 * m * n * k / (peak * eff), bytes / (p_.gpu.hbm_bw_GBps * 1e9));
+}
+
+double KernelCost::attention_s(double flops, bool backward) const {
+  if (flops <= 0) return 0;
+  const auto& e = p_.efficiency;
+  const double f = backward ? e.attention_bwd_fraction : e.attention_fwd_fraction;
+  return overhead_s() + flops / (p_.gpu.bf16_dense_TFLOPs * 1e12 * f);
+}
+
+double KernelCost::elementwise_s(double bytes) const {
+  if (bytes <= 0) return 0;
+  return overhead_s() + bytes / (p_.gpu.hbm_bw_GBps * 1e9 * p_.efficiency.hbm_fraction);
+}
+
+double KernelCost::cpu_matmul_s(double flops) const {
+  return flops / (p_.host.fp32_TFLOPs * 1e12 * p_.efficiency.cpu_gemm_fraction);
+}
+
+double KernelCost::cpu_stream_s(double bytes) const {
+  return bytes / (p_.host.mem_bw_GBps * 1e9 * p_.efficiency.cpu_stream_fraction);
+}
+
+}  // namespace twin::hardware

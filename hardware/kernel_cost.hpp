@@ -1,0 +1,31 @@
+// Kernel cost model: the time of a kernel alone on an idle GPU (the work the engine's kernel
+// classes consume). A roofline with per-class efficiency (profile `efficiency`):
+//   GEMM       t = overhead + max( 2mnk / (peak·f_gemm·m/(m+m½)),  bytes / HBM )
+//              — a GEMM of m rows reaches f_gemm·m/(m+m½) of peak (small expert GEMMs are slow);
+//   attention  t = overhead + FLOPs / (peak·f_attn)            (forward and backward differ);
+//   elementwise t = overhead + bytes / (HBM·f_hbm);
+//   CPU        matmul FLOPs / (host fp32·f_cpu_gemm), streaming bytes / (host bw·f_cpu_stream).
+// The calibration harness replaces these curves with measured tables (calibrate/).
+#pragma once
+
+#include "hardware/profile.hpp"
+
+namespace twin::hardware {
+
+class KernelCost {
+ public:
+  explicit KernelCost(const Profile& p) : p_(p) {}
+
+  // A bf16 (or fp8) GEMM (m×k)·(k×n); its operands and result are its HBM traffic.
+  double gemm_s(double m, double n, double k, bool fp8 = false) const;
+  double attention_s(double flops, bool backward) const;
+  double elementwise_s(double bytes) const;
+  double cpu_matmul_s(double flops) const;
+  double cpu_stream_s(double bytes) const;
+  double overhead_s() const { return p_.efficiency.kernel_overhead_us * 1e-6; }
+
+ private:
+  const Profile& p_;
+};
+
+}  // namespace twin::hardware

@@ -1,0 +1,131 @@
+#include "model/step_costs.hpp"
+
+#include <algorithm>
+
+#include "model/accounting.hpp"
+
+namespace twin::model {
+
+namespace {
+constexpr const char* kNames[] = {
+    "expert_gemm", "other_gemm", "attention", "elementwise", "optimizer_gpu",
+    "dense_all_gather", "expert_all_gather", "dense_reduce_scatter", "expert_grad_reduce",
+    "ep_all_to_all", "replica_all_reduce", "grad_norm_all_reduce", "optimizer_all_to_all",
+    "copy_d2h", "copy_h2d", "cpu_optimizer", "cpu_other", "marker"};
+static_assert(sizeof(kNames) / sizeof(kNames[0]) == kCategoryCount);
+
+using hardware::KernelClass;
+using hardware::KernelWork;
+
+KernelWork grid(double s) { return {s, 0, KernelClass::grid}; }
+KernelWork scaled(KernelWork w, double k) { return {w.alone_s * k, w.hbm_bytes * k, w.cls}; }
+}  // namespace
+
+const char* category_name(std::int32_t c) {
+  return c >= 0 && c < kCategoryCount ? kNames[c] : "?";
+}
+bool is_collective(std::int32_t c) { return c >= kCollDenseGather && c <= kCollOptimizerAllToAll; }
+bool is_gpu_compute(std::int32_t c) { return c >= kExpertGemm && c <= kOptimizerGpu; }
+
+LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankWorkload& w,
+                   std::int64_t layer) {
+  const auto& m = job.model;
+  const auto& t = job.training;
+  const auto& a = m.attention(layer);
+  const double T = w.tokens, h = static_cast<double>(m.hidden), k = static_cast<double>(m.top_k);
+  const double f = static_cast<double>(m.expert_hidden);
+  const double e_gpu = static_cast<double>(m.experts / job.parallel.ep);
+  const double pairs = w.expert_pairs[static_cast<std::size_t>(layer)];
+  const double per_expert = pairs / e_gpu;
+  const double qkv_out = static_cast<double>(a.q_heads * a.qk_head_dim + a.kv_heads * (a.qk_head_dim + a.v_head_dim));
+  const double attn_pairs = a.window_tokens > 0 ? w.pairs_sliding : w.pairs_full;
+  const double attn_flops = 2 * attn_pairs * static_cast<double>(a.q_heads * (a.qk_head_dim + a.v_head_dim));
+
+  // Expert GEMMs: SonicMoE runs each projection as one persistent grouped GEMM over the GPU's
+  // experts (SwiGLU fused in the epilogue); a plain implementation loops over experts with one
+  // grid kernel each, plus a separate SwiGLU pass.
+  const bool sonic = t.moe_kernel == "sonicmoe";
+  const KernelClass expert_cls = !sonic ? KernelClass::grid
+                                 : t.moe_tile_scheduler == "dynamic" ? KernelClass::persistent_dynamic
+                                                                     : KernelClass::persistent_static;
+  auto grouped = [&](double n, double kk) {
+    const double one = cost.gemm_s(per_expert, n, kk) - cost.overhead_s();
+    const double launches = sonic ? 1 : e_gpu;
+    return KernelWork{e_gpu * one + launches * cost.overhead_s(), 0, expert_cls};
+  };
+  const KernelWork up = grouped(2 * f, h), down = grouped(h, f);
+
+  // Elementwise traffic [est]: norm + RoPE + residual ≈ 6 passes over T·h bf16; router softmax
+  // and top-k over T·E fp32 (3 passes); permute and unpermute copy T·k·h bf16 (read + write).
+  const double norms = 6 * T * h * 2;
+  const double route_ew = 3 * T * static_cast<double>(m.experts) * 4;
+  const double permute = 2 * T * k * h * 2;
+  const double a2a = T * k * h * 2;
+
+  LayerOps ops;
+  auto& fw = ops.forward;
+  fw.push_back({"attn_norm_rope", kElementwise, grid(cost.elementwise_s(norms))});
+  fw.push_back({"qkv_proj", kOtherGemm, grid(cost.gemm_s(T, qkv_out, h))});
+  fw.push_back({"attention_fwd", kAttention, grid(cost.attention_s(attn_flops, false))});
+  fw.push_back({"o_proj", kOtherGemm, grid(cost.gemm_s(T, h, static_cast<double>(a.q_heads * a.v_head_dim)))});
+  fw.push_back({"router", kOtherGemm, grid(cost.gemm_s(T, static_cast<double>(m.experts), h))});
+  fw.push_back({"route_permute", kElementwise, grid(cost.elementwise_s(route_ew + permute))});
+  fw.push_back({"dispatch", kCollEpAllToAll, {}, a2a});
+  fw.push_back({"expert_up", kExpertGemm, up});
+  if (!sonic) fw.push_back({"swiglu", kElementwise, grid(cost.elementwise_s(pairs * 3 * f * 2))});
+  fw.push_back({"expert_down", kExpertGemm, down});
+  fw.push_back({"combine", kCollEpAllToAll, {}, a2a});
+  fw.push_back({"unpermute", kElementwise, grid(cost.elementwise_s(permute))});
+
+  // Recompute: full re-runs the forward; selective (every second matmul output saved) half of
+  // the matmul work and all elementwise work; attention outputs are saved [est].
+  if (t.activation_checkpointing == "full") {
+    ops.recompute = fw;
+  } else if (t.activation_checkpointing == "selective") {
+    for (const auto& op : fw) {
+      if (op.category == kAttention) continue;
+      Op r = op;
+      if (op.category == kOtherGemm || op.category == kExpertGemm) r.work = scaled(op.work, 0.5);
+      ops.recompute.push_back(r);
+    }
+  }
+
+  // Backward: matmuls 2× (input and weight gradients), attention with its backward efficiency,
+  // elementwise passes 2×; EP all-to-alls mirror the forward ones.
+  auto& bw = ops.backward;
+  bw.push_back({"unpermute_bwd", kElementwise, grid(cost.elementwise_s(2 * permute))});
+  bw.push_back({"combine_bwd", kCollEpAllToAll, {}, a2a});
+  bw.push_back({"expert_down_bwd", kExpertGemm, scaled(down, 2)});
+  if (!sonic) bw.push_back({"swiglu_bwd", kElementwise, grid(cost.elementwise_s(2 * pairs * 3 * f * 2))});
+  bw.push_back({"expert_up_bwd", kExpertGemm, scaled(up, 2)});
+  bw.push_back({"dispatch_bwd", kCollEpAllToAll, {}, a2a});
+  bw.push_back({"route_bwd", kElementwise, grid(cost.elementwise_s(2 * (route_ew + permute)))});
+  bw.push_back({"router_bwd", kOtherGemm, scaled(fw[4].work, 2)});
+  bw.push_back({"o_proj_bwd", kOtherGemm, scaled(fw[3].work, 2)});
+  bw.push_back({"attention_bwd", kAttention, grid(cost.attention_s(2.5 * attn_flops, true))});
+  bw.push_back({"qkv_bwd", kOtherGemm, scaled(fw[1].work, 2)});
+  bw.push_back({"attn_norm_rope_bwd", kElementwise, grid(cost.elementwise_s(2 * norms))});
+  return ops;
+}
+
+LayerComm layer_comm(const Job& job, std::int64_t layer) {
+  const auto& m = job.model;
+  const double h = static_cast<double>(m.hidden);
+  const double dense = attention_params(m.attention(layer), m.hidden) + h * static_cast<double>(m.experts) + 2 * h;
+  LayerComm c;
+  c.dense_gather = 2 * dense;
+  c.dense_reduce = 4 * dense;
+  c.expert_elems = static_cast<double>(m.experts / job.parallel.ep) * expert_params(m);
+  // FP8: one byte per value plus one fp32 scale per block of 128 values (SPEC.md §6.8).
+  c.expert_gather = job.training.expert_gather_dtype == "fp8" ? c.expert_elems * (1 + 4.0 / 128)
+                                                               : 2 * c.expert_elems;
+  c.expert_reduce = (job.training.grad_reduce == "bf16_all_to_all" ? 2 : 4) * c.expert_elems;
+  return c;
+}
+
+double newton_schulz_flops(double rows, double cols) {
+  const double m = std::min(rows, cols), n = std::max(rows, cols);
+  return 5 * (4 * m * m * n + 2 * m * m * m);
+}
+
+}  // namespace twin::model

@@ -1,0 +1,119 @@
+#include "model/step_graph.hpp"
+
+#include "model/accounting.hpp"
+
+namespace twin::model {
+
+using hardware::CollKind;
+
+namespace {
+constexpr const char* kStreamNames[] = {"compute", "dense_pg", "expert_pg", "ep_pg", "node_pg",
+                                        "replica_pg", "d2h", "h2d", "side", "cpu"};
+static_assert(sizeof(kStreamNames) / sizeof(kStreamNames[0]) == kStreamCount);
+}  // namespace
+
+const char* stream_name(std::int32_t s) { return s >= 0 && s < kStreamCount ? kStreamNames[s] : "?"; }
+
+StepBuilder::StepBuilder(const Job& job, hardware::Cluster& cluster, sim::TaskGraph& graph)
+    : job_(job), c_(cluster), g_(graph), cost_(cluster.profile()), work_(build_workload(job)),
+      ranks_(job.parallel.total_gpus()), last_(static_cast<std::size_t>(ranks_)) {
+  for (auto& l : last_) l.fill(nullptr);
+  const int R = static_cast<int>(job.parallel.replica_gpus), ep = static_cast<int>(job.parallel.ep);
+  const int gpn = cluster.gpus_per_node(), dp = static_cast<int>(job.parallel.dp);
+  for (int d = 0; d < dp; ++d) {
+    dense_pg_.emplace_back();
+    for (int j = 0; j < R; ++j) dense_pg_.back().push_back(d * R + j);
+    for (int b = 0; b < ep; ++b) {
+      expert_pg_.emplace_back();
+      for (int j = b; j < R; j += ep) expert_pg_.back().push_back(d * R + j);
+    }
+  }
+  for (int r = 0; r < ranks_; r += ep) {
+    ep_pg_.emplace_back();
+    for (int j = 0; j < ep; ++j) ep_pg_.back().push_back(r + j);
+  }
+  for (int r = 0; r < ranks_; r += gpn) {
+    node_pg_.emplace_back();
+    for (int j = 0; j < gpn; ++j) node_pg_.back().push_back(r + j);
+  }
+  for (int j = 0; j < R; ++j) {
+    replica_pg_.emplace_back();
+    for (int d = 0; d < dp; ++d) replica_pg_.back().push_back(d * R + j);
+  }
+}
+
+sim::Task& StepBuilder::task(std::int64_t rank, Stream s, const char* name, Category c,
+                             std::int32_t layer) {
+  sim::Task& t = g_.add(name, lane_of(rank, s), c, layer);
+  auto& last = last_[static_cast<std::size_t>(rank)][s];
+  if (last) t.after(*last);
+  last = &t;
+  return t;
+}
+
+sim::Task& StepBuilder::kernel(std::int64_t rank, const char* name, Category c,
+                               hardware::KernelWork w, std::int32_t layer, Stream s) {
+  sim::Task& t = task(rank, s, name, c, layer);
+  hardware::run_kernel(t, c_, static_cast<int>(rank), w);
+  return t;
+}
+
+StepBuilder::PerRank StepBuilder::collective(const std::vector<std::vector<int>>& groups, Stream s,
+                                             CollKind kind, double bytes,
+                                             std::int64_t default_ctas, const char* name,
+                                             Category c, std::int32_t layer) {
+  PerRank out(static_cast<std::size_t>(ranks_), nullptr);
+  for (const auto& grp : groups) {
+    std::vector<sim::Task*> ts;
+    for (int r : grp) ts.push_back(out[static_cast<std::size_t>(r)] = &task(r, s, name, c, layer));
+    hardware::run_collective(ts, c_, {kind, grp, bytes, static_cast<int>(default_ctas)});
+  }
+  return out;
+}
+
+void StepBuilder::after_all(PerRank& tasks, const PerRank& preds) {
+  for (std::size_t r = 0; r < tasks.size(); ++r)
+    if (tasks[r] && preds[r]) tasks[r]->after(*preds[r]);
+}
+
+StepBuilder::PerRank StepBuilder::marker(Stream s, const char* name, std::int32_t layer) {
+  PerRank out(static_cast<std::size_t>(ranks_));
+  for (std::int64_t r = 0; r < ranks_; ++r) out[static_cast<std::size_t>(r)] = &task(r, s, name, kMarker, layer);
+  return out;
+}
+
+// Runs one op list (index-aligned over ranks) on the compute stream. EP all-to-alls run on the
+// EP group's stream and the compute stream waits for them. The first expert GEMM waits for the
+// expert weights (and their FP8 dequantization).
+void StepBuilder::run_ops(const std::vector<std::vector<Op>>& ops, std::int32_t layer,
+                          const PerRank& weights_expert) {
+  bool weights_pending = !weights_expert.empty();
+  const auto comm = layer_comm(job_, layer);
+  for (std::size_t j = 0; j < ops[0].size(); ++j) {
+    const Op& shape = ops[0][j];
+    if (shape.a2a_bytes > 0) {
+      auto ts = collective(ep_pg_, kEpPg, CollKind::all_to_all, shape.a2a_bytes,
+                           c_.nccl().default_ctas.ep_all_to_all, shape.name, kCollEpAllToAll, layer);
+      for (std::int64_t r = 0; r < ranks_; ++r) {
+        auto& last = last_[static_cast<std::size_t>(r)][kCompute];
+        if (last) ts[static_cast<std::size_t>(r)]->after(*last);
+        last = ts[static_cast<std::size_t>(r)];
+      }
+      continue;
+    }
+    const bool first_expert = shape.category == kExpertGemm && weights_pending;
+    for (std::int64_t r = 0; r < ranks_; ++r) {
+      if (first_expert && job_.training.expert_gather_dtype == "fp8") {
+        // Dequantize: read FP8 values and scales, write bf16 (SPEC.md §6.8).
+        auto& dq = kernel(r, "fp8_dequant", kElementwise,
+                          {cost_.elementwise_s(comm.expert_gather + 2 * comm.expert_elems)}, layer);
+        dq.after(*weights_expert[static_cast<std::size_t>(r)]);
+      }
+      auto& t = kernel(r, shape.name, shape.category, ops[static_cast<std::size_t>(r)][j].work, layer);
+      if (first_expert) t.after(*weights_expert[static_cast<std::size_t>(r)]);
+    }
+    if (first_expert) weights_pending = false;
+  }
+}
+
+}  // namespace twin::model

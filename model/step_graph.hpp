@@ -1,0 +1,76 @@
+// The task graph of one training step of a TorchTitan FSDP2 + expert-parallel MoE job, every
+// rank simulated (SPEC.md §4–§6). Streams are in-order chains of tasks; collectives of one
+// process group (PG) serialize on that PG's internal stream, per rank; cross-stream waits are
+// edges. FSDP2's rules, as modelled:
+//  - forward: layer i+1's all-gathers are issued when layer i starts (explicit prefetch), and at
+//    most two gathered layers are alive, so gathering i+1 also waits for layer i−1's end;
+//  - backward: activations (H2D) and weights (re-gather) of layer i are prefetched when layer
+//    i+1's backward starts; after layer i's backward the compute stream waits for layer i+1's
+//    gradient reduction (the FSDP2 stall of SPEC.md §5), then layer i's reductions are issued;
+//  - the optimizer runs on the host after the last gradient reached it (step_optimizer.cpp).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "hardware/cluster.hpp"
+#include "hardware/collective.hpp"
+#include "hardware/kernel_cost.hpp"
+#include "model/job.hpp"
+#include "model/step_costs.hpp"
+#include "model/workload.hpp"
+#include "sim/task.hpp"
+
+namespace twin::model {
+
+enum Stream : std::int32_t {
+  kCompute, kDensePg, kExpertPg, kEpPg, kNodePg, kReplicaPg, kD2H, kH2D, kSideStream, kCpu,
+  kStreamCount
+};
+const char* stream_name(std::int32_t s);
+inline std::int32_t lane_of(std::int64_t rank, Stream s) {
+  return static_cast<std::int32_t>(rank) * kStreamCount + s;
+}
+
+struct StepMarks {
+  std::vector<sim::Task*> backward_end;   // per rank: last gradient on the host
+  std::vector<sim::Task*> optimizer_end;  // per rank
+};
+
+class StepBuilder {
+ public:
+  StepBuilder(const Job& job, hardware::Cluster& cluster, sim::TaskGraph& graph);
+  StepMarks build();
+  const std::vector<RankWorkload>& workload() const { return work_; }
+
+ private:
+  using PerRank = std::vector<sim::Task*>;
+
+  sim::Task& task(std::int64_t rank, Stream s, const char* name, Category c, std::int32_t layer);
+  sim::Task& kernel(std::int64_t rank, const char* name, Category c, hardware::KernelWork w,
+                    std::int32_t layer, Stream s = kCompute);
+  // One collective per group of `groups`; returns each participating rank's task (else null).
+  PerRank collective(const std::vector<std::vector<int>>& groups, Stream s,
+                     hardware::CollKind kind, double bytes, std::int64_t default_ctas,
+                     const char* name, Category c, std::int32_t layer);
+  void after_all(PerRank& tasks, const PerRank& preds);
+
+  void forward(std::vector<PerRank>& begin, std::vector<PerRank>& end, PerRank& d2h);
+  void run_ops(const std::vector<std::vector<Op>>& ops, std::int32_t layer, const PerRank& weights_expert);
+  void backward(const std::vector<PerRank>& fwd_end, const PerRank& d2h, PerRank& grads_home);
+  PerRank marker(Stream s, const char* name, std::int32_t layer);
+  PerRank build_optimizer(const PerRank& grads_home);
+  sim::Task& cpu(std::int64_t rank, const char* name, double seconds_alone);
+
+  const Job& job_;
+  hardware::Cluster& c_;
+  sim::TaskGraph& g_;
+  hardware::KernelCost cost_;
+  std::vector<RankWorkload> work_;
+  std::int64_t ranks_;
+  std::vector<std::array<sim::Task*, kStreamCount>> last_;
+  std::vector<std::vector<int>> dense_pg_, expert_pg_, ep_pg_, node_pg_, replica_pg_;
+};
+
+}  // namespace twin::model

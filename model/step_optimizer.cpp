@@ -1,0 +1,139 @@
+// The optimizer step on the host (SPEC.md §4 CPU offload, §6.3–6.4, §6.11a). Each rank's CPU
+// thread runs: gradient norm, AdamW on its AdamW parameters, Muon momentum, Newton–Schulz
+// (on the CPU, or on the GPU for the matrices this rank owns whole), and the parameter update.
+#include <algorithm>
+#include <cmath>
+
+#include "model/accounting.hpp"
+#include "model/step_graph.hpp"
+
+namespace twin::model {
+
+using hardware::CollKind;
+
+namespace {
+
+struct Matrix {
+  double rows, cols;
+};
+
+// Dense matrices of the model, in layer order (q, k, v, o); FlexShard gives them out round-robin.
+std::vector<Matrix> dense_matrices(const ModelArch& m) {
+  std::vector<Matrix> out;
+  const double h = static_cast<double>(m.hidden);
+  for (std::int64_t l = 0; l < m.layers; ++l) {
+    const auto& a = m.attention(l);
+    out.push_back({h, static_cast<double>(a.q_heads * a.qk_head_dim)});
+    out.push_back({h, static_cast<double>(a.kv_heads * a.qk_head_dim)});
+    out.push_back({h, static_cast<double>(a.kv_heads * a.v_head_dim)});
+    out.push_back({static_cast<double>(a.q_heads * a.v_head_dim), h});
+  }
+  return out;
+}
+
+}  // namespace
+
+sim::Task& StepBuilder::cpu(std::int64_t rank, const char* name, double seconds_alone) {
+  sim::Task& t = task(rank, kCpu, name, kCpuOptimizer, -1);
+  const double cores = static_cast<double>(c_.profile().host.cores_per_gpu);
+  hardware::run_cpu(t, c_, static_cast<int>(rank), seconds_alone * cores, cores);
+  return t;
+}
+
+StepBuilder::PerRank StepBuilder::build_optimizer(const PerRank& grads_home) {
+  const auto& m = job_.model;
+  const auto& t = job_.training;
+  const auto params = count_params(m);
+  const double R = static_cast<double>(job_.parallel.replica_gpus);
+  const double shard = params.total() / R;
+  const bool muon = t.optimizer == "muon";
+  const double adam = muon ? (params.embedding + params.head + params.router + params.norms) / R : shard;
+  const double muon_elems = shard - adam;
+
+  auto start = marker(kCpu, "optimizer_start", -1);
+  after_all(start, grads_home);
+  if (t.grad_norm == "cpu") {
+    const double hops = 2 * std::ceil(std::log2(std::max(2.0, R)));
+    for (std::int64_t r = 0; r < ranks_; ++r) {
+      cpu(r, "grad_norm_cpu", cost_.cpu_stream_s(4 * shard));
+      auto& ar = task(r, kCpu, "grad_norm_gloo_all_reduce", kCpuOther, -1);
+      hardware::run_delay(ar, c_, sim::Time::us(hops * c_.profile().host.gloo_hop_latency_us));
+    }
+  } else {
+    auto ar = collective(dense_pg_, kDensePg, CollKind::all_reduce, 4, c_.nccl().default_ctas.dense,
+                         "grad_norm_all_reduce", kCollNormAllReduce, -1);
+    after_all(ar, grads_home);
+    auto wait = marker(kCpu, "grad_norm_ready", -1);
+    after_all(wait, ar);
+  }
+  // AdamW reads p, g, m, v and writes p, m, v (7 fp32); Muon momentum reads g, m, writes m.
+  for (std::int64_t r = 0; r < ranks_; ++r) {
+    cpu(r, "adamw", cost_.cpu_stream_s(28 * adam));
+    if (muon) cpu(r, "muon_momentum", cost_.cpu_stream_s(12 * muon_elems));
+  }
+  if (muon) {
+    // Expert matrices are owned whole: each rank of an expert shard group owns
+    // layers × (experts/ep) × 3 / (replica_gpus/ep) of them. Dense matrices stay sharded and
+    // are gathered to their owner (round-robin) by an all-to-all, and scattered back after.
+    const double h = static_cast<double>(m.hidden), f = static_cast<double>(m.expert_hidden);
+    const double owned_expert = static_cast<double>(m.layers * (m.experts / job_.parallel.ep) * 3) /
+                                (R / static_cast<double>(job_.parallel.ep));
+    const double expert_flops = owned_expert * newton_schulz_flops(h, f);
+    const auto dense = dense_matrices(m);
+    double dense_elems = 0;
+    for (const auto& d : dense) dense_elems += d.rows * d.cols;
+    const bool gpu = t.newton_schulz == "gpu";
+    const bool async = t.dense_ns_all_to_all == "async";
+    auto gather = collective(dense_pg_, kDensePg, CollKind::all_to_all, 4 * dense_elems / R,
+                             c_.nccl().default_ctas.dense, "ns_dense_gather_all_to_all",
+                             kCollOptimizerAllToAll, -1);
+    for (std::int64_t r = 0; r < ranks_; ++r) {
+      auto& cpu_last = last_[static_cast<std::size_t>(r)][kCpu];
+      gather[static_cast<std::size_t>(r)]->after(*cpu_last);
+      if (!async) cpu_last = gather[static_cast<std::size_t>(r)];  // the CPU thread blocks
+      double dense_flops = 0, dense_rows = 1, dense_own = 0;
+      for (std::size_t j = static_cast<std::size_t>(r % job_.parallel.replica_gpus); j < dense.size();
+           j += static_cast<std::size_t>(R)) {
+        dense_flops += newton_schulz_flops(dense[j].rows, dense[j].cols);
+        dense_rows = std::min(dense[j].rows, dense[j].cols);
+        dense_own += dense[j].rows * dense[j].cols;
+      }
+      if (!gpu) {
+        cpu(r, "newton_schulz_cpu", cost_.cpu_matmul_s(expert_flops + dense_flops))
+            .after(*gather[static_cast<std::size_t>(r)]);
+      } else {
+        // Momentum to the GPU, Newton–Schulz as GEMMs at the matrices' size, result back.
+        const double expert_bytes = 4 * owned_expert * h * f;
+        auto& up = task(r, kH2D, "ns_to_gpu", kCopyH2D, -1);
+        hardware::run_copy(up, c_, static_cast<int>(r), hardware::CopyDir::h2d, expert_bytes);
+        up.after(*cpu_last);
+        const double per_flop = cost_.gemm_s(std::min(h, f), std::min(h, f), std::max(h, f)) /
+                                (2 * std::min(h, f) * std::min(h, f) * std::max(h, f));
+        auto& ns = kernel(r, "newton_schulz_gpu", kOptimizerGpu, {expert_flops * per_flop}, -1);
+        ns.after(up);
+        auto& nd = kernel(r, "newton_schulz_gpu_dense", kOptimizerGpu,
+                          {dense_flops > 0 ? cost_.gemm_s(dense_rows, dense_rows, dense_own / dense_rows) *
+                                                 dense_flops / (2 * dense_own * dense_rows)
+                                           : 0.0}, -1);
+        nd.after(*gather[static_cast<std::size_t>(r)]);
+        auto& down = task(r, kD2H, "ns_to_host", kCopyD2H, -1);
+        hardware::run_copy(down, c_, static_cast<int>(r), hardware::CopyDir::d2h, expert_bytes + 4 * dense_own);
+        down.after(nd);
+        auto& wait = task(r, kCpu, "ns_results_on_host", kMarker, -1);
+        wait.after(down);
+      }
+    }
+    auto scatter = collective(dense_pg_, kDensePg, CollKind::all_to_all, 4 * dense_elems / R,
+                              c_.nccl().default_ctas.dense, "ns_dense_scatter_all_to_all",
+                              kCollOptimizerAllToAll, -1);
+    for (std::int64_t r = 0; r < ranks_; ++r) {
+      auto& cpu_last = last_[static_cast<std::size_t>(r)][kCpu];
+      scatter[static_cast<std::size_t>(r)]->after(*cpu_last);
+      cpu_last = scatter[static_cast<std::size_t>(r)];
+      cpu(r, "muon_update", cost_.cpu_stream_s(12 * muon_elems));
+    }
+  }
+  return marker(kCpu, "optimizer_end", -1);
+}
+
+}  // namespace twin::model

@@ -1,0 +1,74 @@
+#include "model/workload.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+namespace twin::model {
+
+namespace {
+
+double row_cost(const Row& r) {
+  double c = 0;
+  for (auto n : r.segments) c += static_cast<double>(n) * static_cast<double>(n);
+  return c;
+}
+
+std::int64_t full_window(const ModelArch& m) { return m.full.window_tokens; }
+
+}  // namespace
+
+std::vector<Row> assign_rows(const Job& job) {
+  if (!job.data.balance_attention) return step_rows(job);
+  const std::int64_t rows = job.parallel.total_gpus() * job.training.rows_per_gpu;
+  sim::Rng rng(static_cast<std::uint64_t>(job.data.seed));
+  const auto docs = draw_documents(job.data, rows * kBands * job.training.seq_len, rng);
+  auto pool = pack_rows(docs, job.training.seq_len, rows * kBands);
+  std::vector<std::size_t> order(pool.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::vector<double> cost(pool.size());
+  for (std::size_t i = 0; i < pool.size(); ++i) cost[i] = row_cost(pool[i]);
+  std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return cost[a] < cost[b]; });
+  const std::size_t band = kBands / 2;
+  std::vector<Row> out;
+  for (std::int64_t i = 0; i < rows; ++i)
+    out.push_back(std::move(pool[order[band * static_cast<std::size_t>(rows) + static_cast<std::size_t>(i)]]));
+  rng.shuffle(out);
+  return out;
+}
+
+std::vector<RankWorkload> build_workload(const Job& job) {
+  const auto& m = job.model;
+  const auto& p = job.parallel;
+  const auto rows = assign_rows(job);
+  const std::int64_t n = p.total_gpus();
+  std::vector<RankWorkload> w(static_cast<std::size_t>(n));
+  for (std::int64_t r = 0; r < n; ++r) {
+    auto& rw = w[static_cast<std::size_t>(r)];
+    for (std::int64_t k = 0; k < job.training.rows_per_gpu; ++k) {
+      const Row& row = rows[static_cast<std::size_t>(r * job.training.rows_per_gpu + k)];
+      rw.tokens += static_cast<double>(job.training.seq_len);
+      rw.pairs_full += row_pairs(row, full_window(m));
+      rw.pairs_sliding += row_pairs(row, m.sliding.window_tokens);
+      rw.row_cost += row_cost(row);
+    }
+  }
+  // Routing, per EP group (ep consecutive ranks of a node) and layer.
+  sim::Rng rng(static_cast<std::uint64_t>(job.data.seed) ^ 0x5eedULL);
+  const bool balanced = job.training.routing == "group_limited";
+  for (std::int64_t g0 = 0; g0 < n; g0 += p.ep) {
+    double group_tokens = 0;
+    for (std::int64_t j = 0; j < p.ep; ++j) group_tokens += w[static_cast<std::size_t>(g0 + j)].tokens;
+    const double pairs = group_tokens * static_cast<double>(m.top_k);
+    for (std::int64_t l = 0; l < m.layers; ++l) {
+      std::vector<double> share(static_cast<std::size_t>(p.ep), 1.0);
+      if (!balanced)
+        for (auto& s : share) s = std::max(0.05, 1 + job.training.routing_imbalance_cv * rng.normal());
+      const double total = std::accumulate(share.begin(), share.end(), 0.0);
+      for (std::int64_t j = 0; j < p.ep; ++j)
+        w[static_cast<std::size_t>(g0 + j)].expert_pairs.push_back(pairs * share[static_cast<std::size_t>(j)] / total);
+    }
+  }
+  return w;
+}
+
+}  // namespace twin::model

@@ -1,0 +1,34 @@
+// What each rank computes in one step: its rows (attention cost) and, per layer, the
+// token-expert pairs its experts receive (routing). Ranks differ only through these.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/data.hpp"
+#include "model/job.hpp"
+
+namespace twin::model {
+
+struct RankWorkload {
+  double tokens = 0;        // rows_per_gpu × seq_len
+  double pairs_full = 0;    // causal query–key pairs of full-attention layers (per layer)
+  double pairs_sliding = 0; // … of sliding-window layers (per layer)
+  std::vector<double> expert_pairs;  // per layer: token–expert pairs this GPU's experts process
+  double row_cost = 0;      // Σ segment² of its rows (the balancing key, SPEC.md §6.6)
+};
+
+// The rows of one step as the data pipeline hands them out. Without balancing: packed rows in
+// order. With balancing: a pool of `kBands` steps' worth of rows is sorted by cost (Σ segment²)
+// and cut into bands of one step each; the twin simulates the median band (steps are shuffled,
+// so every band is equally likely; the median is the typical step), its rows shuffled over
+// the ranks.
+std::vector<Row> assign_rows(const Job& job);
+inline constexpr int kBands = 9;
+
+// Routing: with group-limited routing every EP rank receives exactly top_k/ep of its node's
+// token–expert pairs. With plain top-k an EP rank's share in a layer is (1 + cv·z)/ep,
+// normalised over the node, with z standard normal drawn per (node, layer) from the data seed.
+std::vector<RankWorkload> build_workload(const Job& job);
+
+}  // namespace twin::model

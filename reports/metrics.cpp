@@ -1,0 +1,71 @@
+#include "reports/metrics.hpp"
+
+#include <algorithm>
+
+namespace twin::reports {
+
+double merge(std::vector<Interval>& v) {
+  std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) {
+    return a.begin_ns != b.begin_ns ? a.begin_ns < b.begin_ns : a.end_ns < b.end_ns;
+  });
+  std::vector<Interval> out;
+  for (const auto& i : v) {
+    if (i.end_ns <= i.begin_ns) continue;
+    if (!out.empty() && i.begin_ns <= out.back().end_ns)
+      out.back().end_ns = std::max(out.back().end_ns, i.end_ns);
+    else
+      out.push_back(i);
+  }
+  v = std::move(out);
+  std::int64_t total = 0;
+  for (const auto& i : v) total += i.end_ns - i.begin_ns;
+  return static_cast<double>(total) * 1e-9;
+}
+
+double intersection_s(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  std::int64_t total = 0;
+  std::size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    const auto lo = std::max(a[i].begin_ns, b[j].begin_ns);
+    const auto hi = std::min(a[i].end_ns, b[j].end_ns);
+    if (hi > lo) total += hi - lo;
+    (a[i].end_ns < b[j].end_ns) ? ++i : ++j;
+  }
+  return static_cast<double>(total) * 1e-9;
+}
+
+Breakdown breakdown(std::vector<Interval> compute, std::vector<Interval> comm, double step_s) {
+  const double c = merge(compute), n = merge(comm);
+  const double both = intersection_s(compute, comm);
+  Breakdown b;
+  b.compute_overlapped = both;
+  b.compute_only = c - both;
+  b.comm_wait = n - both;
+  b.idle = step_s - (c + n - both);
+  return b;
+}
+
+void SmTimeline::change(sim::Time t, int held) {
+  if (!points_.empty() && points_.back().first == t.count_ns())
+    points_.back().second = held;
+  else
+    points_.emplace_back(t.count_ns(), held);
+}
+
+SmTimeline::Stats SmTimeline::stats(sim::Time end) const {
+  Stats s;
+  double integral = 0, busy = 0;
+  for (std::size_t i = 0; i < points_.size(); ++i) {
+    const auto t0 = points_[i].first;
+    const auto t1 = i + 1 < points_.size() ? points_[i + 1].first : end.count_ns();
+    const double dt = static_cast<double>(std::max<std::int64_t>(0, t1 - t0)) * 1e-9;
+    const int held = points_[i].second;
+    s.max = std::max(s.max, held);
+    if (held > 0) busy += dt, integral += held * dt;
+    if (held >= 64) s.seconds_at_or_above_64 += dt;
+  }
+  s.mean_while_collective = busy > 0 ? integral / busy : 0;
+  return s;
+}
+
+}  // namespace twin::reports

@@ -1,0 +1,57 @@
+// Metric definitions: each metric of `twin run` is defined here once, with its formula.
+//
+//   step_time_s           = max over ranks of the time its optimizer step ends (t = 0 is the
+//                           step's start; every rank starts together).
+//   tokens_per_s_per_gpu  = tokens_per_step / (GPUs · step_time_s)
+//   tokens_per_day        = tokens_per_step · 86,400 / step_time_s
+//   For one rank, over [0, step_time_s], with C = the union of its GPU compute-kernel intervals
+//   and N = the union of its collective intervals (its NCCL kernels, from launch to end):
+//     compute_overlapped  = |C ∩ N|        compute_only = |C \ N|
+//     comm_wait           = |N \ C|        idle         = step_time_s − |C ∪ N|
+//   (the four sum to step_time_s); exposed_comm_s = comm_wait of rank 0.
+//   gpu_time_s[k]         = Σ durations of the rank's tasks of kind k (overlaps counted twice).
+//   optimizer_step_s      = end of the rank's optimizer − the moment its last gradient reached
+//                           the host.
+//   nccl_sms              over a rank's timeline, S(t) = SMs held by NCCL CTAs:
+//     mean_while_collective = ∫S dt / |{t : S(t) > 0}|,  max = max S,
+//     seconds_at_or_above_64 = |{t : S(t) ≥ 64}|.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/units.hpp"
+
+namespace twin::reports {
+
+struct Interval {
+  std::int64_t begin_ns, end_ns;
+};
+
+// Sorts and merges in place; returns the total length in seconds.
+double merge(std::vector<Interval>& v);
+// Length of the intersection of two merged interval lists, in seconds.
+double intersection_s(const std::vector<Interval>& a, const std::vector<Interval>& b);
+
+struct Breakdown {
+  double compute_overlapped = 0, compute_only = 0, comm_wait = 0, idle = 0;
+};
+Breakdown breakdown(std::vector<Interval> compute, std::vector<Interval> comm, double step_s);
+
+// Records a step function S(t) (SMs held by NCCL) and summarises it.
+class SmTimeline {
+ public:
+  void change(sim::Time t, int held);
+  struct Stats {
+    double mean_while_collective = 0;
+    int max = 0;
+    double seconds_at_or_above_64 = 0;
+  };
+  Stats stats(sim::Time end) const;
+  const std::vector<std::pair<std::int64_t, int>>& points() const { return points_; }
+
+ private:
+  std::vector<std::pair<std::int64_t, int>> points_;  // (time ns, held from then on)
+};
+
+}  // namespace twin::reports

@@ -1,0 +1,40 @@
+#include "reports/trace.hpp"
+
+#include <fmt/format.h>
+
+namespace twin::reports {
+
+namespace {
+// Microseconds with nanosecond resolution, as the format expects.
+std::string us(std::int64_t ns) { return fmt::format("{}.{:03}", ns / 1000, ns % 1000); }
+}  // namespace
+
+void ChromeTrace::sep() {
+  if (!body_.empty()) body_ += ",\n";
+}
+
+void ChromeTrace::process(int pid, const std::string& name) {
+  sep();
+  body_ += fmt::format(R"({{"ph":"M","pid":{},"name":"process_name","args":{{"name":"{}"}}}})", pid, name);
+}
+
+void ChromeTrace::thread(int pid, int tid, const std::string& name) {
+  sep();
+  body_ += fmt::format(R"({{"ph":"M","pid":{},"tid":{},"name":"thread_name","args":{{"name":"{}"}}}})",
+                       pid, tid, name);
+}
+
+void ChromeTrace::complete(int pid, int tid, const char* name, const char* cat,
+                           std::int64_t begin_ns, std::int64_t end_ns, std::int32_t layer) {
+  sep();
+  body_ += fmt::format(R"({{"ph":"X","pid":{},"tid":{},"name":"{}","cat":"{}","ts":{},"dur":{},"args":{{"layer":{}}}}})",
+                       pid, tid, name, cat, us(begin_ns), us(end_ns - begin_ns), layer);
+}
+
+void ChromeTrace::counter(int pid, const char* name, std::int64_t t_ns, double value) {
+  sep();
+  body_ += fmt::format(R"({{"ph":"C","pid":{},"name":"{}","ts":{},"args":{{"SMs":{}}}}})", pid, name,
+                       us(t_ns), value);
+}
+
+}  // namespace twin::reports

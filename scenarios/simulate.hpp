@@ -1,0 +1,28 @@
+// One scenario through the twin: load → build the step graph → run the engine → metrics.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "scenarios/loader.hpp"
+
+namespace twin::scenarios {
+
+struct RunOptions {
+  std::vector<int> trace_ranks;  // ranks whose streams go into the Chrome trace
+  bool trace = false;
+  std::uint64_t event_limit = 2'000'000'000;
+};
+
+struct RunResult {
+  Json json;          // the metrics of reports/metrics.hpp (stable names)
+  std::string trace;  // Chrome trace JSON when asked for
+};
+
+RunResult simulate(const Loaded& loaded, const RunOptions& opts);
+
+// A short readable summary of a result.
+std::string summary(const Json& result);
+
+}  // namespace twin::scenarios
