@@ -3,6 +3,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "sim/random.hpp"
+
 namespace twin::hardware {
 
 Cluster::Cluster(sim::Engine& engine, sim::Fluid& fluid, const Profile& profile, int gpus,
@@ -14,8 +16,11 @@ Cluster::Cluster(sim::Engine& engine, sim::Fluid& fluid, const Profile& profile,
   const auto& n = profile.node;
   for (int g = 0; g < gpus; ++g) {
     const std::string p = "gpu" + std::to_string(g) + ".";
+    // Per-GPU speed: a hash of the index, so the slow GPUs are the same in every run.
+    const double u = sim::Rng(static_cast<std::uint64_t>(g) * 0x9e3779b97f4a7c15ULL + 17).uniform();
     gpus_.push_back(std::make_unique<Gpu>(fluid_, g, static_cast<int>(profile.gpu.sm_count),
-                                          profile.gpu.hbm_bw_GBps * 1e9));
+                                          profile.gpu.hbm_bw_GBps * 1e9,
+                                          1.0 - profile.gpu.speed_spread * u));
     links_.push_back({fluid_.add_resource(n.nvlink_gpu_GBps * 1e9, p + "nvlink_out"),
                       fluid_.add_resource(n.nvlink_gpu_GBps * 1e9, p + "nvlink_in"),
                       fluid_.add_resource(n.nic_GBps * 1e9, p + "nic_out"),

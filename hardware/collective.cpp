@@ -118,7 +118,7 @@ void run_collective(const std::vector<sim::Task*>& tasks, Cluster& c, Collective
   auto begin = [st, &c, end] {
     auto after_data = [st, &c, end] { c.engine().after(st->plan.latency, end, sim::Priority::completion); };
     if (st->plan.amount <= 0 || st->plan.uses.empty()) return after_data();
-    c.fluid().start(st->plan.amount, st->plan.uses, st->plan.bound, after_data);
+    c.fluid().start(st->plan.amount, st->plan.uses, st->plan.bound, after_data, st->plan.bound);
   };
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     tasks[i]->on_ready = [st, &c, begin, i](sim::Task&) {

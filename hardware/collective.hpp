@@ -16,6 +16,10 @@
 //           on each NVLink pair to a peer of the same node.
 //     HBM: hbm_traffic_factor per NVLink byte, plus one write per network byte.
 // Rate bound: ctas × per-CTA bandwidth (network or NVLink, whichever the collective crosses).
+// Sharing: a link splits its bandwidth among the connections using it, one per channel, so a
+// collective's fair-share weight in the solver is its channel count (φ = ctas × per-CTA
+// bandwidth, sim/fluid.hpp); with the per-link weights above, an 8-channel ring spread over a
+// node's 4 NICs holds 2 channels' worth of each NIC beside a 64-channel all-to-all.
 // Latency (NCCL's tuning model, ring/Simple): base + NVLink steps·hop_nvlink + network
 // steps·hop_net, with n−1 steps (2(n−1) for all-reduce), one per node boundary on the network;
 // all-to-all: base + one hop.

@@ -6,8 +6,8 @@
 
 namespace twin::hardware {
 
-Gpu::Gpu(sim::Fluid& fluid, int index, int sm_count, double hbm_Bps)
-    : fluid_(fluid), index_(index), sm_count_(sm_count), free_(sm_count) {
+Gpu::Gpu(sim::Fluid& fluid, int index, int sm_count, double hbm_Bps, double speed)
+    : fluid_(fluid), index_(index), sm_count_(sm_count), speed_(speed), free_(sm_count) {
   sm_res_ = fluid_.add_resource(sm_count, "gpu" + std::to_string(index) + ".sm");
   hbm_res_ = fluid_.add_resource(hbm_Bps, "gpu" + std::to_string(index) + ".hbm");
 }

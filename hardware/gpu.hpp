@@ -22,12 +22,14 @@ class Gpu {
   using Grant = std::function<void(int granted)>;
   using RequestId = std::uint64_t;
 
-  Gpu(sim::Fluid& fluid, int index, int sm_count, double hbm_Bps);
+  Gpu(sim::Fluid& fluid, int index, int sm_count, double hbm_Bps, double speed = 1.0);
 
   int index() const { return index_; }
   int sm_count() const { return sm_count_; }
   int free_sms() const { return free_; }
   int nccl_sms() const { return held_nccl_; }
+  // Compute speed relative to nominal (kernels take alone_s / speed).
+  double speed() const { return speed_; }
   sim::Fluid::ResourceId sm_resource() const { return sm_res_; }
   sim::Fluid::ResourceId hbm_resource() const { return hbm_res_; }
 
@@ -53,6 +55,7 @@ class Gpu {
   sim::Fluid& fluid_;
   int index_;
   int sm_count_;
+  double speed_;
   int free_;
   int held_nccl_ = 0;
   sim::Fluid::ResourceId sm_res_;

@@ -49,9 +49,10 @@ void run_dynamic(sim::Task& t, Cluster& c, Gpu& g, KernelWork w) {
 }  // namespace
 
 void run_kernel(sim::Task& t, Cluster& c, int gpu, KernelWork w) {
-  t.on_ready = [&c, gpu, w](sim::Task& task) {
+  t.on_ready = [&c, gpu, w](sim::Task& task) mutable {
     if (w.alone_s <= 0) return task.finish();
     Gpu& g = c.gpu(gpu);
+    w.alone_s /= g.speed();
     switch (w.cls) {
       case KernelClass::grid: return run_grid(task, c, g, w);
       case KernelClass::persistent_static: return run_static(task, c, g, w);

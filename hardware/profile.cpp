@@ -17,7 +17,11 @@ sim::Schema<GpuSpec> gpu_schema() {
       .real("bf16_dense_TFLOPs", "TFLOPs", 1, 1e6, std::nullopt, "dense BF16 peak",
             [](auto& g) -> auto& { return g.bf16_dense_TFLOPs; })
       .real("fp8_dense_TFLOPs", "TFLOPs", 1, 1e6, std::nullopt, "dense FP8 peak",
-            [](auto& g) -> auto& { return g.fp8_dense_TFLOPs; });
+            [](auto& g) -> auto& { return g.fp8_dense_TFLOPs; })
+      .real("speed_spread", "", 0, 0.9, std::nullopt,
+            "spread of compute speed between GPUs (power cap, clocks): GPU g runs at "
+            "1 − spread·u_g of nominal, u_g uniform in [0, 1) from a hash of g",
+            [](auto& g) -> auto& { return g.speed_spread; });
   return s;
 }
 

@@ -18,6 +18,7 @@ struct GpuSpec {
   double hbm_bw_GBps = 0;        // achieved, counting read + write
   double bf16_dense_TFLOPs = 0;  // vendor peak, dense
   double fp8_dense_TFLOPs = 0;
+  double speed_spread = 0;       // GPU g computes at (1 − speed_spread·u_g) of nominal speed
 };
 
 struct HostSpec {

@@ -79,33 +79,46 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
   after_all(prev_reduce, issue);
   PerRank prev_reduce_e(static_cast<std::size_t>(ranks_), nullptr);
 
-  for (std::int32_t i = static_cast<std::int32_t>(L - 1); i >= 0; --i) {
+  // Layer i's activations and weights are fetched when layer i+1's backward starts, so on each
+  // PG they queue before layer i+1's reductions (issue order = PG order).
+  struct Fetch {
+    PerRank h2d, dense, expert;
+  };
+  auto prefetch = [&](std::int32_t i, const PerRank& issue_at) {
     const auto comm = layer_comm(job_, i);
-    PerRank h2d(static_cast<std::size_t>(ranks_), nullptr);
+    Fetch f{PerRank(static_cast<std::size_t>(ranks_), nullptr), {}, {}};
     if (i < off)
       for (std::int64_t r = 0; r < ranks_; ++r) {
         auto& x = task(r, kH2D, "reload_activation", kCopyH2D, i);
         hardware::run_copy(x, c_, static_cast<int>(r), hardware::CopyDir::h2d, work_[r].tokens * h * 2);
         x.after(*d2h_all[static_cast<std::size_t>(r * L + i)]);
-        x.after(*issue[static_cast<std::size_t>(r)]);
-        h2d[static_cast<std::size_t>(r)] = &x;
+        x.after(*issue_at[static_cast<std::size_t>(r)]);
+        f.h2d[static_cast<std::size_t>(r)] = &x;
       }
-    const bool local = t.dense_reshard == "node_local";
-    auto agd = local ? collective(node_pg_, kNodePg, CollKind::all_gather, comm.dense_gather,
-                                  ctas.nvlink_gather, "dense_regather_nvlink", kCollDenseGather, i)
-                     : collective(dense_pg_, kDensePg, CollKind::all_gather, comm.dense_gather,
-                                  ctas.dense, "dense_regather", kCollDenseGather, i);
-    auto age = collective(expert_pg_, kExpertPg, CollKind::all_gather, comm.expert_gather,
+    f.dense = t.dense_reshard == "node_local"
+                  ? collective(node_pg_, kNodePg, CollKind::all_gather, comm.dense_gather,
+                               ctas.nvlink_gather, "dense_regather_nvlink", kCollDenseGather, i)
+                  : collective(dense_pg_, kDensePg, CollKind::all_gather, comm.dense_gather,
+                               ctas.dense, "dense_regather", kCollDenseGather, i);
+    f.expert = collective(expert_pg_, kExpertPg, CollKind::all_gather, comm.expert_gather,
                           ctas.expert_allgather, "expert_regather", kCollExpertGather, i);
-    after_all(agd, issue);
-    after_all(age, issue);
+    after_all(f.dense, issue_at);
+    after_all(f.expert, issue_at);
+    return f;
+  };
+  Fetch next = prefetch(static_cast<std::int32_t>(L - 1), issue);
+
+  for (std::int32_t i = static_cast<std::int32_t>(L - 1); i >= 0; --i) {
+    const auto comm = layer_comm(job_, i);
+    const Fetch cur = next;
     auto begin = marker(kCompute, "layer_backward", i);
-    after_all(begin, agd);
-    after_all(begin, h2d);
+    after_all(begin, cur.dense);
+    after_all(begin, cur.h2d);
+    if (i > 0) next = prefetch(i - 1, begin);
     std::vector<LayerOps> ops;
     for (std::int64_t r = 0; r < ranks_; ++r) ops.push_back(layer_ops(job_, cost_, work_[r], i));
-    if (!ops[0].recompute.empty()) run_ops(per_rank(ops, &LayerOps::recompute), i, age);
-    run_ops(per_rank(ops, &LayerOps::backward), i, ops[0].recompute.empty() ? age : PerRank{});
+    if (!ops[0].recompute.empty()) run_ops(per_rank(ops, &LayerOps::recompute), i, cur.expert);
+    run_ops(per_rank(ops, &LayerOps::backward), i, ops[0].recompute.empty() ? cur.expert : PerRank{});
     // Post-backward: the compute stream waits for the previous layer's reductions.
     auto boundary = marker(kCompute, "post_backward", i);
     after_all(boundary, prev_reduce);
@@ -153,7 +166,6 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
     }
     prev_reduce = rsd;
     prev_reduce_e = rse;
-    issue = begin;
   }
   // Embedding gradient (a scatter-add from the token ids), reduced and sent home.
   for (std::int64_t r = 0; r < ranks_; ++r)
