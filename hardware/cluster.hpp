@@ -31,6 +31,7 @@ class Cluster {
   // The NVLink resource from GPU a to GPU b of the same node.
   sim::Fluid::ResourceId pair(int a, int b) const;
 
+  double fluid_capacity(sim::Fluid::ResourceId r) const { return fluid_.capacity(r); }
   const Profile& profile() const { return profile_; }
   const NcclOptions& nccl() const { return nccl_; }
   sim::Engine& engine() { return engine_; }

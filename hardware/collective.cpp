@@ -22,7 +22,7 @@ namespace {
 
 using Uses = std::map<sim::Fluid::ResourceId, double>;  // ordered: deterministic
 
-void ring_uses(const Cluster& c, const CollectiveSpec& s, Uses& u, double hbm_factor) {
+void ring_uses(const Cluster& c, const CollectiveSpec& s, Uses& u, Uses& h, double hbm_factor) {
   std::map<int, int> members;  // node → ring members on it
   for (int r : s.ranks) ++members[c.node_of(r)];
   const bool multi_node = members.size() > 1;
@@ -38,11 +38,12 @@ void ring_uses(const Cluster& c, const CollectiveSpec& s, Uses& u, double hbm_fa
       u[l.nvl_out] += nvl;
       u[l.nvl_in] += nvl;
     }
-    u[l.hbm] += hbm_factor * nvl + (multi_node ? 1 / g : 0);
+    h[l.hbm] += hbm_factor * nvl + (multi_node ? 1 / g : 0);
   }
 }
 
-void all_to_all_uses(const Cluster& c, const CollectiveSpec& s, Uses& u, double hbm_factor) {
+void all_to_all_uses(const Cluster& c, const CollectiveSpec& s, Uses& u, Uses& h,
+                     double hbm_factor) {
   const double n = static_cast<double>(s.ranks.size());
   for (int r : s.ranks) {
     const auto& l = c.links(r);
@@ -55,7 +56,7 @@ void all_to_all_uses(const Cluster& c, const CollectiveSpec& s, Uses& u, double 
     const double net = (n - 1 - local) / (n - 1), nvl = local / (n - 1);
     if (net > 0) u[l.nic_out] += net, u[l.nic_in] += net;
     if (nvl > 0) u[l.nvl_out] += nvl, u[l.nvl_in] += nvl;
-    u[l.hbm] += hbm_factor * nvl + net;
+    h[l.hbm] += hbm_factor * nvl + net;
   }
 }
 
@@ -76,17 +77,22 @@ CollectivePlan plan_collective(const Cluster& c, const CollectiveSpec& s) {
   }
   plan.crosses_network = nodes > 1;
   const double frac = n > 1 ? static_cast<double>(n - 1) / n : 0.0;
-  Uses u;
+  Uses u, h;
   if (s.kind == CollKind::all_to_all) {
     plan.amount = frac * s.bytes;
-    if (n > 1) all_to_all_uses(c, s, u, p.nccl.hbm_traffic_factor);
+    if (n > 1) all_to_all_uses(c, s, u, h, p.nccl.hbm_traffic_factor);
   } else {
     plan.amount = (s.kind == CollKind::all_reduce ? 2 : 1) * frac * s.bytes;
-    if (n > 1) ring_uses(c, s, u, p.nccl.hbm_traffic_factor);
+    if (n > 1) ring_uses(c, s, u, h, p.nccl.hbm_traffic_factor);
   }
-  for (const auto& [r, w] : u) plan.uses.push_back({r, w});
   const double cta_Bps = (plan.crosses_network ? p.nccl.cta_net_GBps : p.nccl.cta_nvlink_GBps) * 1e9;
   plan.bound = plan.ctas * cta_Bps;
+  plan.solo_Bps = plan.bound;
+  for (const auto& [r, w] : u) {
+    plan.uses.push_back({r, w});
+    plan.solo_Bps = std::min(plan.solo_Bps, c.fluid_capacity(r) / w);
+  }
+  for (const auto& [r, w] : h) plan.hbm.push_back({r, w});
   double lat = p.nccl.base_latency_us;
   if (s.kind == CollKind::all_to_all) {
     lat += plan.crosses_network ? p.nccl.hop_latency_net_us : p.nccl.hop_latency_nvlink_us;
@@ -116,7 +122,11 @@ void run_collective(const std::vector<sim::Task*>& tasks, Cluster& c, Collective
     }
   };
   auto begin = [st, &c, end] {
-    auto after_data = [st, &c, end] { c.engine().after(st->plan.latency, end, sim::Priority::completion); };
+    auto after_data = [st, &c, end] {
+      for (const auto& h : st->plan.hbm) c.fluid().reserve(h.resource, -h.weight * st->plan.solo_Bps);
+      c.engine().after(st->plan.latency, end, sim::Priority::completion);
+    };
+    for (const auto& h : st->plan.hbm) c.fluid().reserve(h.resource, h.weight * st->plan.solo_Bps);
     if (st->plan.amount <= 0 || st->plan.uses.empty()) return after_data();
     c.fluid().start(st->plan.amount, st->plan.uses, st->plan.bound, after_data, st->plan.bound);
   };

@@ -14,7 +14,9 @@
 //           (each direction); inside the node each member forwards (g−1)/g of A over NVLink.
 //     all-to-all: the share of peers off the node on the NIC, the rest on NVLink, 1/(n−1) of A
 //           on each NVLink pair to a peer of the same node.
-//     HBM: hbm_traffic_factor per NVLink byte, plus one write per network byte.
+//     HBM: hbm_traffic_factor per NVLink byte, plus one write per network byte — reserved from
+//     each GPU's HBM at the collective's solo rate while it transfers (not a shared flow, so
+//     that kernels of different GPUs stay independent in the solver).
 // Rate bound: ctas × per-CTA bandwidth (network or NVLink, whichever the collective crosses).
 // Sharing: a link splits its bandwidth among the connections using it, one per channel, so a
 // collective's fair-share weight in the solver is its channel count (φ = ctas × per-CTA
@@ -47,7 +49,9 @@ struct CollectivePlan {
   int ctas = 1;
   double amount = 0;  // A
   std::vector<sim::Fluid::Use> uses;
+  std::vector<sim::Fluid::Use> hbm;  // HBM bytes per byte of A, per GPU
   double bound = 0;   // bytes/s of A
+  double solo_Bps = 0;  // rate alone: min(bound, every link's capacity / weight)
   sim::Time latency{};
   bool crosses_network = false;
 };

@@ -8,9 +8,9 @@ namespace {
 
 void run_grid(sim::Task& t, Cluster& c, Gpu& g, KernelWork w) {
   const double sm_s = w.alone_s * g.sm_count();
-  std::vector<sim::Fluid::Use> uses{{g.sm_resource(), 1.0}};
-  if (w.hbm_bytes > 0) uses.push_back({g.hbm_resource(), w.hbm_bytes / sm_s});
-  c.fluid().start(sm_s, std::move(uses), g.sm_count(), [&t] { t.finish(); }, g.sm_count());
+  const sim::Fluid::Use uses[] = {{g.sm_resource(), 1.0}, {g.hbm_resource(), w.hbm_bytes / sm_s}};
+  c.fluid().start(sm_s, std::span(uses, w.hbm_bytes > 0 ? 2 : 1), g.sm_count(),
+                  [&t] { t.finish(); }, g.sm_count());
 }
 
 void run_static(sim::Task& t, Cluster& c, Gpu& g, KernelWork w) {
@@ -33,9 +33,8 @@ void run_dynamic(sim::Task& t, Cluster& c, Gpu& g, KernelWork w) {
   };
   auto st = std::make_shared<State>();
   const double sm_s = w.alone_s * g.sm_count();
-  std::vector<sim::Fluid::Use> uses;
-  if (w.hbm_bytes > 0) uses.push_back({g.hbm_resource(), w.hbm_bytes / sm_s});
-  st->flow = c.fluid().start(sm_s, std::move(uses), 0.0, [&t, &g, st] {
+  const sim::Fluid::Use hbm[] = {{g.hbm_resource(), w.hbm_bytes / sm_s}};
+  st->flow = c.fluid().start(sm_s, std::span(hbm, w.hbm_bytes > 0 ? 1 : 0), 0.0, [&t, &g, st] {
     g.cancel(st->req);  // blocks still waiting find the tile counter exhausted
     g.release(st->held, Gpu::Holder::persistent);
     t.finish();
@@ -66,13 +65,14 @@ void run_copy(sim::Task& t, Cluster& c, int gpu, CopyDir dir, double bytes) {
     if (bytes <= 0) return task.finish();
     const auto& l = c.links(gpu);
     const auto hbm = l.hbm;
-    std::vector<sim::Fluid::Use> uses;
-    switch (dir) {
-      case CopyDir::h2d: uses = {{l.h2d, 1.0}, {hbm, 1.0}}; break;
-      case CopyDir::d2h: uses = {{l.d2h, 1.0}, {hbm, 1.0}}; break;
-      case CopyDir::d2d: uses = {{hbm, 2.0}}; break;  // read + write
+    sim::Fluid::Use uses[2] = {{hbm, 2.0}, {hbm, 0.0}};  // d2d: read + write
+    std::size_t n = 1;
+    if (dir != CopyDir::d2d) {
+      uses[0] = {dir == CopyDir::h2d ? l.h2d : l.d2h, 1.0};
+      uses[1] = {hbm, 1.0};
+      n = 2;
     }
-    c.fluid().start(bytes, std::move(uses), sim::Fluid::kUnbounded, [&task] { task.finish(); });
+    c.fluid().start(bytes, std::span(uses, n), sim::Fluid::kUnbounded, [&task] { task.finish(); });
   };
 }
 

@@ -11,7 +11,7 @@ constexpr const char* kNames[] = {
     "expert_gemm", "other_gemm", "attention", "elementwise", "optimizer_gpu",
     "dense_all_gather", "expert_all_gather", "dense_reduce_scatter", "expert_grad_reduce",
     "ep_all_to_all", "replica_all_reduce", "grad_norm_all_reduce", "optimizer_all_to_all",
-    "copy_d2h", "copy_h2d", "cpu_optimizer", "cpu_other", "marker"};
+    "copy_d2h", "copy_h2d", "cpu_optimizer", "cpu_other", "marker", "fused_kernels"};
 static_assert(sizeof(kNames) / sizeof(kNames[0]) == kCategoryCount);
 
 using hardware::KernelClass;
@@ -25,7 +25,7 @@ const char* category_name(std::int32_t c) {
   return c >= 0 && c < kCategoryCount ? kNames[c] : "?";
 }
 bool is_collective(std::int32_t c) { return c >= kCollDenseGather && c <= kCollOptimizerAllToAll; }
-bool is_gpu_compute(std::int32_t c) { return c >= kExpertGemm && c <= kOptimizerGpu; }
+bool is_gpu_compute(std::int32_t c) { return (c >= kExpertGemm && c <= kOptimizerGpu) || c == kFused; }
 
 LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankWorkload& w,
                    std::int64_t layer) {

@@ -42,6 +42,38 @@ StepBuilder::StepBuilder(const Job& job, hardware::Cluster& cluster, sim::TaskGr
   }
 }
 
+const FusedParts* StepBuilder::parts(std::size_t task_id) const {
+  if (task_id >= fused_index_.size() || fused_index_[task_id] < 0) return nullptr;
+  return &fused_[static_cast<std::size_t>(fused_index_[task_id])];
+}
+
+void StepBuilder::fuse(std::size_t j0, std::size_t j1, const std::vector<std::vector<Op>>& ops,
+                       std::int32_t layer) {
+  if (j1 - j0 == 1) {
+    for (std::int64_t r = 0; r < ranks_; ++r) {
+      const Op& op = ops[static_cast<std::size_t>(r)][j0];
+      kernel(r, op.name, op.category, op.work, layer);
+    }
+    return;
+  }
+  std::string name;
+  for (std::size_t j = j0; j < j1; ++j) name += (j > j0 ? "+" : "") + std::string(ops[0][j].name);
+  const char* n = names_.emplace_back(std::move(name)).c_str();
+  for (std::int64_t r = 0; r < ranks_; ++r) {
+    FusedParts fp;
+    double alone = 0;
+    for (std::size_t j = j0; j < j1; ++j) {
+      const Op& op = ops[static_cast<std::size_t>(r)][j];
+      fp.parts.emplace_back(op.category, op.work.alone_s);
+      alone += op.work.alone_s;
+    }
+    auto& t = kernel(r, n, kFused, {alone, 0, hardware::KernelClass::grid}, layer);
+    if (fused_index_.size() <= t.id()) fused_index_.resize(t.id() + 1, -1);
+    fused_index_[t.id()] = static_cast<std::int32_t>(fused_.size());
+    fused_.push_back(std::move(fp));
+  }
+}
+
 sim::Task& StepBuilder::task(std::int64_t rank, Stream s, const char* name, Category c,
                              std::int32_t layer) {
   sim::Task& t = g_.add(name, lane_of(rank, s), c, layer);
@@ -102,6 +134,18 @@ void StepBuilder::run_ops(const std::vector<std::vector<Op>>& ops, std::int32_t 
       continue;
     }
     const bool first_expert = shape.category == kExpertGemm && weights_pending;
+    const auto fusible = [&](std::size_t k) {
+      const Op& o = ops[0][k];
+      return o.a2a_bytes <= 0 && o.work.cls == hardware::KernelClass::grid && o.work.hbm_bytes <= 0 &&
+             !(o.category == kExpertGemm && weights_pending);
+    };
+    if (fusible(j)) {
+      std::size_t j1 = j + 1;
+      while (j1 < ops[0].size() && fusible(j1)) ++j1;
+      fuse(j, j1, ops, layer);
+      j = j1 - 1;
+      continue;
+    }
     for (std::int64_t r = 0; r < ranks_; ++r) {
       if (first_expert && job_.training.expert_gather_dtype == "fp8") {
         // Dequantize: read FP8 values and scales, write bf16 (SPEC.md §6.8).

@@ -12,6 +12,8 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
+#include <string>
 #include <vector>
 
 #include "hardware/cluster.hpp"
@@ -33,6 +35,14 @@ inline std::int32_t lane_of(std::int64_t rank, Stream s) {
   return static_cast<std::int32_t>(rank) * kStreamCount + s;
 }
 
+// Consecutive grid kernels of a compute stream run as one task: in the engine's model they are
+// one fluid flow either way (same class, same resources), and one task is much cheaper to
+// simulate. The task keeps its parts so that reports can attribute its time by category, in
+// proportion to each part's time alone.
+struct FusedParts {
+  std::vector<std::pair<Category, double>> parts;  // (category, alone seconds)
+};
+
 struct StepMarks {
   std::vector<sim::Task*> backward_end;   // per rank: last gradient on the host
   std::vector<sim::Task*> optimizer_end;  // per rank
@@ -43,6 +53,8 @@ class StepBuilder {
   StepBuilder(const Job& job, hardware::Cluster& cluster, sim::TaskGraph& graph);
   StepMarks build();
   const std::vector<RankWorkload>& workload() const { return work_; }
+  // Parts of a fused task (category kFused), by task id; null for other tasks.
+  const FusedParts* parts(std::size_t task_id) const;
 
  private:
   using PerRank = std::vector<sim::Task*>;
@@ -71,6 +83,11 @@ class StepBuilder {
   std::int64_t ranks_;
   std::vector<std::array<sim::Task*, kStreamCount>> last_;
   std::vector<std::vector<int>> dense_pg_, expert_pg_, ep_pg_, node_pg_, replica_pg_;
+  std::vector<std::int32_t> fused_index_;  // task id → index in fused_, or −1
+  std::vector<FusedParts> fused_;
+  std::deque<std::string> names_;          // names of fused tasks (tasks hold const char*)
+  void fuse(std::size_t j0, std::size_t j1, const std::vector<std::vector<Op>>& ops,
+            std::int32_t layer);
 };
 
 }  // namespace twin::model

@@ -81,8 +81,15 @@ RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
     const Interval iv{t.start_time().count_ns(), t.end_time().count_ns()};
     if (model::is_gpu_compute(t.category)) times[rank].compute.push_back(iv);
     if (model::is_collective(t.category)) times[rank].comm.push_back(iv);
-    if (t.category != model::kMarker)
-      times[rank].gpu_time[model::category_name(t.category)] += (iv.end_ns - iv.begin_ns) * 1e-9;
+    const double dur = static_cast<double>(iv.end_ns - iv.begin_ns) * 1e-9;
+    if (const auto* fp = builder.parts(i)) {
+      double alone = 0;
+      for (const auto& [c, a] : fp->parts) alone += a;
+      for (const auto& [c, a] : fp->parts)
+        times[rank].gpu_time[model::category_name(c)] += alone > 0 ? dur * a / alone : 0;
+    } else if (t.category != model::kMarker) {
+      times[rank].gpu_time[model::category_name(t.category)] += dur;
+    }
   }
   std::size_t slowest = 0;
   std::vector<double> busy(times.size());

@@ -29,7 +29,14 @@ void Fluid::set_capacity(ResourceId r, double capacity) {
   if (!res.dirty) res.dirty = true, dirty_.push_back(r);
 }
 
-Fluid::FlowId Fluid::start(double amount, std::vector<Use> uses, double bound,
+void Fluid::reserve(ResourceId r, double amount) {
+  auto& res = resources_[r];
+  for (FlowId f : res.flows) advance(flows_[f]);
+  res.reserved += amount;
+  if (!res.dirty) res.dirty = true, dirty_.push_back(r);
+}
+
+Fluid::FlowId Fluid::start(double amount, std::span<const Use> uses, double bound,
                            std::function<void()> done, double share) {
   if (uses.empty() && !std::isfinite(bound))
     throw std::invalid_argument("a flow needs a resource or a finite bound");
@@ -53,7 +60,7 @@ Fluid::FlowId Fluid::start(double amount, std::vector<Use> uses, double bound,
   }
   f.share = share;
   f.since = engine_.now();
-  f.uses = std::move(uses);
+  f.uses.assign(uses.begin(), uses.end());  // reuses the slot's buffer
   f.done = std::move(done);
   f.active = true;
   ++f.version;
@@ -108,18 +115,18 @@ void Fluid::advance(Flow& f) {
 
 void Fluid::settle() {
   if (dirty_.empty() && dirty_isolated_.empty()) return;
-  std::vector<FlowId> comp_flows;
-  std::vector<ResourceId> comp_res;
+  auto& comp_flows = comp_flows_;
+  auto& comp_res = comp_res_;
   ++epoch_;
-  auto dirty = std::move(dirty_);
+  std::swap(dirty_, dirty_scratch_);
   dirty_.clear();
-  for (ResourceId r : dirty) {
+  for (ResourceId r : dirty_scratch_) {
     resources_[r].dirty = false;
     if (resources_[r].mark != epoch_) solve_component(r, comp_flows, comp_res);
   }
-  auto iso = std::move(dirty_isolated_);
+  std::swap(dirty_isolated_, iso_scratch_);
   dirty_isolated_.clear();
-  for (FlowId f : iso)
+  for (FlowId f : iso_scratch_)
     if (flows_[f].active) solve_isolated(f);
 }
 
@@ -152,73 +159,106 @@ void Fluid::solve_component(ResourceId seed, std::vector<FlowId>& flows,
   ++solves_;
   std::sort(flows.begin(), flows.end());  // deterministic order, whatever the discovery order
   for (FlowId f : flows) advance(flows_[f]);
-  std::vector<double> old(flows.size());
-  for (std::size_t i = 0; i < flows.size(); ++i) old[i] = flows_[flows[i]].rate;
-  progressive_filling(flows, res);
+  old_rates_.resize(flows.size());
+  for (std::size_t i = 0; i < flows.size(); ++i) old_rates_[i] = flows_[flows[i]].rate;
+  if (flows.size() == 1) {
+    // One flow alone: min(bound, every resource's usable capacity / weight), the result
+    // progressive filling reaches in its first round.
+    Flow& f = flows_[flows[0]];
+    double rate = f.bound;
+    for (const auto& u : f.uses) rate = std::min(rate, resources_[u.resource].usable() / u.weight);
+    f.rate = rate;
+  } else {
+    progressive_filling(flows, res);
+  }
   for (std::size_t i = 0; i < flows.size(); ++i)
-    if (flows_[flows[i]].rate != old[i] || flows_[flows[i]].remaining <= 0) reschedule(flows[i]);
+    if (flows_[flows[i]].rate != old_rates_[i] || flows_[flows[i]].remaining <= 0) reschedule(flows[i]);
 }
 
 void Fluid::progressive_filling(const std::vector<FlowId>& flows,
                                 const std::vector<ResourceId>& res) {
+  // Scratch: resources still constraining someone, flows not yet fixed.
+  auto& active = active_res_;
+  auto& unfixed = unfixed_flows_;
+  auto& saturated = saturated_res_;
+  active.clear();
+  unfixed.assign(flows.begin(), flows.end());
   for (ResourceId r : res) {
-    resources_[r].rem = resources_[r].capacity;
-    resources_[r].wsum = 0;
+    auto& R = resources_[r];
+    R.rem = R.usable();
+    R.wsum = 0;
+    R.unfixed = 0;
   }
   for (FlowId id : flows) {
     Flow& f = flows_[id];
     f.fixed = false;
     f.rate = 0;
-    for (const auto& u : f.uses) resources_[u.resource].wsum += u.weight * f.share;
-  }
-  std::size_t unfixed = flows.size();
-  double level = 0;
-  while (unfixed > 0) {
-    double delta = kUnbounded;
-    for (ResourceId r : res) {
-      const auto& R = resources_[r];
-      if (R.wsum > 0) delta = std::min(delta, std::max(0.0, R.rem) / R.wsum);
+    for (const auto& u : f.uses) {
+      auto& R = resources_[u.resource];
+      R.wsum += u.weight * f.share;
+      ++R.unfixed;
     }
-    for (FlowId id : flows)
-      if (!flows_[id].fixed) delta = std::min(delta, flows_[id].bound / flows_[id].share - level);
+  }
+  for (ResourceId r : res)
+    if (resources_[r].unfixed > 0) active.push_back(r);
+  double level = 0;
+  auto fix = [&](Flow& f) {
+    f.fixed = true;
+    f.rate = level * f.share;
+    for (const auto& u : f.uses) {
+      auto& R = resources_[u.resource];
+      R.wsum -= u.weight * f.share;
+      --R.unfixed;
+    }
+  };
+  while (!unfixed.empty()) {
+    double delta = kUnbounded;
+    for (ResourceId r : active) {
+      const auto& R = resources_[r];
+      delta = std::min(delta, std::max(0.0, R.rem) / R.wsum);
+    }
+    for (FlowId id : unfixed) delta = std::min(delta, flows_[id].bound / flows_[id].share - level);
     if (!std::isfinite(delta)) throw std::logic_error("unbounded flow in the fluid system");
     level += delta;
-    for (ResourceId r : res) resources_[r].rem -= delta * resources_[r].wsum;
-    for (FlowId id : flows) {
-      Flow& f = flows_[id];
-      if (f.fixed) continue;
-      const double b = f.bound / f.share;
-      bool fix = std::isfinite(b) && b - level <= kEps * std::max(1.0, b);
-      for (const auto& u : f.uses) {
-        const auto& R = resources_[u.resource];
-        fix = fix || R.rem <= kEps * std::max(1.0, R.capacity);
-      }
-      if (!fix) continue;
-      f.fixed = true;
-      f.rate = level * f.share;
-      --unfixed;
-      for (const auto& u : f.uses) resources_[u.resource].wsum -= u.weight * f.share;
+    saturated.clear();
+    for (ResourceId r : active) {
+      auto& R = resources_[r];
+      R.rem -= delta * R.wsum;
+      if (R.rem <= kEps * std::max(1.0, R.capacity)) saturated.push_back(r);
     }
+    for (FlowId id : unfixed) {
+      Flow& f = flows_[id];
+      const double b = f.bound / f.share;
+      if (std::isfinite(b) && b - level <= kEps * std::max(1.0, b)) fix(f);
+    }
+    for (ResourceId r : saturated)
+      for (FlowId id : resources_[r].flows)
+        if (!flows_[id].fixed) fix(flows_[id]);
+    std::erase_if(unfixed, [&](FlowId id) { return flows_[id].fixed; });
+    std::erase_if(active, [&](ResourceId r) { return resources_[r].unfixed == 0; });
   }
 }
 
 void Fluid::reschedule(FlowId id) {
   Flow& f = flows_[id];
-  const std::uint64_t v = ++f.version;
+  // Flow id and version packed in one word keep the callback within std::function's inline
+  // buffer (no allocation per completion).
+  const std::uint64_t key = (++f.version << 32) | id;
   if (f.remaining <= 0) {
-    engine_.at(engine_.now(), [this, id, v] { complete(id, v); }, Priority::completion);
+    engine_.at(engine_.now(), [this, key] { complete(key); }, Priority::completion);
     return;
   }
   if (f.rate <= 0) return;  // starved: waits for a change
   const double ns = std::ceil(f.remaining / f.rate * 1e9);
   if (ns >= 9.2e18) return;
   engine_.at(engine_.now() + Time::ns(static_cast<std::int64_t>(ns)),
-             [this, id, v] { complete(id, v); }, Priority::completion);
+             [this, key] { complete(key); }, Priority::completion);
 }
 
-void Fluid::complete(FlowId id, std::uint64_t version) {
+void Fluid::complete(std::uint64_t key) {
+  const auto id = static_cast<FlowId>(key & 0xffffffffULL);
   Flow& f = flows_[id];
-  if (!f.active || f.version != version) return;  // stale: the rate changed since
+  if (!f.active || (f.version & 0xffffffffULL) != (key >> 32)) return;  // stale: rate changed
   auto done = std::move(f.done);
   detach(id);
   if (done) done();

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -46,14 +47,21 @@ class Fluid {
 
   ResourceId add_resource(double capacity, std::string name);
   void set_capacity(ResourceId r, double capacity);
+  // Sets aside `amount` of r's capacity (negative: gives it back); the solver shares
+  // max(0, capacity − reserved). For demands that need not take part in the sharing.
+  void reserve(ResourceId r, double amount);
   double capacity(ResourceId r) const { return resources_[r].capacity; }
   const std::string& name(ResourceId r) const { return resources_[r].name; }
   std::size_t resource_count() const { return resources_.size(); }
 
   // Starts a flow of `amount` units; `done` fires (at completion priority) when it is moved.
   // share ≤ 0: the flow's solo speed at start, min(bound, min_r C_r / w_r).
-  FlowId start(double amount, std::vector<Use> uses, double bound, std::function<void()> done,
+  FlowId start(double amount, std::span<const Use> uses, double bound, std::function<void()> done,
                double share = 0);
+  FlowId start(double amount, std::initializer_list<Use> uses, double bound,
+               std::function<void()> done, double share = 0) {
+    return start(amount, std::span<const Use>(uses.begin(), uses.size()), bound, std::move(done), share);
+  }
   void set_bound(FlowId f, double bound);
   // Ends a flow without calling its `done`.
   void cancel(FlowId f);
@@ -71,10 +79,13 @@ class Fluid {
   struct Resource {
     double capacity;
     std::string name;
+    double reserved = 0;
+    double usable() const { return capacity > reserved ? capacity - reserved : 0.0; }
     std::vector<FlowId> flows;  // active flows using it
     bool dirty = false;
     // scratch for the solver
     double rem = 0, wsum = 0;
+    std::uint32_t unfixed = 0;
     std::uint32_t mark = 0;
   };
   struct Flow {
@@ -98,7 +109,7 @@ class Fluid {
   void solve_isolated(FlowId f);
   void progressive_filling(const std::vector<FlowId>& flows, const std::vector<ResourceId>& res);
   void reschedule(FlowId f);
-  void complete(FlowId f, std::uint64_t version);
+  void complete(std::uint64_t id_and_version);
   void detach(FlowId f);
 
   Engine& engine_;
@@ -107,6 +118,12 @@ class Fluid {
   std::vector<FlowId> free_flows_;
   std::vector<ResourceId> dirty_;
   std::vector<FlowId> dirty_isolated_;  // flows that use no resource (bound only)
+  // Scratch buffers reused by every solve (no allocation on the hot path).
+  std::vector<ResourceId> dirty_scratch_, comp_res_;
+  std::vector<FlowId> iso_scratch_, comp_flows_;
+  std::vector<double> old_rates_;
+  std::vector<ResourceId> active_res_, saturated_res_;
+  std::vector<FlowId> unfixed_flows_;
   std::uint32_t epoch_ = 0;
   std::size_t active_ = 0;
   std::uint64_t solves_ = 0;

@@ -1,0 +1,36 @@
+// Step benchmarks: the 384-GPU EUROPA step (target ≤ 1 s on one core) and its graph build alone.
+#include <benchmark/benchmark.h>
+
+#include "hardware/cluster.hpp"
+#include "model/step_graph.hpp"
+#include "scenarios/simulate.hpp"
+
+using namespace twin;
+
+namespace {
+const scenarios::Loaded& europa() {
+  static const auto l = scenarios::load_scenario(std::string(TWIN_SOURCE_DIR) + "/scenarios/europa.json",
+                                                 {TWIN_SOURCE_DIR, {}});
+  return l;
+}
+}  // namespace
+
+static void StepEuropaSimulate(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(scenarios::simulate(europa(), {}));
+  state.SetLabel("384 GPUs, one step");
+}
+BENCHMARK(StepEuropaSimulate)->Unit(benchmark::kMillisecond)->Iterations(3);
+
+static void StepEuropaBuildGraph(benchmark::State& state) {
+  const auto& s = europa().scenario;
+  for (auto _ : state) {
+    sim::Engine e;
+    sim::Fluid f(e);
+    sim::TaskGraph g(e);
+    hardware::Cluster c(e, f, s.hw, static_cast<int>(s.job.parallel.total_gpus()), s.nccl);
+    model::StepBuilder b(s.job, c, g);
+    benchmark::DoNotOptimize(b.build());
+    state.counters["tasks"] = static_cast<double>(g.size());
+  }
+}
+BENCHMARK(StepEuropaBuildGraph)->Unit(benchmark::kMillisecond)->Iterations(3);
