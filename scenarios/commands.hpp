@@ -23,7 +23,24 @@ struct RunArgs {
   std::vector<int> trace_ranks;
 };
 
+struct LadderArgs {
+  std::string data_dir;
+  int jobs = 1;
+  bool json = false;
+};
+
+struct SweepArgs {
+  std::vector<std::string> grid;  // "key=v1,v2,..."
+  int jobs = 1;
+  std::string out;  // FILE.csv or FILE.json; stdout when empty
+};
+
 int cmd_model(const CommonArgs& args, std::ostream& out);
+int cmd_ladder(const LadderArgs& args, std::ostream& out);
+int cmd_sweep(const CommonArgs& args, const SweepArgs& sweep, std::ostream& out);
+Json ladder_json(const LadderArgs& args);
+Json sweep_json(const CommonArgs& args, const SweepArgs& sweep);
+std::string to_csv(const Json& rows);
 int cmd_run(const CommonArgs& args, const RunArgs& run, std::ostream& out);
 int cmd_resolve(const CommonArgs& args, std::ostream& out);
 int cmd_help_params(bool json, std::ostream& out);

@@ -40,6 +40,16 @@ int main(int argc, char** argv) {
   run->add_option("--trace", run_args.trace_file, "write a Chrome trace (Perfetto) of the step");
   run->add_option("--trace-ranks", run_args.trace_ranks, "ranks in the trace (default 0)")
       ->delimiter(',');
+  LadderArgs ladder_args;
+  auto* ladder = app.add_subcommand("ladder", "every rung of SPEC.md §6 beside its published figures");
+  ladder->add_option("--jobs", ladder_args.jobs, "threads")->check(CLI::Range(1, 256));
+  ladder->add_flag("--json", ladder_args.json, "as JSON");
+  SweepArgs sweep_args;
+  auto* sweep = app.add_subcommand("sweep", "run every combination of --grid values");
+  add_common(sweep, common);
+  sweep->add_option("--grid", sweep_args.grid, "KEY=V1,V2,... (repeatable)")->required();
+  sweep->add_option("--jobs", sweep_args.jobs, "threads")->check(CLI::Range(1, 256));
+  sweep->add_option("--out", sweep_args.out, "FILE.csv or FILE.json (default: CSV on stdout)");
   auto* resolve = app.add_subcommand("resolve", "print the fully resolved scenario as JSON");
   add_common(resolve, common);
   bool params_json = false;
@@ -55,6 +65,11 @@ int main(int argc, char** argv) {
   try {
     if (*model) return cmd_model(common, std::cout);
     if (*run) return cmd_run(common, run_args, std::cout);
+    if (*ladder) {
+      ladder_args.data_dir = common.data_dir;
+      return cmd_ladder(ladder_args, std::cout);
+    }
+    if (*sweep) return cmd_sweep(common, sweep_args, std::cout);
     if (*resolve) return cmd_resolve(common, std::cout);
     if (*params) return cmd_help_params(params_json, std::cout);
   } catch (const InputError& e) {

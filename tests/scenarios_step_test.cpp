@@ -1,0 +1,99 @@
+// Tier 3: golden outputs of a small scenario, compared as structured data; determinism of runs,
+// traces and sweeps. Update the golden file after an intended change with
+//   build/twin run tests/golden/small.json --json > tests/golden/small.expected.json
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "scenarios/commands.hpp"
+#include "scenarios/simulate.hpp"
+
+using namespace twin::scenarios;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kRoot = TWIN_SOURCE_DIR;
+
+Loaded small(std::vector<std::string> sets = {}) {
+  return load_scenario(kRoot / "tests/golden/small.json", {kRoot, std::move(sets)});
+}
+
+// Structured comparison: same keys, strings equal, numbers within a relative 1e-9.
+void compare(const Json& got, const Json& want, const std::string& path) {
+  CAPTURE(path);
+  if (want.is_number()) REQUIRE(got.is_number()); else REQUIRE(got.type() == want.type());
+  if (want.is_object()) {
+    CHECK(got.size() == want.size());
+    for (const auto& [k, v] : want.items()) {
+      REQUIRE(got.contains(k));
+      compare(got[k], v, path + "." + k);
+    }
+  } else if (want.is_array()) {
+    REQUIRE(got.size() == want.size());
+    for (std::size_t i = 0; i < want.size(); ++i) compare(got[i], want[i], path + "[]");
+  } else if (want.is_number()) {
+    const double a = got.get<double>(), b = want.get<double>();
+    CHECK(std::abs(a - b) <= 1e-9 * std::max(1.0, std::abs(b)));
+  } else {
+    CHECK(got == want);
+  }
+}
+
+}  // namespace
+
+TEST_SUITE("scenarios.step") {
+  TEST_CASE("golden: the small scenario's outputs are unchanged") {
+    const auto l = small();
+    Json got = simulate(l, {}).json;
+    got["resolved_scenario"] = l.resolved;
+    compare(got, read_json_file(kRoot / "tests/golden/small.expected.json"), "$");
+  }
+  TEST_CASE("determinism: identical JSON and trace bytes across runs") {
+    RunOptions o;
+    o.trace = true;
+    o.trace_ranks = {0, 5};
+    const auto a = simulate(small(), o), b = simulate(small(), o);
+    CHECK(a.json.dump() == b.json.dump());
+    CHECK(a.trace == b.trace);
+    CHECK(a.trace.find("\"nccl_sms\"") != std::string::npos);
+  }
+  TEST_CASE("the breakdown sums to the step time") {
+    const auto r = simulate(small(), {}).json;
+    for (const char* who : {"rank0", "slowest"}) {
+      double sum = 0;
+      for (const auto& [k, v] : r["breakdown_s"][who].items()) sum += v.get<double>();
+      CHECK(sum == doctest::Approx(r["step_time_s"].get<double>()).epsilon(1e-9));
+    }
+  }
+  TEST_CASE("sweep: a grid gives one row per point, in order, the same with 1 or 2 threads") {
+    CommonArgs args;
+    args.scenario = (kRoot / "tests/golden/small.json").string();
+    args.data_dir = kRoot.string();
+    SweepArgs sw;
+    sw.grid = {"nccl.max_ctas=8,16", "training.seq_len=2048,4096,-1"};
+    sw.jobs = 1;
+    const auto one = sweep_json(args, sw);
+    sw.jobs = 2;
+    const auto two = sweep_json(args, sw);
+    REQUIRE(one.size() == 6);
+    CHECK(one.dump() == two.dump());
+    CHECK(one[0]["nccl.max_ctas"] == "8");
+    CHECK(one[1]["training.seq_len"] == "4096");
+    CHECK(one[2]["error"].get<std::string>().find("out of range") != std::string::npos);
+    CHECK(one[0]["error"] == "");
+    CHECK(to_csv(one).find("nccl.max_ctas,training.seq_len,tokens_per_s_per_gpu") == 0);
+  }
+  TEST_CASE("mechanisms move the step the right way") {
+    auto tps = [](std::vector<std::string> sets) {
+      return simulate(small(std::move(sets)), {}).json["tokens_per_s_per_gpu"].get<double>();
+    };
+    // On a slow network the bytes of the expert collectives decide.
+    const std::string slow = "hardware.node.nic_GBps=1";
+    const double base = tps({slow});
+    CHECK(tps({slow, "training.expert_gather_dtype=bf16"}) < base);  // twice the gathered bytes
+    CHECK(tps({slow, "training.grad_reduce=fp32_reduce_scatter"}) < base);
+    CHECK(tps({"hardware.node.nic_GBps=0.5"}) < base);
+  }
+}
