@@ -1,0 +1,184 @@
+// Micro-benchmarks 1–3: cuBLAS GEMMs, the persistent grouped GEMM, SM contention.
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+
+#include <cmath>
+#include <vector>
+
+#include "calibrate/benches.hpp"
+#include "calibrate/harness.hpp"
+#include "kernels/twin_kernels.cuh"
+
+namespace twin::calibrate {
+
+namespace {
+
+void cublas_check(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(std::string(what) + ": cuBLAS error " + std::to_string(s));
+}
+
+// Device buffer of bf16 filled with small random values (never zeros: METHOD.md).
+struct Bf16Buffer {
+  __nv_bfloat16* p = nullptr;
+  std::size_t n = 0;
+  explicit Bf16Buffer(std::size_t count, unsigned seed = 1) : n(count) {
+    check(cudaMalloc(&p, n * sizeof(__nv_bfloat16)), "cudaMalloc");
+    std::vector<__nv_bfloat16> h(std::min<std::size_t>(n, 1 << 20));
+    unsigned x = seed * 2654435761u + 1;
+    for (auto& v : h) {
+      x = x * 1664525u + 1013904223u;
+      v = __float2bfloat16((static_cast<float>(x >> 8) / 16777216.f - 0.5f) * 0.1f);
+    }
+    for (std::size_t off = 0; off < n; off += h.size())
+      check(cudaMemcpy(p + off, h.data(), std::min(h.size(), n - off) * sizeof(__nv_bfloat16),
+                       cudaMemcpyHostToDevice), "fill");
+  }
+  ~Bf16Buffer() { cudaFree(p); }
+  Bf16Buffer(const Bf16Buffer&) = delete;
+};
+
+struct Blas {
+  cublasHandle_t h{};
+  Blas() { cublas_check(cublasCreate(&h), "cublasCreate"); }
+  ~Blas() { cublasDestroy(h); }
+  // Row-major C[m×n] = A[m×k]·B[k×n], via column-major Cᵀ = Bᵀ·Aᵀ.
+  void gemm(cudaStream_t s, int m, int n, int k, const __nv_bfloat16* A, const __nv_bfloat16* B,
+            __nv_bfloat16* C) {
+    const float one = 1, zero = 0;
+    cublas_check(cublasSetStream(h, s), "stream");
+    cublas_check(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, B, CUDA_R_16BF, n, A,
+                              CUDA_R_16BF, k, &zero, C, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT), "cublasGemmEx");
+  }
+};
+
+struct Shape {
+  const char* name;
+  int m, n, k;
+};
+
+// 96 experts with `rows` tokens each; our grouped GEMM's inputs.
+struct GroupedCase {
+  int groups, rows, n, k;
+  Bf16Buffer A, B, C;
+  int *row_offset = nullptr, *tile_offset = nullptr, *counter = nullptr;
+  GroupedCase(int g, int r, int n_, int k_)
+      : groups(g), rows(r), n(n_), k(k_), A(std::size_t(g) * r * k_, 3), B(std::size_t(g) * k_ * n_, 4),
+        C(std::size_t(g) * r * n_, 5) {
+    std::vector<int> ro(g + 1), to(g + 1);
+    const int tiles = ((r + kernels::kTileM - 1) / kernels::kTileM) * ((n_ + kernels::kTileN - 1) / kernels::kTileN);
+    for (int i = 0; i <= g; ++i) ro[i] = i * r, to[i] = i * tiles;
+    check(cudaMalloc(&row_offset, ro.size() * sizeof(int)), "malloc");
+    check(cudaMalloc(&tile_offset, to.size() * sizeof(int)), "malloc");
+    check(cudaMalloc(&counter, sizeof(int)), "malloc");
+    check(cudaMemcpy(row_offset, ro.data(), ro.size() * sizeof(int), cudaMemcpyHostToDevice), "copy");
+    check(cudaMemcpy(tile_offset, to.data(), to.size() * sizeof(int), cudaMemcpyHostToDevice), "copy");
+  }
+  ~GroupedCase() { cudaFree(row_offset); cudaFree(tile_offset); cudaFree(counter); }
+  void launch(bool dynamic, cudaStream_t s) {
+    check(cudaMemsetAsync(counter, 0, sizeof(int), s), "memset");
+    kernels::GroupedGemm g{A.p, B.p, C.p, row_offset, tile_offset, groups, n, k, counter};
+    check(kernels::launch_grouped_gemm(g, dynamic, 132, s), "grouped gemm");
+  }
+  double flops() const { return 2.0 * groups * rows * double(n) * k; }
+};
+
+}  // namespace
+
+void bench_gemm(const Options& o, Json& out) {
+  cudaStream_t s;
+  check(cudaStreamCreate(&s), "stream");
+  Blas blas;
+  std::vector<Shape> shapes = {{"square_8192", 8192, 8192, 8192}, {"router", 16384, 384, 6144},
+                               {"qkv_proj", 16384, 13824, 6144},  {"o_proj", 16384, 6144, 8192},
+                               {"ns_xxt", 1792, 1792, 6144}};
+  for (int rows : {256, 512, 1024, 2048, 4096, 8192, 16384}) {
+    if (o.quick && rows > 2048) break;
+    shapes.push_back({"expert_up", rows, 3584, 6144});
+    shapes.push_back({"expert_down", rows, 6144, 1792});
+  }
+  Json rows = Json::array();
+  for (const auto& sh : shapes) {
+    Bf16Buffer A(std::size_t(sh.m) * sh.k, 1), B(std::size_t(sh.k) * sh.n, 2), C(std::size_t(sh.m) * sh.n, 3);
+    const double ms = median_ms(s, 3, o.reps, [&] { blas.gemm(s, sh.m, sh.n, sh.k, A.p, B.p, C.p); });
+    rows.push_back({{"shape", sh.name}, {"m", sh.m}, {"n", sh.n}, {"k", sh.k}, {"median_ms", ms},
+                    {"TFLOPs", gemm_tflops(sh.m, sh.n, sh.k, ms)}});
+    std::printf("gemm %-12s %6d x %5d x %5d  %8.3f ms  %6.1f TFLOP/s\n", sh.name, sh.m, sh.n, sh.k, ms,
+                gemm_tflops(sh.m, sh.n, sh.k, ms));
+  }
+  out["gemm_bf16"] = rows;
+  cudaStreamDestroy(s);
+}
+
+void bench_grouped(const Options& o, Json& out) {
+  cudaStream_t s;
+  check(cudaStreamCreate(&s), "stream");
+  Blas blas;
+  const int groups = o.quick ? 16 : 96;
+  GroupedCase gc(groups, 1024, 3584, 6144);
+  Json r;
+  for (bool dyn : {false, true}) {
+    const double ms = median_ms(s, 2, o.reps, [&] { gc.launch(dyn, s); });
+    r[dyn ? "dynamic" : "static"] = {{"median_ms", ms}, {"TFLOPs", gc.flops() / (ms * 1e-3) / 1e12}};
+    std::printf("grouped gemm %s: %d experts x 1024 rows, %.3f ms, %.1f TFLOP/s\n", dyn ? "dynamic" : "static",
+                groups, ms, gc.flops() / (ms * 1e-3) / 1e12);
+  }
+  // Correctness: group 0 against cuBLAS, relative Frobenius error (bf16 operands: < 1e-2).
+  Bf16Buffer ref(std::size_t(1024) * 3584, 9);
+  blas.gemm(s, 1024, 3584, 6144, gc.A.p, gc.B.p, ref.p);
+  check(cudaStreamSynchronize(s), "sync");
+  std::vector<__nv_bfloat16> a(std::size_t(1024) * 3584), b(a.size());
+  check(cudaMemcpy(a.data(), gc.C.p, a.size() * 2, cudaMemcpyDeviceToHost), "copy");
+  check(cudaMemcpy(b.data(), ref.p, b.size() * 2, cudaMemcpyDeviceToHost), "copy");
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double x = __bfloat162float(a[i]), y = __bfloat162float(b[i]);
+    num += (x - y) * (x - y);
+    den += y * y;
+  }
+  const double rel = std::sqrt(num / std::max(den, 1e-30));
+  r["relative_error_vs_cublas"] = rel;
+  std::printf("grouped gemm vs cuBLAS: relative error %.2e (%s)\n", rel, rel < 1e-2 ? "ok" : "WRONG");
+  if (!(rel < 1e-2)) throw std::runtime_error("grouped GEMM disagrees with cuBLAS");
+  out["grouped_gemm"] = r;
+  cudaStreamDestroy(s);
+}
+
+void bench_contention(const Options& o, Json& out) {
+  cudaStream_t hold, work;
+  check(cudaStreamCreateWithFlags(&hold, cudaStreamNonBlocking), "stream");
+  check(cudaStreamCreateWithFlags(&work, cudaStreamNonBlocking), "stream");
+  Blas blas;
+  GroupedCase gc(o.quick ? 16 : 96, 1024, 3584, 6144);
+  Bf16Buffer A(std::size_t(8192) * 6144, 1), B(std::size_t(6144) * 3584, 2), C(std::size_t(8192) * 3584, 3);
+  struct Kernel {
+    const char* name;
+    std::function<void()> launch;
+  };
+  std::vector<Kernel> ks = {{"cublas", [&] { blas.gemm(work, 8192, 3584, 6144, A.p, B.p, C.p); }},
+                            {"grouped_static", [&] { gc.launch(false, work); }},
+                            {"grouped_dynamic", [&] { gc.launch(true, work); }}};
+  Json rows = Json::array();
+  for (auto& k : ks) {
+    const double alone = median_ms(work, 2, o.reps, k.launch);
+    for (int held : {0, 8, 16, 24, 32, 40, 48, 64, 80, 100}) {
+      if (o.quick && held % 32 != 0) continue;
+      // The holder starts first and outlasts the kernel (3× its time alone): SMs held throughout.
+      const long long hold_ns = static_cast<long long>(alone * 3e6);
+      const double ms = median_ms(
+          work, 1, o.reps, k.launch, [&] {
+            check(cudaStreamSynchronize(hold), "sync");  // the previous holder is gone
+            check(kernels::launch_sm_hold(held, hold_ns, hold), "hold");
+          });
+      check(cudaStreamSynchronize(hold), "sync");
+      rows.push_back({{"kernel", k.name}, {"held_sms", held}, {"median_ms", ms}, {"alone_ms", alone},
+                      {"slowdown", ms / alone}});
+      std::printf("contention %-16s held %3d  %8.3f ms  x%.3f\n", k.name, held, ms, ms / alone);
+    }
+  }
+  out["contention"] = rows;
+  cudaStreamDestroy(hold);
+  cudaStreamDestroy(work);
+}
+
+}  // namespace twin::calibrate

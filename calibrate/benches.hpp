@@ -1,0 +1,27 @@
+// The micro-benchmarks of twin-calibrate; each appends its measurements to `out` (JSON).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+namespace twin::calibrate {
+
+using Json = nlohmann::ordered_json;
+
+struct Options {
+  bool quick = false;  // fewer sizes and repetitions (a smoke run)
+  int reps = 10;
+};
+
+void bench_gemm(const Options& o, Json& out);          // 1: cuBLAS bf16 at the model's shapes
+void bench_grouped(const Options& o, Json& out);       // 2: our persistent grouped GEMM vs cuBLAS
+void bench_contention(const Options& o, Json& out);    // 3: k SMs held beside (1) and (2)
+void bench_copies(const Options& o, Json& out);        // 5: H2D/D2H/D2D, alone and beside a GEMM
+void bench_newton_schulz(const Options& o, Json& out); // 6: GPU (cuBLAS)
+void bench_newton_schulz_cpu(const Options& o, Json& out);  // 6: CPU (Eigen), host SGEMM
+void bench_fp8(const Options& o, Json& out);           // 7: FP8 block quantize/dequantize, bf16 sum
+void bench_nccl(const Options& o, Json& out);          // 8: collectives, when ≥ 2 GPUs are visible
+
+// Fits the engine's parameters from the measurements: the profile overlay (with sources).
+Json fit_profile(const Json& measurements);
+
+}  // namespace twin::calibrate

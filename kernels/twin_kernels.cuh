@@ -1,0 +1,48 @@
+// CUDA kernels of the calibration harness (SPEC.md §6.5, §6.8, §6.9; issue "calibration").
+// Host-callable launchers; every launcher returns the launch's cudaError_t.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+namespace twin::kernels {
+
+// Holds `blocks` SMs — one block per SM, made exclusive by asking for most of the SM's shared
+// memory — spinning on the global timer for `ns` nanoseconds: an NCCL CTA stand-in.
+cudaError_t launch_sm_hold(int blocks, long long ns, cudaStream_t s);
+
+// A persistent grouped GEMM like the MoE expert GEMMs: for each group g (expert),
+// C_g = A_g · B_g with A_g the rows [row_offset[g], row_offset[g+1]) of A (M×K, row-major),
+// B_g the g-th K×N block of B (row-major), C like A with N columns; bf16 in and out, fp32
+// accumulation on tensor cores (WMMA). One block per SM (`blocks` of them). Tiles of 128×128:
+//   static:  block b runs tiles b, b+blocks, b+2·blocks, … (a fixed list);
+//   dynamic: blocks take the next tile from *tile_counter (atomicAdd), which must be 0.
+struct GroupedGemm {
+  const __nv_bfloat16* A;
+  const __nv_bfloat16* B;
+  __nv_bfloat16* C;
+  const int* row_offset;  // device, groups + 1 entries
+  const int* tile_offset; // device, groups + 1 entries: prefix sums of tiles per group
+  int groups, n, k;
+  int* tile_counter;      // device, dynamic only
+};
+constexpr int kTileM = 128, kTileN = 128;
+cudaError_t launch_grouped_gemm(const GroupedGemm& g, bool dynamic, int blocks, cudaStream_t s);
+// Shared memory the GEMM asks for per block (so that only one block fits on an SM).
+int grouped_gemm_smem_bytes();
+
+// FP8 (E4M3) block quantization, blocks of 128 values with one fp32 scale each (SPEC.md §6.8):
+// scale = max|x| / 448, q = x / scale. n must be a multiple of 128.
+cudaError_t launch_fp8_quantize(const __nv_bfloat16* in, __nv_fp8_e4m3* out, float* scales,
+                                std::size_t n, cudaStream_t s);
+cudaError_t launch_fp8_dequantize(const __nv_fp8_e4m3* in, const float* scales,
+                                  __nv_bfloat16* out, std::size_t n, cudaStream_t s);
+
+// out[i] = Σ_j float(slices[j·n + i]) for j < count (the bf16 gradient all-to-all's local sum).
+cudaError_t launch_bf16_sum_fp32(const __nv_bfloat16* slices, int count, std::size_t n,
+                                 float* out, cudaStream_t s);
+
+}  // namespace twin::kernels
