@@ -54,7 +54,9 @@ Json read_json_file(const fs::path& file) {
 namespace {
 
 constexpr const char* kSetOrigin = "--set";
-constexpr const char* kProvenanceKey = "hardware.provenance";  // free-form, echoed to outputs
+// Free-form records of measured profiles, kept and echoed to outputs, never interpreted.
+constexpr const char* kProvenanceKey = "hardware.provenance";
+constexpr const char* kMeasurementsKey = "hardware.measurements";
 
 using Entry = sim::Schema<Scenario>::Entry;
 
@@ -157,9 +159,7 @@ class Resolver {
                                   : opts_.data_dir / dir / (n + ".json");
     if (!is_path && !fs::exists(file))
       fail(key, fmt::format("no {} named \"{}\" (looked for {})", section, n, file.string()));
-    Json merged = read_json_file(file);
-    if (merged.contains(ref))
-      throw InputError(file.string(), key, "a preset file cannot name another preset");
+    Json merged = read_preset(file, key, ref, 0);
     const Json preset = merged;
     Origins scratch;
     Json own = tree_[section];
@@ -169,6 +169,22 @@ class Resolver {
     record_preset_origins(preset, &own, section, file.string());
     origins_.record(section, file.string());  // keys missing from the section: blame the preset
     tree_[section] = merged;
+  }
+
+  // A preset file may name a `base` preset (in its own folder) and override parts of it, as
+  // twin-calibrate's measured profiles do.
+  Json read_preset(const fs::path& file, const std::string& key, const std::string& ref, int depth) {
+    Json j = read_json_file(file);
+    if (j.contains(ref)) throw InputError(file.string(), key, "a preset file cannot name another preset");
+    if (!j.contains("base")) return j;
+    if (!j["base"].is_string()) throw InputError(file.string(), "base", "expected a preset name");
+    if (depth > 8) throw InputError(file.string(), "base", "preset bases nested too deep (a cycle?)");
+    const fs::path base = file.parent_path() / (j["base"].get<std::string>() + ".json");
+    Json merged = read_preset(base, key, ref, depth + 1);
+    j.erase("base");
+    Origins scratch;
+    deep_merge(merged, j, "", "", scratch);
+    return merged;
   }
 
   // Values that came from the preset file (not overridden by the scenario) name that file.
@@ -184,7 +200,7 @@ class Resolver {
 
   void check_unknown(const Json& node, const std::string& path) {
     if (!path.empty() && std::find(keys_.begin(), keys_.end(), path) != keys_.end()) return;
-    if (path == kProvenanceKey) return;
+    if (path == kProvenanceKey || path == kMeasurementsKey) return;
     const bool is_prefix = path.empty() || prefixes_.count(path);
     if (!is_prefix) {
       const auto near = closest_key(path, keys_);
