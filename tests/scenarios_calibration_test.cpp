@@ -1,0 +1,84 @@
+// Tier 4: the engine's kernel classes against the SM-contention curves measured on our H200 by
+// twin-calibrate (hardware/profiles/h200-measured.json, "measurements.contention"): a kernel
+// whose time alone is T runs beside a holder of k SMs that lasts 3T; the engine replays each
+// experiment and its slowdown is compared with the measured one.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fmt/format.h>
+
+#include "hardware/ops.hpp"
+#include "scenarios/loader.hpp"
+
+using namespace twin;
+
+namespace {
+
+double engine_slowdown(hardware::KernelClass cls, int held) {
+  hardware::Profile p;
+  p.gpu = {132, 228, 139, 4000, 989, 1979, 0};
+  p.host = {16, 120, 200, 1, 50};
+  p.node = {1, 55, 55, 450, 450, 47};
+  p.network = {1, 1, 1};
+  p.nccl = {47, 12, 8, 5, 6, 2.5};
+  sim::Engine e;
+  sim::Fluid f(e);
+  sim::TaskGraph g(e);
+  hardware::Cluster c(e, f, p, 1, {});
+  if (held > 0) {
+    c.gpu(0).request(held, hardware::Gpu::Holder::nccl, [](int) {});
+    e.at(sim::Time::s(3), [&c, held] { c.gpu(0).release(held, hardware::Gpu::Holder::nccl); });
+  }
+  auto& t = g.add("kernel");
+  hardware::run_kernel(t, c, 0, {1.0, 0, cls});
+  g.start();
+  e.run();
+  return t.end_time().to_s();
+}
+
+}  // namespace
+
+TEST_CASE("engine kernel classes reproduce the measured SM-contention curves") {
+  const auto j = scenarios::read_json_file(std::filesystem::path(TWIN_SOURCE_DIR) /
+                                           "hardware/profiles/h200-measured.json");
+  const auto& rows = j["measurements"]["contention"];
+  REQUIRE(rows.size() >= 9);
+  double worst_persistent = 0, worst_grid = 0;
+  // TWIN_CALIBRATION_TABLE=1 prints the comparison as a Markdown table (reports/calibration/).
+  const bool table = std::getenv("TWIN_CALIBRATION_TABLE") != nullptr;
+  if (table) fmt::print("| kernel | SMs held | measured slowdown | engine | error |\n|---|---:|---:|---:|---:|\n");
+  for (const auto& r : rows) {
+    const std::string k = r["kernel"];
+    const int held = r["held_sms"];
+    // The measured time with nothing held is the reference (it includes the holder's launch).
+    double base = 0;
+    for (const auto& q : rows)
+      if (q["kernel"] == k && q["held_sms"] == 0) base = q["median_ms"];
+    const double measured = r["median_ms"].get<double>() / base;
+    const auto cls = k == "grouped_static"    ? hardware::KernelClass::persistent_static
+                     : k == "grouped_dynamic" ? hardware::KernelClass::persistent_dynamic
+                                              : hardware::KernelClass::grid;
+    const double model = engine_slowdown(cls, held);
+    const double err = std::abs(model - measured) / measured;
+    if (table)
+      fmt::print("| {} | {} | {:.3f} | {:.3f} | {:+.1f}% |\n", k, held, measured, model,
+                 100 * (model - measured) / measured);
+    CAPTURE(k);
+    CAPTURE(held);
+    CAPTURE(measured);
+    CAPTURE(model);
+    if (cls == hardware::KernelClass::grid) {
+      // cuBLAS on Hopper launches about one wave of CTAs, so a few held SMs cost more than
+      // their share (measured ×1.22 at 8 SMs against the grid model's ×1.06): a known gap.
+      CHECK(err <= 0.20);
+      worst_grid = std::max(worst_grid, err);
+    } else {
+      CHECK(err <= 0.05);
+      worst_persistent = std::max(worst_persistent, err);
+    }
+  }
+  MESSAGE(fmt::format("worst error: persistent classes {:.1f}%, grid (cuBLAS) {:.1f}%",
+                      100 * worst_persistent, 100 * worst_grid));
+}
