@@ -29,7 +29,9 @@ void ring_uses(const Cluster& c, const CollectiveSpec& s, Uses& u, Uses& h, doub
   for (int r : s.ranks) {
     const auto& l = c.links(r);
     const double g = members[c.node_of(r)];
-    const double nvl = (g - 1) / g;
+    // Leaving the node once per channel, a member forwards (g−1)/g of A over NVLink; a ring
+    // inside one node sends all of A over NVLink.
+    const double nvl = multi_node ? (g - 1) / g : 1.0;
     if (multi_node) {
       u[l.nic_out] += 1 / g;
       u[l.nic_in] += 1 / g;

@@ -11,7 +11,8 @@
 // Links used, per rank, in units of A (so the solver shares every link among all flows):
 //     ring: every node's ring traffic leaves it once per channel and NCCL spreads channels over
 //           the node's NICs, so each of the node's g ring members carries 1/g of A on its NIC
-//           (each direction); inside the node each member forwards (g−1)/g of A over NVLink.
+//           (each direction) and forwards (g−1)/g of A over NVLink; a ring inside one node
+//           sends all of A over NVLink.
 //     all-to-all: the share of peers off the node on the NIC, the rest on NVLink, 1/(n−1) of A
 //           on each NVLink pair to a peer of the same node.
 //     HBM: hbm_traffic_factor per NVLink byte, plus one write per network byte — reserved from

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 
+#include "hardware/collective.hpp"
 #include "hardware/ops.hpp"
 #include "scenarios/loader.hpp"
 
@@ -81,4 +82,63 @@ TEST_CASE("engine kernel classes reproduce the measured SM-contention curves") {
   }
   MESSAGE(fmt::format("worst error: persistent classes {:.1f}%, grid (cuBLAS) {:.1f}%",
                       100 * worst_persistent, 100 * worst_grid));
+}
+
+namespace {
+
+// The engine's time for one collective of `bytes` over GPUs 0 and 1 of one node of `hw`.
+double engine_collective_ms(const hardware::Profile& hw, hardware::CollKind kind, double bytes,
+                            int max_ctas) {
+  sim::Engine e;
+  sim::Fluid f(e);
+  sim::TaskGraph g(e);
+  hardware::Cluster c(e, f, hw, static_cast<int>(hw.node.gpus), {max_ctas, {}});
+  // NCCL's own channels on this machine (from the run's log): 24 collective, 32 p2p.
+  const int def = kind == hardware::CollKind::all_to_all ? 32 : 24;
+  std::vector<sim::Task*> ts{&g.add("c0"), &g.add("c1")};
+  hardware::run_collective(ts, c, {kind, {0, 1}, bytes, def});
+  g.start();
+  e.run();
+  return ts[0]->end_time().to_s() * 1e3;
+}
+
+}  // namespace
+
+TEST_CASE("engine collectives against NCCL measured on 2 H200 (sizes not used for fitting)") {
+  const auto root = std::filesystem::path(TWIN_SOURCE_DIR);
+  const auto loaded = scenarios::load_scenario(root / "scenarios/europa.json",
+                                               {root, {"hardware.profile=h200-measured"}});
+  const auto& hw = loaded.scenario.hw;
+  const auto j = scenarios::read_json_file(root / "hardware/profiles/h200-measured.json");
+  const auto& rows = j["measurements"]["nccl"]["results"];
+  REQUIRE(rows.size() >= 100);
+  const bool table = std::getenv("TWIN_CALIBRATION_TABLE") != nullptr;
+  if (table) fmt::print("| collective | maxCTAs | bytes | measured ms | engine ms | error |\n|---|---:|---:|---:|---:|---:|\n");
+  double worst = 0;
+  for (const auto& r : rows) {
+    const double bytes = r["bytes"];
+    if (bytes >= 4294967296.0) continue;  // the 4 GiB points were used for the fit
+    const std::string name = r["collective"];
+    const auto kind = name == "all_gather"       ? hardware::CollKind::all_gather
+                      : name == "reduce_scatter" ? hardware::CollKind::reduce_scatter
+                      : name == "all_reduce"     ? hardware::CollKind::all_reduce
+                                                 : hardware::CollKind::all_to_all;
+    const double measured = r["median_ms"], model = engine_collective_ms(hw, kind, bytes, r["max_ctas"]);
+    const double err = (model - measured) / measured;
+    if (table)
+      fmt::print("| {} | {} | {} | {:.3f} | {:.3f} | {:+.1f}% |\n", name, r["max_ctas"].get<int>(),
+                 static_cast<long long>(bytes), measured, model, 100 * err);
+    CAPTURE(name);
+    CAPTURE(bytes);
+    CAPTURE(r["max_ctas"].get<int>());
+    // Bandwidth regime (1 GiB): within 30% — the engine has one per-CTA rate for every kind of
+    // collective, while NCCL's all-reduce moves ~1.3× and its send/recv ~0.9× the all-gather's
+    // per CTA. Smaller messages carry pipeline start-up the latency model lacks (256 MiB: up to
+    // −31%) and a host synchronisation in the measurement: reported, not asserted.
+    if (bytes >= 1073741824.0) {
+      CHECK(std::abs(err) <= 0.30);
+      worst = std::max(worst, std::abs(err));
+    }
+  }
+  MESSAGE(fmt::format("worst error at 1 GiB: {:.1f}%", 100 * worst));
 }
