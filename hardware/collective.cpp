@@ -1,6 +1,7 @@
 #include "hardware/collective.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -140,6 +141,26 @@ void run_collective(const std::vector<sim::Task*>& tasks, Cluster& c, Collective
       });
     };
   }
+}
+
+}  // namespace twin::hardware
+
+namespace twin::hardware {
+
+void run_cpu_all_reduce(const std::vector<sim::Task*>& tasks, Cluster& c, double bytes) {
+  const double n = static_cast<double>(tasks.size());
+  const auto& p = c.profile();
+  const double steps = n > 1 ? 2 * std::ceil(std::log2(n)) : 0;
+  const sim::Time took = sim::Time::us(steps * p.host.gloo_hop_latency_us) +
+                         sim::Time::s(n > 1 ? 2 * bytes / (p.node.nic_GBps * 1e9) : 0);
+  auto arrived = std::make_shared<std::size_t>(0);
+  for (auto* t : tasks)
+    t->on_ready = [&c, tasks, arrived, took](sim::Task&) {
+      if (++*arrived < tasks.size()) return;
+      c.engine().after(took, [tasks] {
+        for (auto* x : tasks) x->finish();
+      }, sim::Priority::completion);
+    };
 }
 
 }  // namespace twin::hardware

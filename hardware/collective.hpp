@@ -63,4 +63,9 @@ CollectivePlan plan_collective(const Cluster& c, const CollectiveSpec& spec);
 // Binds tasks[i] (on GPU spec.ranks[i]) to one collective.
 void run_collective(const std::vector<sim::Task*>& tasks, Cluster& c, CollectiveSpec spec);
 
+// A CPU (gloo-style) all-reduce of `bytes` among the host threads of `ranks`: no SMs, no GPU
+// links. It starts when the last participant arrives and takes recursive doubling's
+// 2·⌈log2 n⌉ steps of host.gloo_hop_latency_us plus 2·bytes over the NIC.
+void run_cpu_all_reduce(const std::vector<sim::Task*>& tasks, Cluster& c, double bytes);
+
 }  // namespace twin::hardware

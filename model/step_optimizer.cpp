@@ -53,11 +53,13 @@ StepBuilder::PerRank StepBuilder::build_optimizer(const PerRank& grads_home) {
   auto start = marker(kCpu, "optimizer_start", -1);
   after_all(start, grads_home);
   if (t.grad_norm == "cpu") {
-    const double hops = 2 * std::ceil(std::log2(std::max(2.0, R)));
-    for (std::int64_t r = 0; r < ranks_; ++r) {
-      cpu(r, "grad_norm_cpu", cost_.cpu_stream_s(4 * shard));
-      auto& ar = task(r, kCpu, "grad_norm_gloo_all_reduce", kCpuOther, -1);
-      hardware::run_delay(ar, c_, sim::Time::us(hops * c_.profile().host.gloo_hop_latency_us));
+    // The norm on the CPU over the rank's gradient shards, then a gloo all-reduce of the scalar
+    // among each replica's ranks (SPEC.md §6.11a).
+    for (std::int64_t r = 0; r < ranks_; ++r) cpu(r, "grad_norm_cpu", cost_.cpu_stream_s(4 * shard));
+    for (const auto& grp : dense_pg_) {
+      std::vector<sim::Task*> ts;
+      for (int r : grp) ts.push_back(&task(r, kCpu, "grad_norm_gloo_all_reduce", kCpuOther, -1));
+      hardware::run_cpu_all_reduce(ts, c_, 4);
     }
   } else {
     auto ar = collective(dense_pg_, kDensePg, CollKind::all_reduce, 4, c_.nccl().default_ctas.dense,

@@ -186,3 +186,35 @@ TEST_SUITE("hardware.collectives") {
     CHECK(gemm_end(KernelClass::persistent_static) == doctest::Approx(0.2));
   }
 }
+
+TEST_SUITE("hardware.sequence") {
+  TEST_CASE("a step with no overlap equals the sum of its parts") {
+    // One GPU of a 2-node cluster runs, strictly in order: a kernel (1 s alone), an H2D copy of
+    // 40 GB (0.1 s at 400 GB/s), an all-gather with its peer on the other node (A = 1 GB at
+    // 25 GB/s = 0.04 s + 10 µs + 1 network step of 5 µs), a CPU task of 72 core·s on 72 cores
+    // (1 s) and a CPU all-reduce (2 steps of 50 µs + 2·4 B/25 GB/s). Nothing overlaps, so the
+    // end is the sum.
+    Rig r(8);
+    auto& k = r.graph.add("k");
+    auto& copy = r.graph.add("copy");
+    std::vector<sim::Task*> ag{&r.graph.add("ag0"), &r.graph.add("ag4")};
+    auto& cpu = r.graph.add("cpu");
+    std::vector<sim::Task*> ar{&r.graph.add("ar0"), &r.graph.add("ar4")};
+    run_kernel(k, r.cluster, 0, {1.0});
+    run_copy(copy, r.cluster, 0, CopyDir::h2d, 40e9);
+    run_collective(ag, r.cluster, {CollKind::all_gather, {0, 4}, 2e9, 16});
+    run_cpu(cpu, r.cluster, 0, 72, 72);
+    run_cpu_all_reduce(ar, r.cluster, 4);
+    copy.after(k);
+    ag[0]->after(copy);
+    ag[1]->after(copy);
+    cpu.after(*ag[0]);
+    ar[0]->after(cpu);
+    ar[1]->after(cpu);
+    r.graph.start();
+    r.engine.run();
+    const double expect = 1.0 + 0.1 + (0.04 + 15e-6) + 1.0 + (100e-6 + 8 / 25e9);
+    CHECK(ar[0]->end_time().to_s() == doctest::Approx(expect).epsilon(1e-9));
+    CHECK(ar[1]->end_time() == ar[0]->end_time());
+  }
+}
