@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "calibrate/benches.hpp"
+#include "calibrate/grouped_case.hpp"
 #include "calibrate/harness.hpp"
 #include "kernels/twin_kernels.cuh"
 
@@ -33,8 +34,10 @@ struct Comms {
     ncclUniqueId id;
     nccl_check(ncclGetUniqueId(&id), "unique id");
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-    cfg.maxCTAs = max_ctas;
-    cfg.minCTAs = 1;
+    if (max_ctas > 0) {  // 0: leave NCCL's default (or NCCL_MAX_CTAS from the environment)
+      cfg.maxCTAs = max_ctas;
+      cfg.minCTAs = 1;
+    }
     nccl_check(ncclGroupStart(), "group");
     for (int d = 0; d < devices; ++d) {
       check(cudaSetDevice(d), "set device");
@@ -171,10 +174,18 @@ void bench_nccl(const Options& o, Json& out) {
     cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, 3584, 8192, 6144, &one, B, CUDA_R_16BF, 3584, A, CUDA_R_16BF,
                  6144, &zero, C, CUDA_R_16BF, 3584, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   };
-  const double gemm_alone = median_ms(work, 3, o.reps, gemm);
+  GroupedCase grouped(o.quick ? 16 : 96, 1024, 3584, 6144);
+  struct Work {
+    const char* name;
+    std::function<void()> launch;
+    double alone_ms;
+  };
+  std::vector<Work> works = {{"cublas", gemm, 0},
+                             {"grouped_static", [&] { grouped.launch(false, work); }, 0},
+                             {"grouped_dynamic", [&] { grouped.launch(true, work); }, 0}};
+  for (auto& w : works) w.alone_ms = median_ms(work, 3, o.reps, w.launch);
   Buffers buf(devices, max_bytes);
-  for (int ctas : {2, 4, 8, 16, 24, 32, 40, 64}) {
-    if (o.quick && ctas != 16) continue;
+  for (int ctas : o.nccl_ctas) {
     Comms c(devices, ctas);
     for (Coll kind : {Coll::all_gather, Coll::reduce_scatter, Coll::all_reduce, Coll::all_to_all})
       for (std::size_t bytes : sizes) {
@@ -184,17 +195,20 @@ void bench_nccl(const Options& o, Json& out) {
                         {"median_ms", ms}, {"busbw_GBps", bus}});
         std::printf("nccl %-14s maxCTAs %2d %11zu B %9.3f ms busbw %7.1f GB/s\n", name(kind), ctas, bytes, ms, bus);
       }
-    // A GEMM on GPU 0 while all-gathers of 1 GiB run back to back on every GPU.
-    const int loops = 40;
-    sync_all(c);
-    const double with = median_ms(work, 1, o.reps, gemm, [&] {
+    // Each GEMM on GPU 0 while all-gathers of 1 GiB run back to back on every GPU (enough of
+    // them to outlast it).
+    for (auto& w : works) {
+      const int loops = std::max(4, static_cast<int>(3 * w.alone_ms / 2.0) + 4);
       sync_all(c);
-      for (int i = 0; i < loops; ++i) issue(c, buf, Coll::all_gather, std::size_t(1) << 30);
-    });
-    sync_all(c);
-    contention.push_back({{"max_ctas", ctas}, {"gemm_alone_ms", gemm_alone}, {"gemm_beside_allgather_ms", with},
-                          {"slowdown", with / gemm_alone}});
-    std::printf("nccl contention: cuBLAS 8192x3584x6144 beside all-gather, maxCTAs %2d: x%.3f\n", ctas, with / gemm_alone);
+      const double with = median_ms(work, 1, o.reps, w.launch, [&] {
+        sync_all(c);
+        for (int i = 0; i < loops; ++i) issue(c, buf, Coll::all_gather, std::size_t(1) << 30);
+      });
+      sync_all(c);
+      contention.push_back({{"kernel", w.name}, {"max_ctas", ctas}, {"alone_ms", w.alone_ms},
+                            {"beside_allgather_ms", with}, {"slowdown", with / w.alone_ms}});
+      std::printf("nccl contention: %-16s beside all-gather, maxCTAs %2d: x%.3f\n", w.name, ctas, with / w.alone_ms);
+    }
   }
   // bf16 all-to-all + local fp32 sum against an fp32 reduce-scatter of the same gradient.
   Json grad;

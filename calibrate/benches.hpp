@@ -3,6 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <vector>
+
 namespace twin::calibrate {
 
 using Json = nlohmann::ordered_json;
@@ -10,6 +12,9 @@ using Json = nlohmann::ordered_json;
 struct Options {
   bool quick = false;  // fewer sizes and repetitions (a smoke run)
   int reps = 10;
+  // maxCTAs values of the NCCL benchmark (ncclConfig_t); 0 leaves NCCL's default, so that
+  // NCCL_MAX_CTAS in the environment applies.
+  std::vector<int> nccl_ctas = {2, 4, 8, 16, 24, 32, 40, 64};
 };
 
 void bench_gemm(const Options& o, Json& out);          // 1: cuBLAS bf16 at the model's shapes

@@ -67,6 +67,9 @@ int main(int argc, char** argv) {
   app.add_option("--commit", commit, "source commit, recorded in the provenance");
   app.add_option("--reps", o.reps, "timed repetitions per measurement (median reported)");
   app.add_flag("--quick", o.quick, "fewer sizes and repetitions (a smoke run)");
+  app.add_option("--nccl-ctas", o.nccl_ctas,
+                 "maxCTAs values for the NCCL benchmark (0: NCCL's default or $NCCL_MAX_CTAS)")
+      ->delimiter(',');
   app.add_option("--only", only, "benchmarks to run: gemm grouped contention copies ns ns_cpu fp8 nccl")
       ->delimiter(',');
   CLI11_PARSE(app, argc, argv);
@@ -75,7 +78,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "twin-calibrate: no CUDA GPU visible: nothing measured\n");
     return 3;
   }
-  if (o.quick) o.reps = std::min(o.reps, 3);
+  if (o.quick) o.reps = std::min(o.reps, 3), o.nccl_ctas = {16};
   const std::vector<std::pair<std::string, void (*)(const Options&, Json&)>> benches = {
       {"gemm", bench_gemm},   {"grouped", bench_grouped},   {"contention", bench_contention},
       {"copies", bench_copies}, {"ns", bench_newton_schulz}, {"ns_cpu", bench_newton_schulz_cpu},
