@@ -24,14 +24,14 @@ Fluid::ResourceId Fluid::add_resource(double capacity, std::string name) {
 void Fluid::set_capacity(ResourceId r, double capacity) {
   auto& res = resources_[r];
   if (res.capacity == capacity) return;
-  for (FlowId f : res.flows) advance(flows_[f]);
+  for (const auto& on : res.flows) advance(flows_[on.flow]);
   res.capacity = capacity;
   if (!res.dirty) res.dirty = true, dirty_.push_back(r);
 }
 
 void Fluid::reserve(ResourceId r, double amount) {
   auto& res = resources_[r];
-  for (FlowId f : res.flows) advance(flows_[f]);
+  for (const auto& on : res.flows) advance(flows_[on.flow]);
   res.reserved += amount;
   if (!res.dirty) res.dirty = true, dirty_.push_back(r);
 }
@@ -65,7 +65,7 @@ Fluid::FlowId Fluid::start(double amount, std::span<const Use> uses, double boun
   f.active = true;
   ++f.version;
   ++active_;
-  for (const auto& u : f.uses) resources_[u.resource].flows.push_back(id);
+  for (const auto& u : f.uses) resources_[u.resource].flows.push_back({id, u.weight});
   mark_dirty(f);
   if (f.uses.empty()) dirty_isolated_.push_back(id);
   return id;
@@ -92,9 +92,7 @@ double Fluid::remaining(FlowId id) const {
 
 double Fluid::load(ResourceId r) const {
   double l = 0;
-  for (FlowId f : resources_[r].flows)
-    for (const auto& u : flows_[f].uses)
-      if (u.resource == r) l += u.weight * flows_[f].rate;
+  for (const auto& on : resources_[r].flows) l += on.weight * flows_[on.flow].rate;
   return l;
 }
 
@@ -122,7 +120,9 @@ void Fluid::settle() {
   dirty_.clear();
   for (ResourceId r : dirty_scratch_) {
     resources_[r].dirty = false;
-    if (resources_[r].mark != epoch_) solve_component(r, comp_flows, comp_res);
+    // Not yet solved this round: a slack resource seen by another component's search was not
+    // expanded, so its flows still need solving.
+    if (resources_[r].visited != epoch_) solve_component(r, comp_flows, comp_res);
   }
   std::swap(dirty_isolated_, iso_scratch_);
   dirty_isolated_.clear();
@@ -137,23 +137,50 @@ void Fluid::solve_isolated(FlowId id) {
   reschedule(id);
 }
 
+// A resource is slack when it could not saturate even if every flow on it ran at its bound:
+// Σ w·B ≤ usable capacity. It never fixes a flow, so the component search does not expand
+// through it and progressive filling ignores it — exactly the same rates, smaller components.
+bool Fluid::slack(ResourceId r) const {
+  const auto& R = resources_[r];
+  double demand = 0;
+  for (const auto& on : R.flows) {
+    const double b = flows_[on.flow].bound;
+    if (!std::isfinite(b)) return false;
+    demand += on.weight * b;
+  }
+  return demand <= R.usable() * (1 - 1e-9);
+}
+
 void Fluid::solve_component(ResourceId seed, std::vector<FlowId>& flows,
                             std::vector<ResourceId>& res) {
   flows.clear();
   res.clear();
-  res.push_back(seed);
   resources_[seed].mark = epoch_;
-  for (std::size_t i = 0; i < res.size(); ++i) {
-    for (FlowId f : resources_[res[i]].flows) {
+  // The seed changed: its flows are re-solved even if it is slack now (a flow may have left).
+  auto visit_flows_of = [&](ResourceId r) {
+    resources_[r].visited = epoch_;
+    for (const auto& on : resources_[r].flows) {
+      const FlowId f = on.flow;
       if (flows_[f].mark == epoch_) continue;
       flows_[f].mark = epoch_;
       flows.push_back(f);
-      for (const auto& u : flows_[f].uses)
-        if (resources_[u.resource].mark != epoch_) {
-          resources_[u.resource].mark = epoch_;
-          res.push_back(u.resource);
-        }
     }
+  };
+  if (slack(seed)) {
+    visit_flows_of(seed);
+  } else {
+    res.push_back(seed);
+  }
+  for (std::size_t i = 0, fi = 0; i < res.size() || fi < flows.size();) {
+    if (i < res.size()) {
+      visit_flows_of(res[i++]);
+      continue;
+    }
+    for (const auto& u : flows_[flows[fi++]].uses)
+      if (resources_[u.resource].mark != epoch_) {
+        resources_[u.resource].mark = epoch_;
+        if (!slack(u.resource)) res.push_back(u.resource);
+      }
   }
   if (flows.empty()) return;
   ++solves_;
@@ -188,6 +215,7 @@ void Fluid::progressive_filling(const std::vector<FlowId>& flows,
     R.rem = R.usable();
     R.wsum = 0;
     R.unfixed = 0;
+    R.binding = true;
   }
   for (FlowId id : flows) {
     Flow& f = flows_[id];
@@ -195,6 +223,7 @@ void Fluid::progressive_filling(const std::vector<FlowId>& flows,
     f.rate = 0;
     for (const auto& u : f.uses) {
       auto& R = resources_[u.resource];
+      if (!R.binding) continue;
       R.wsum += u.weight * f.share;
       ++R.unfixed;
     }
@@ -207,6 +236,7 @@ void Fluid::progressive_filling(const std::vector<FlowId>& flows,
     f.rate = level * f.share;
     for (const auto& u : f.uses) {
       auto& R = resources_[u.resource];
+      if (!R.binding) continue;
       R.wsum -= u.weight * f.share;
       --R.unfixed;
     }
@@ -232,11 +262,12 @@ void Fluid::progressive_filling(const std::vector<FlowId>& flows,
       if (std::isfinite(b) && b - level <= kEps * std::max(1.0, b)) fix(f);
     }
     for (ResourceId r : saturated)
-      for (FlowId id : resources_[r].flows)
-        if (!flows_[id].fixed) fix(flows_[id]);
+      for (const auto& on : resources_[r].flows)
+        if (!flows_[on.flow].fixed) fix(flows_[on.flow]);
     std::erase_if(unfixed, [&](FlowId id) { return flows_[id].fixed; });
     std::erase_if(active, [&](ResourceId r) { return resources_[r].unfixed == 0; });
   }
+  for (ResourceId r : res) resources_[r].binding = false;
 }
 
 void Fluid::reschedule(FlowId id) {
@@ -269,7 +300,7 @@ void Fluid::detach(FlowId id) {
   mark_dirty(f);
   for (const auto& u : f.uses) {
     auto& v = resources_[u.resource].flows;
-    v.erase(std::find(v.begin(), v.end(), id));
+    v.erase(std::find_if(v.begin(), v.end(), [id](const Resource::On& on) { return on.flow == id; }));
   }
   f.active = false;
   f.rate = 0;

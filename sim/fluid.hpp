@@ -16,7 +16,8 @@
 //
 // Rates are recomputed only when flows start or end or a capacity changes, and only for the
 // connected component (flows ↔ resources) that the change touches, once per simulated instant
-// (Engine::on_settle). Between changes each flow's progress is linear, so its completion is one
+// (Engine::on_settle). Components are joined only through resources that can saturate: one whose
+// flows could not fill it even at their bounds (Σ w·B ≤ C) never binds and is left out. Between changes each flow's progress is linear, so its completion is one
 // event; a changed rate re-schedules it (stale completions are recognised by a version number).
 #pragma once
 
@@ -81,12 +82,18 @@ class Fluid {
     std::string name;
     double reserved = 0;
     double usable() const { return capacity > reserved ? capacity - reserved : 0.0; }
-    std::vector<FlowId> flows;  // active flows using it
+    struct On {
+      FlowId flow;
+      double weight;
+    };
+    std::vector<On> flows;  // active flows using it, with their weights
     bool dirty = false;
     // scratch for the solver
     double rem = 0, wsum = 0;
     std::uint32_t unfixed = 0;
-    std::uint32_t mark = 0;
+    std::uint32_t mark = 0;     // epoch in which a component search saw it
+    std::uint32_t visited = 0;  // epoch in which its flows were taken into a component
+    bool binding = false;  // in the component being solved (not slack)
   };
   struct Flow {
     double remaining = 0;
@@ -103,6 +110,7 @@ class Fluid {
   };
 
   void mark_dirty(const Flow& f);
+  bool slack(ResourceId r) const;
   void advance(Flow& f);
   void solve_component(ResourceId seed, std::vector<FlowId>& comp_flows,
                        std::vector<ResourceId>& comp_res);
