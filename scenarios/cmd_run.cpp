@@ -15,6 +15,7 @@ int cmd_run(const CommonArgs& args, const RunArgs& run, std::ostream& out) {
   RunOptions o;
   o.trace = !run.trace_file.empty();
   o.trace_ranks = run.trace_ranks;
+  o.event_limit = args.max_events;
   auto r = simulate(loaded, o);
   if (o.trace) reports::write_atomic(run.trace_file, r.trace);
   if (args.json) {

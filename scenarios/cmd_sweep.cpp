@@ -1,8 +1,16 @@
 // `twin sweep`: every combination of --grid values, run in parallel threads; one row per point,
 // in grid order (the first --grid varies slowest), whatever order the threads finish in.
+// Resumable: with --out FILE, each finished point is appended to FILE.partial (a header line
+// naming the arguments, then one JSON line per point); a sweep restarted with the same
+// arguments takes the points found there and runs only the others, so its final FILE is the
+// same as an uninterrupted run's. FILE.partial is removed once FILE is written.
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
 #include <ostream>
 
 #include "reports/output.hpp"
@@ -43,11 +51,42 @@ const char* kOutputs[] = {"tokens_per_s_per_gpu", "step_time_s", "exposed_comm_s
 
 }  // namespace
 
-Json sweep_json(const CommonArgs& args, const SweepArgs& sw) {
+namespace {
+
+// The finished points of an earlier run with the same arguments (header line equal).
+std::map<std::size_t, Json> read_progress(const std::string& path, const std::string& header) {
+  std::map<std::size_t, Json> done;
+  std::ifstream in(path);
+  std::string line;
+  if (!in || !std::getline(in, line) || line != header) return done;
+  while (std::getline(in, line)) {
+    const Json j = Json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.contains("i") || !j.contains("row")) continue;  // a torn last line
+    done[j["i"].get<std::size_t>()] = j["row"];
+  }
+  return done;
+}
+
+}  // namespace
+
+Json sweep_json(const CommonArgs& args, const SweepArgs& sw, const std::string& progress) {
   const auto axes = parse_grid(sw.grid);
   std::size_t points = 1;
   for (const auto& a : axes) points *= a.values.size();
+  const std::string header =
+      Json{{"twin_sweep", 1}, {"scenario", args.scenario}, {"sets", args.sets}, {"grid", sw.grid},
+           {"max_events", args.max_events}}.dump();
+  std::map<std::size_t, Json> done;
+  std::ofstream log;
+  std::mutex log_mutex;
+  if (!progress.empty()) {
+    done = read_progress(progress, header);
+    log.open(progress, done.empty() ? std::ios::trunc : std::ios::app);
+    if (!log) throw std::runtime_error(progress + ": cannot write the sweep's progress file");
+    if (done.empty()) log << header << "\n" << std::flush;
+  }
   auto rows = run_parallel<Json>(points, sw.jobs, [&](std::size_t i) {
+    if (auto it = done.find(i); it != done.end()) return it->second;
     Json row = Json::object();
     auto sets = args.sets;
     std::size_t rest = i;
@@ -63,12 +102,18 @@ Json sweep_json(const CommonArgs& args, const SweepArgs& sw) {
     try {
       LoadOptions lo = args.load_options();
       lo.sets = sets;
-      const auto r = simulate(load_scenario(args.scenario, lo), {}).json;
+      RunOptions ro;
+      ro.event_limit = args.max_events;
+      const auto r = simulate(load_scenario(args.scenario, lo), ro).json;
       for (const char* o : kOutputs) row[o] = r[o];
       row["nccl_sms_max"] = r["nccl_sms"]["max"];
       row["error"] = "";
     } catch (const std::exception& e) {
       row["error"] = e.what();  // a point that cannot run is a row that says why
+    }
+    if (log.is_open()) {
+      const std::lock_guard<std::mutex> lock(log_mutex);
+      log << Json{{"i", i}, {"row", row}}.dump() << "\n" << std::flush;
     }
     return row;
   });
@@ -99,13 +144,15 @@ std::string to_csv(const Json& rows) {
 }
 
 int cmd_sweep(const CommonArgs& args, const SweepArgs& sw, std::ostream& out) {
-  const Json rows = sweep_json(args, sw);
+  const std::string progress = sw.out.empty() ? "" : sw.out + ".partial";
+  const Json rows = sweep_json(args, sw, progress);
   const bool json = args.json || sw.out.ends_with(".json");
   const std::string text = json ? rows.dump(2) + "\n" : to_csv(rows);
   if (sw.out.empty())
     out << text;
   else
     reports::write_atomic(sw.out, text);
+  if (!progress.empty()) std::filesystem::remove(progress);
   return 0;
 }
 

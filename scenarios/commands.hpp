@@ -2,6 +2,7 @@
 // InputError and become exit code 2 in main (only main exits).
 #pragma once
 
+#include <cstdint>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@ struct CommonArgs {
   std::vector<std::string> sets;
   std::string data_dir;
   bool json = false;
+  std::uint64_t max_events = 2'000'000'000;  // a run past this stops with an error
   LoadOptions load_options() const;
 };
 
@@ -39,7 +41,8 @@ int cmd_model(const CommonArgs& args, std::ostream& out);
 int cmd_ladder(const LadderArgs& args, std::ostream& out);
 int cmd_sweep(const CommonArgs& args, const SweepArgs& sweep, std::ostream& out);
 Json ladder_json(const LadderArgs& args);
-Json sweep_json(const CommonArgs& args, const SweepArgs& sweep);
+// `progress`: the resumable progress file ("" for none), see cmd_sweep.cpp.
+Json sweep_json(const CommonArgs& args, const SweepArgs& sweep, const std::string& progress = "");
 std::string to_csv(const Json& rows);
 int cmd_run(const CommonArgs& args, const RunArgs& run, std::ostream& out);
 int cmd_resolve(const CommonArgs& args, std::ostream& out);

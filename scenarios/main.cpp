@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "scenarios/commands.hpp"
+#include "sim/engine.hpp"
 
 #ifndef TWIN_VERSION
 #define TWIN_VERSION "unknown"
@@ -18,6 +19,9 @@ void add_common(CLI::App* sub, twin::scenarios::CommonArgs& a) {
       ->take_all()
       ->allow_extra_args(false);
   sub->add_flag("--json", a.json, "machine-readable JSON instead of the readable summary");
+  sub->add_option("--max-events", a.max_events,
+                  "stop a simulation that needs more events than this, with an error")
+      ->check(CLI::PositiveNumber);
 }
 
 }  // namespace
@@ -74,6 +78,9 @@ int main(int argc, char** argv) {
     if (*params) return cmd_help_params(params_json, std::cout);
   } catch (const InputError& e) {
     fmt::print(stderr, "twin: error: {}\n", e.what());
+    return 2;
+  } catch (const twin::sim::EventLimitExceeded& e) {
+    fmt::print(stderr, "twin: error: {} (raise --max-events)\n", e.what());
     return 2;
   } catch (const std::exception& e) {
     fmt::print(stderr, "twin: internal error: {}\n", e.what());

@@ -5,6 +5,9 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
 
 #include "scenarios/commands.hpp"
 #include "scenarios/simulate.hpp"
@@ -84,6 +87,49 @@ TEST_SUITE("scenarios.step") {
     CHECK(one[2]["error"].get<std::string>().find("out of range") != std::string::npos);
     CHECK(one[0]["error"] == "");
     CHECK(to_csv(one).find("nccl.max_ctas,training.seq_len,tokens_per_s_per_gpu") == 0);
+  }
+  TEST_CASE("sweep: resumed from a progress file, the final rows equal an uninterrupted run's") {
+    CommonArgs args;
+    args.scenario = (kRoot / "tests/golden/small.json").string();
+    args.data_dir = kRoot.string();
+    SweepArgs sw;
+    sw.grid = {"nccl.max_ctas=8,16,32"};
+    const auto full = sweep_json(args, sw);
+    const auto progress = fs::temp_directory_path() / ("twin-sweep-" + std::to_string(::getpid()) + ".partial");
+    // An interrupted run: its header, two finished points, a torn line.
+    const std::string header =
+        Json{{"twin_sweep", 1}, {"scenario", args.scenario}, {"sets", args.sets}, {"grid", sw.grid},
+             {"max_events", args.max_events}}.dump();
+    {
+      std::ofstream f(progress);
+      f << header << "\n" << Json{{"i", 0}, {"row", full[0]}}.dump() << "\n"
+        << Json{{"i", 2}, {"row", full[2]}}.dump() << "\n" << "{\"i\": 1, \"ro";
+    }
+    CHECK(sweep_json(args, sw, progress.string()).dump() == full.dump());
+    // The finished points are taken, not recomputed: a marked row comes back as it was.
+    {
+      Json marked = full[1];
+      marked["tokens_per_s_per_gpu"] = -1;
+      std::ofstream f(progress);
+      f << header << "\n" << Json{{"i", 1}, {"row", marked}}.dump() << "\n";
+    }
+    CHECK(sweep_json(args, sw, progress.string())[1]["tokens_per_s_per_gpu"] == -1);
+    // A progress file of other arguments is not used: its (wrong) row is recomputed.
+    {
+      Json wrong = full[1];
+      wrong["tokens_per_s_per_gpu"] = -1;
+      std::ofstream f(progress);
+      f << "{\"other\":1}\n" << Json{{"i", 1}, {"row", wrong}}.dump() << "\n";
+    }
+    CHECK(sweep_json(args, sw, progress.string()).dump() == full.dump());
+    // Through the command: the output is written and the progress file removed.
+    sw.out = (fs::temp_directory_path() / ("twin-sweep-" + std::to_string(::getpid()) + ".json")).string();
+    std::ostringstream sink;
+    CHECK(cmd_sweep(args, sw, sink) == 0);
+    CHECK(fs::file_size(sw.out) > 0);
+    CHECK(!fs::exists(sw.out + ".partial"));
+    fs::remove(sw.out);
+    fs::remove(progress);
   }
   TEST_CASE("mechanisms move the step the right way") {
     auto tps = [](std::vector<std::string> sets) {
