@@ -4,6 +4,8 @@
 #   ./test.sh --slow     also the slow tiers (validation against published figures, long fuzzing)
 #   ./test.sh --sanitize the same tests in an AddressSanitizer+UBSan build (build-asan/)
 #   ./test.sh --tsan     the tests that run engines and sweeps in threads, under ThreadSanitizer
+#   ./test.sh --fuzz     fuzz the scenario loader for FUZZ_SECONDS (default 30) with libFuzzer
+#                        (clang, ASan+UBSan), seeded from the shipped scenarios
 set -euo pipefail
 cd "$(dirname "$0")"
 source .ci/setup.sh
@@ -15,8 +17,21 @@ for a in "$@"; do
     --sanitize) dir=build-asan; cmake_args+=(-DTWIN_SANITIZE=address,undefined -DTWIN_CUDA=OFF) ;;
     --tsan) dir=build-tsan; cmake_args+=(-DTWIN_SANITIZE=thread -DTWIN_CUDA=OFF)
             ctest_args=(-R "^(test_sim|test_scenarios)$") ;;
+    --fuzz) fuzz=1 ;;
     *) echo "test.sh: unknown option $a" >&2; exit 2 ;;
   esac
 done
+if [ "${fuzz:-0}" = 1 ]; then
+  twin_install_missing clang libclang-rt-14-dev
+  cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+    -DCMAKE_CXX_COMPILER=clang++ -DTWIN_FUZZ=ON -DTWIN_SANITIZE=address,undefined -DTWIN_CUDA=OFF \
+    >build-fuzz.configure.log 2>&1 || { cat build-fuzz.configure.log; exit 1; }
+  cmake --build build-fuzz -j"$(nproc)" --target twin-fuzz-loader
+  corpus=build-fuzz/corpus; mkdir -p "$corpus"
+  cp scenarios/*.json scenarios/ladder/*.json tests/golden/small.json tests/data/*.json "$corpus"/
+  build-fuzz/twin-fuzz-loader "$corpus" -max_total_time="${FUZZ_SECONDS:-30}" -max_len=8192 \
+    -timeout=10 -print_final_stats=1 2>&1 | tail -n 25
+  exit "${PIPESTATUS[0]}"
+fi
 twin_build "$dir" "${cmake_args[@]}"
 ctest --test-dir "$dir" --output-on-failure -j"$(nproc)" "${ctest_args[@]}"

@@ -31,13 +31,45 @@ fs::path default_data_dir() {
   return TWIN_DATA_DIR;
 }
 
+namespace {
+
+// Deepest nesting of objects and arrays in JSON text (outside strings); the loader's tree walks
+// recurse, so absurd nesting is refused before parsing.
+int nesting_depth(const std::string& text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+constexpr int kMaxNesting = 64;
+
+}  // namespace
+
 Json read_json_file(const fs::path& file) {
+  std::error_code ec;
+  if (fs::exists(file, ec) && !fs::is_regular_file(file, ec))
+    throw InputError(file.string(), "", "not a regular file");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw InputError(file.string(), "", fmt::format("cannot open: {}", std::strerror(errno)));
   std::stringstream ss;
   ss << in.rdbuf();
   if (in.bad()) throw InputError(file.string(), "", "cannot read the file");
   const std::string text = ss.str();
+  if (nesting_depth(text) > kMaxNesting)
+    throw InputError(file.string(), "", fmt::format("nested deeper than {} levels", kMaxNesting));
   try {
     Json j = Json::parse(text);
     if (!j.is_object()) throw InputError(file.string(), "", "expected a JSON object at the top");
@@ -295,6 +327,9 @@ class Resolver {
     if (d.doc_lengths_file.empty()) return;
     const std::string key = "data.doc_lengths_file";
     const fs::path file = fs::path(origins_.of(key, top_)).parent_path() / d.doc_lengths_file;
+    std::error_code ec;
+    if (fs::exists(file, ec) && !fs::is_regular_file(file, ec))
+      fail(key, fmt::format("{} is not a regular file", file.string()));
     std::ifstream in(file);
     if (!in) fail(key, fmt::format("cannot open {}: {}", file.string(), std::strerror(errno)));
     std::string line;

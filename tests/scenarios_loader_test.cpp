@@ -135,6 +135,10 @@ TEST_SUITE("scenarios.loader") {
           std::string::npos);
     CHECK(error_of(europa, opts({"hardware.profile=nope"})).find("no hardware named \"nope\"") !=
           std::string::npos);
+    CHECK(error_of(s.write("dev.json", R"({"base": "/dev/zero"})"), opts()).find("not a regular file") !=
+          std::string::npos);
+    CHECK(error_of(s.write("deep.json", std::string(100, '[') + std::string(100, ']')), opts())
+              .find("nested deeper than 64 levels") != std::string::npos);
   }
   TEST_CASE("a document-length file is read, and bad lines are reported") {
     Scratch s;
