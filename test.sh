@@ -28,7 +28,8 @@ if [ "${fuzz:-0}" = 1 ]; then
     >build-fuzz.configure.log 2>&1 || { cat build-fuzz.configure.log; exit 1; }
   cmake --build build-fuzz -j"$(nproc)" --target twin-fuzz-loader
   corpus=build-fuzz/corpus; mkdir -p "$corpus"
-  cp scenarios/*.json scenarios/ladder/*.json tests/golden/small.json tests/data/*.json "$corpus"/
+  cp scenarios/*.json scenarios/ladder/*.json tests/golden/small.json tests/data/*.json \
+     tests/data/fuzz/* "$corpus"/
   build-fuzz/twin-fuzz-loader "$corpus" -max_total_time="${FUZZ_SECONDS:-30}" -max_len=8192 \
     -timeout=10 -print_final_stats=1 2>&1 | tail -n 25
   exit "${PIPESTATUS[0]}"

@@ -80,6 +80,9 @@ Json read_json_file(const fs::path& file) {
       if (text[i] == '\n') ++line, col = 0;
     throw InputError(file.string(), "",
                      fmt::format("invalid JSON at line {} column {}", line, col));
+  } catch (const Json::exception& e) {
+    // e.g. a number too large for a double (found by fuzzing: tests/data/fuzz/).
+    throw InputError(file.string(), "", fmt::format("invalid JSON: {}", e.what()));
   }
 }
 

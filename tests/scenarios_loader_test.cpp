@@ -140,6 +140,14 @@ TEST_SUITE("scenarios.loader") {
     CHECK(error_of(s.write("deep.json", std::string(100, '[') + std::string(100, ']')), opts())
               .find("nested deeper than 64 levels") != std::string::npos);
   }
+  TEST_CASE("regressions found by fuzzing (tests/data/fuzz/) end in an input error") {
+    for (const auto& e : fs::directory_iterator(kRoot / "tests/data/fuzz")) {
+      CAPTURE(e.path().string());
+      CHECK(error_of(e.path(), opts()).find(e.path().filename().string()) != std::string::npos);
+    }
+    CHECK(error_of(kRoot / "tests/data/fuzz/crash-number-overflow.json", opts()).find("number overflow") !=
+          std::string::npos);
+  }
   TEST_CASE("a document-length file is read, and bad lines are reported") {
     Scratch s;
     s.write("lens.txt", "100 200\n300\n");
