@@ -86,9 +86,12 @@ StepBuilder::PerRank StepBuilder::build_optimizer(const PerRank& grads_home) {
     for (const auto& d : dense) dense_elems += d.rows * d.cols;
     const bool gpu = t.newton_schulz == "gpu";
     const bool async = t.dense_ns_all_to_all == "async";
-    auto gather = collective(dense_pg_, kDensePg, CollKind::all_to_all, 4 * dense_elems / R,
-                             c_.nccl().default_ctas.dense, "ns_dense_gather_all_to_all",
-                             kCollOptimizerAllToAll, -1);
+    // The fp32 shards of every dense matrix, to their owners and back.
+    auto dense_all_to_all = [&](const char* name) {
+      return collective(dense_pg_, kDensePg, CollKind::all_to_all, 4 * dense_elems / R,
+                        c_.nccl().default_ctas.dense, name, kCollOptimizerAllToAll, -1);
+    };
+    auto gather = dense_all_to_all("ns_dense_gather_all_to_all");
     for (std::int64_t r = 0; r < ranks_; ++r) {
       auto& cpu_last = last_[static_cast<std::size_t>(r)][kCpu];
       gather[static_cast<std::size_t>(r)]->after(*cpu_last);
@@ -125,9 +128,7 @@ StepBuilder::PerRank StepBuilder::build_optimizer(const PerRank& grads_home) {
         wait.after(down);
       }
     }
-    auto scatter = collective(dense_pg_, kDensePg, CollKind::all_to_all, 4 * dense_elems / R,
-                              c_.nccl().default_ctas.dense, "ns_dense_scatter_all_to_all",
-                              kCollOptimizerAllToAll, -1);
+    auto scatter = dense_all_to_all("ns_dense_scatter_all_to_all");
     for (std::int64_t r = 0; r < ranks_; ++r) {
       auto& cpu_last = last_[static_cast<std::size_t>(r)][kCpu];
       scatter[static_cast<std::size_t>(r)]->after(*cpu_last);

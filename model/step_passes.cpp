@@ -64,7 +64,6 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
   auto head_ag = collective(dense_pg_, kDensePg, CollKind::all_gather, V * h * 2, ctas.dense,
                             "head_gather", kCollDenseGather, static_cast<std::int32_t>(L));
   after_all(head_ag, fwd_end[static_cast<std::size_t>(L - 1)]);
-  PerRank issue(static_cast<std::size_t>(ranks_));
   for (std::int64_t r = 0; r < ranks_; ++r) {
     const double T = work_[r].tokens;
     const auto fwd = cost_.gemm_s(T, V, h);
@@ -72,7 +71,7 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
     kernel(r, "loss", kElementwise, {cost_.elementwise_s(3 * T * V * 4)}, L);
     kernel(r, "head_backward", kOtherGemm, {2 * fwd}, L);
   }
-  issue = marker(kCompute, "backward_start", static_cast<std::int32_t>(L));
+  const PerRank issue = marker(kCompute, "backward_start", static_cast<std::int32_t>(L));
   PerRank prev_reduce = collective(dense_pg_, kDensePg, CollKind::reduce_scatter, V * h * 4,
                                    ctas.dense, "head_grad_reduce_scatter", kCollDenseReduce,
                                    static_cast<std::int32_t>(L));
