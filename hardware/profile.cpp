@@ -21,7 +21,13 @@ sim::Schema<GpuSpec> gpu_schema() {
       .real("speed_spread", "", 0, 0.9, std::nullopt,
             "spread of compute speed between GPUs (power cap, clocks): GPU g runs at "
             "1 − spread·u_g of nominal, u_g uniform in [0, 1) from a hash of g",
-            [](auto& g) -> auto& { return g.speed_spread; });
+            [](auto& g) -> auto& { return g.speed_spread; })
+      .real("cuda_context_GiB", "GiB", 0, 1e4, std::nullopt,
+            "HBM taken by the CUDA context and libraries, outside the caching allocator",
+            [](auto& g) -> auto& { return g.cuda_context_GiB; })
+      .real("cuda_free_ms", "ms", 0, 1e5, std::nullopt,
+            "time of one cudaFree of a cached segment during an allocator retry",
+            [](auto& g) -> auto& { return g.cuda_free_ms; });
   return s;
 }
 
@@ -38,7 +44,16 @@ sim::Schema<HostSpec> host_schema() {
             [](auto& h) -> auto& { return h.fp32_TFLOPs; })
       .real("gloo_hop_latency_us", "us", 0, 1e6, std::nullopt,
             "latency of one step of a CPU (gloo) collective",
-            [](auto& h) -> auto& { return h.gloo_hop_latency_us; });
+            [](auto& h) -> auto& { return h.gloo_hop_latency_us; })
+      .real("process_baseline_GiB", "GiB", 0, 1e6, std::nullopt,
+            "host memory of a rank's process besides its tensors (Python, CUDA, NCCL, data)",
+            [](auto& h) -> auto& { return h.process_baseline_GiB; })
+      .real("unattributed_median_GiB", "GiB", 0, 1e6, std::nullopt,
+            "median memory per socket attributed to no process at job start",
+            [](auto& h) -> auto& { return h.unattributed_median_GiB; })
+      .real("unattributed_p90_GiB", "GiB", 0, 1e6, std::nullopt,
+            "90th percentile of that memory (with the median: a log-normal)",
+            [](auto& h) -> auto& { return h.unattributed_p90_GiB; });
   return s;
 }
 
@@ -93,7 +108,10 @@ sim::Schema<NcclSpec> nccl_schema() {
             [](auto& n) -> auto& { return n.hop_latency_net_us; })
       .real("hbm_traffic_factor", "", 0, 100, std::nullopt,
             "HBM bytes a collective moves per byte it sends over NVLink",
-            [](auto& n) -> auto& { return n.hbm_traffic_factor; });
+            [](auto& n) -> auto& { return n.hbm_traffic_factor; })
+      .real("buffer_per_channel_MiB", "MiB", 0, 1e5, std::nullopt,
+            "NCCL device buffers per channel of a communicator",
+            [](auto& n) -> auto& { return n.buffer_per_channel_MiB; });
   return s;
 }
 

@@ -19,6 +19,8 @@ struct GpuSpec {
   double bf16_dense_TFLOPs = 0;  // vendor peak, dense
   double fp8_dense_TFLOPs = 0;
   double speed_spread = 0;       // GPU g computes at (1 − speed_spread·u_g) of nominal speed
+  double cuda_context_GiB = 0;   // HBM the CUDA context and libraries take outside the allocator
+  double cuda_free_ms = 0;       // one cudaFree of a cached segment (an allocator retry's unit)
 };
 
 struct HostSpec {
@@ -27,6 +29,11 @@ struct HostSpec {
   double mem_bw_GBps = 0;           // achieved (STREAM) per socket
   double fp32_TFLOPs = 0;           // sustained SGEMM per socket
   double gloo_hop_latency_us = 0;   // one step of a CPU (gloo) collective over TCP
+  double process_baseline_GiB = 0;  // a rank's process besides tensors (Python, CUDA, NCCL host)
+  // Memory held by no process at job start, per socket, log-normal through these two points
+  // (SPEC.md §7: 20,436 observations of Grace sockets).
+  double unattributed_median_GiB = 0;
+  double unattributed_p90_GiB = 0;
 };
 
 struct NodeSpec {
@@ -52,6 +59,7 @@ struct NcclSpec {
   double hop_latency_nvlink_us = 0;  // per ring step between GPUs of a node
   double hop_latency_net_us = 0;     // per ring step crossing the network
   double hbm_traffic_factor = 0;     // HBM bytes moved per byte a collective sends over NVLink
+  double buffer_per_channel_MiB = 0; // device buffers per channel of a communicator
 };
 
 // Global efficiencies of the kernel cost model (kernel_cost.hpp). Each is either measured by

@@ -5,7 +5,6 @@
 namespace twin::model {
 
 namespace {
-constexpr double kBf16 = 2, kFp32 = 4;
 }
 
 double attention_params(const AttentionKind& a, std::int64_t hidden) {

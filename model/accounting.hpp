@@ -13,6 +13,8 @@
 
 namespace twin::model {
 
+inline constexpr double kBf16 = 2, kFp32 = 4;  // bytes per value
+
 // Parameter counts, whole model.
 struct ParamCounts {
   double attention = 0;  // q, k, v, o projections of every layer

@@ -80,7 +80,42 @@ const sim::Schema<TrainingOptions>& training_schema() {
                 [](auto& t) -> auto& { return t.grad_norm; })
         .boolean("embedding_regather", false,
                  "re-gather the embedding weight in backward (rung 11b removes it)",
-                 [](auto& t) -> auto& { return t.embedding_regather; });
+                 [](auto& t) -> auto& { return t.embedding_regather; })
+        .boolean("shared_rope_cache", true,
+                 "one RoPE cache per distinct cache instead of a copy per RoPE layer (rung 11c)",
+                 [](auto& t) -> auto& { return t.shared_rope_cache; })
+        .boolean("release_grads_early", true,
+                 "with the gradient-norm hook registered, free each reduced gradient two layers "
+                 "later instead of at the end of backward (rung 12a)",
+                 [](auto& t) -> auto& { return t.release_grads_early; })
+        .boolean("unshard_async_op", true,
+                 "all-gather set-up (input, flat output, FP8 buffers) on the compute stream, so "
+                 "from its pool, instead of FSDP2's copy-in side stream (rung 12b)",
+                 [](auto& t) -> auto& { return t.unshard_async_op; })
+        .choice("grad_a2a_recv_pool", {"side", "compute"}, "compute",
+                "pool of the bf16 gradient all-to-all receive buffer: the reduce-scatter side "
+                "stream's, or the compute stream's (rung 12c)",
+                [](auto& t) -> auto& { return t.grad_a2a_recv_pool; })
+        .boolean("expandable_segments", false,
+                 "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (segments grow by pages)",
+                 [](auto& t) -> auto& { return t.expandable_segments; })
+        .real("pinned_round_threshold_MiB", "MiB", 0, 1e6, 1,
+              "pinned host allocations above this keep their size "
+              "(pinned_max_round_threshold_mb); below it, and always when 0, they round up to "
+              "a power of two (SPEC.md §7)",
+              [](auto& t) -> auto& { return t.pinned_round_threshold_MiB; })
+        .boolean("offload_arena_prefault", true,
+                 "the CPU touches every page of the activation-offload arena at start; if not, "
+                 "pages first written by GPU copies may land in HBM when Grace is full (SPEC.md §7)",
+                 [](auto& t) -> auto& { return t.offload_arena_prefault; })
+        .boolean("checkpoint_replicated_qkv", false,
+                 "the checkpoint state_dict hook gathers the full fused QKV weight on every rank "
+                 "and the checkpointer caches it (SPEC.md §7)",
+                 [](auto& t) -> auto& { return t.checkpoint_replicated_qkv; })
+        .real("thp_leak_GiB", "GiB", 0, 1e6, 0,
+              "host memory per rank lost to an allocator backing arenas with transparent huge "
+              "pages (mimalloc without MIMALLOC_ALLOW_THP=0, SPEC.md §7); its size is not published",
+              [](auto& t) -> auto& { return t.thp_leak_GiB; });
     return s;
   }();
   return s;

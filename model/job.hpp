@@ -38,6 +38,15 @@ struct TrainingOptions {
   std::string dense_reshard = "node_local";    // global | node_local (rung 10)
   std::string grad_norm = "accumulated";       // cpu | accumulated (rung 11a)
   bool embedding_regather = false;             // re-gather the embedding in backward (rung 11b)
+  bool shared_rope_cache = true;               // one RoPE cache per distinct cache (rung 11c)
+  bool release_grads_early = true;             // free reduced grads two layers later (rung 12a)
+  bool unshard_async_op = true;                // all-gather buffers from the compute pool (rung 12b)
+  std::string grad_a2a_recv_pool = "compute";  // side | compute (rung 12c)
+  bool expandable_segments = false;            // PYTORCH_CUDA_ALLOC_CONF expandable_segments
+  double pinned_round_threshold_MiB = 1;       // pinned_max_round_threshold_mb; 0 = always round
+  bool offload_arena_prefault = true;          // CPU touches the offload arena first (SPEC §7)
+  bool checkpoint_replicated_qkv = false;      // the state_dict hook's full QKV copy (SPEC §7)
+  double thp_leak_GiB = 0;                     // host memory lost to the mimalloc THP leak
 };
 
 // Where the document lengths come from (SPEC.md §6.6). Lengths are drawn from a log-normal

@@ -11,7 +11,7 @@ constexpr const char* kNames[] = {
     "expert_gemm", "other_gemm", "attention", "elementwise", "optimizer_gpu",
     "dense_all_gather", "expert_all_gather", "dense_reduce_scatter", "expert_grad_reduce",
     "ep_all_to_all", "replica_all_reduce", "grad_norm_all_reduce", "optimizer_all_to_all",
-    "copy_d2h", "copy_h2d", "cpu_optimizer", "cpu_other", "marker", "fused_kernels"};
+    "copy_d2h", "copy_h2d", "cpu_optimizer", "cpu_other", "marker", "fused_kernels", "alloc_retry"};
 static_assert(sizeof(kNames) / sizeof(kNames[0]) == kCategoryCount);
 
 using hardware::KernelClass;

@@ -18,7 +18,7 @@ enum Category : std::int32_t {
   kExpertGemm, kOtherGemm, kAttention, kElementwise, kOptimizerGpu,
   kCollDenseGather, kCollExpertGather, kCollDenseReduce, kCollExpertReduce, kCollEpAllToAll,
   kCollReplicaAllReduce, kCollNormAllReduce, kCollOptimizerAllToAll,
-  kCopyD2H, kCopyH2D, kCpuOptimizer, kCpuOther, kMarker, kFused, kCategoryCount
+  kCopyD2H, kCopyH2D, kCpuOptimizer, kCpuOther, kMarker, kFused, kAllocRetry, kCategoryCount
 };
 const char* category_name(std::int32_t c);
 bool is_collective(std::int32_t c);

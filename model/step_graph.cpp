@@ -16,7 +16,9 @@ const char* stream_name(std::int32_t s) { return s >= 0 && s < kStreamCount ? kS
 
 StepBuilder::StepBuilder(const Job& job, hardware::Cluster& cluster, sim::TaskGraph& graph)
     : job_(job), c_(cluster), g_(graph), cost_(cluster.profile()), work_(build_workload(job)),
-      ranks_(job.parallel.total_gpus()), last_(static_cast<std::size_t>(ranks_)) {
+      ranks_(job.parallel.total_gpus()), last_(static_cast<std::size_t>(ranks_)), mem_(ranks_),
+      held_(static_cast<std::size_t>(ranks_ * job.model.layers)),
+      local_shard_(static_cast<std::size_t>(ranks_ * job.model.layers), 0) {
   for (auto& l : last_) l.fill(nullptr);
   const int R = static_cast<int>(job.parallel.replica_gpus), ep = static_cast<int>(job.parallel.ep);
   const int gpn = cluster.gpus_per_node(), dp = static_cast<int>(job.parallel.dp);
@@ -101,6 +103,18 @@ StepBuilder::PerRank StepBuilder::collective(const std::vector<std::vector<int>>
     hardware::run_collective(ts, c_, {kind, grp, bytes, static_cast<int>(default_ctas)});
   }
   return out;
+}
+
+std::int32_t StepBuilder::gather_pool() const {
+  return job_.training.unshard_async_op ? kPoolCompute : kPoolAllGather;
+}
+
+void StepBuilder::unshard(std::int64_t r, double flat, double weights, const sim::Task& gather,
+                          const sim::Task& use_begin, const sim::Task& use_end) {
+  const auto f = mem_.alloc(r, "all_gather_output", gather_pool(), flat, gather, BufferLog::kStart);
+  const auto w = mem_.alloc(r, "unsharded_weights", kPoolCompute, weights, use_begin, BufferLog::kStart);
+  mem_.free(r, f, use_begin, BufferLog::kEnd);  // after the copy-out
+  mem_.free(r, w, use_end, BufferLog::kEnd);
 }
 
 void StepBuilder::after_all(PerRank& tasks, const PerRank& preds) {

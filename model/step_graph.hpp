@@ -21,6 +21,7 @@
 #include "hardware/kernel_cost.hpp"
 #include "model/job.hpp"
 #include "model/step_costs.hpp"
+#include "model/step_memory.hpp"
 #include "model/workload.hpp"
 #include "sim/task.hpp"
 
@@ -55,6 +56,8 @@ class StepBuilder {
   const std::vector<RankWorkload>& workload() const { return work_; }
   // Parts of a fused task (category kFused), by task id; null for other tasks.
   const FusedParts* parts(std::size_t task_id) const;
+  // Every HBM buffer of the step, per rank, against the tasks that allocate and free it.
+  const BufferLog& buffers() const { return mem_; }
 
  private:
   using PerRank = std::vector<sim::Task*>;
@@ -74,6 +77,12 @@ class StepBuilder {
   PerRank marker(Stream s, const char* name, std::int32_t layer);
   PerRank build_optimizer(const PerRank& grads_home);
   sim::Task& cpu(std::int64_t rank, const char* name, double seconds_alone);
+  // Buffers of gathered weights: the flat all-gather output (allocated when the gather starts,
+  // in the all-gather pool) is copied out into the weight tensors when `use_begin` starts
+  // (compute pool); those are freed when `use_end` ends (FSDP2 reshard).
+  void unshard(std::int64_t r, double flat, double weights, const sim::Task& gather,
+               const sim::Task& use_begin, const sim::Task& use_end);
+  std::int32_t gather_pool() const;
 
   const Job& job_;
   hardware::Cluster& c_;
@@ -86,6 +95,10 @@ class StepBuilder {
   std::vector<std::int32_t> fused_index_;  // task id → index in fused_, or −1
   std::vector<FusedParts> fused_;
   std::deque<std::string> names_;          // names of fused tasks (tasks hold const char*)
+  BufferLog mem_;
+  // Buffers kept from forward to layer i's backward, freed when its backward ends ([r·L + i]).
+  std::vector<std::vector<std::size_t>> held_;
+  std::vector<std::size_t> local_shard_;   // node-local dense reshard of layer i, [r·L + i]
   void fuse(std::size_t j0, std::size_t j1, const std::vector<std::vector<Op>>& ops,
             std::int32_t layer);
 };

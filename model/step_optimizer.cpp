@@ -124,6 +124,10 @@ StepBuilder::PerRank StepBuilder::build_optimizer(const PerRank& grads_home) {
         auto& down = task(r, kD2H, "ns_to_host", kCopyD2H, -1);
         hardware::run_copy(down, c_, static_cast<int>(r), hardware::CopyDir::d2h, expert_bytes + 4 * dense_own);
         down.after(nd);
+        // Momentum of the owned matrices in HBM while Newton–Schulz runs (allocated by the copy).
+        mem_.free(r, mem_.alloc(r, "newton_schulz_momentum", kPoolOffload, expert_bytes + 4 * dense_own,
+                                up, BufferLog::kStart),
+                  down, BufferLog::kEnd);
         auto& wait = task(r, kCpu, "ns_results_on_host", kMarker, -1);
         wait.after(down);
       }

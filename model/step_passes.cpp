@@ -2,6 +2,9 @@
 #include "model/accounting.hpp"
 #include "model/step_graph.hpp"
 
+#include <algorithm>
+#include <map>
+
 namespace twin::model {
 
 using hardware::CollKind;
@@ -21,9 +24,13 @@ void StepBuilder::forward(std::vector<PerRank>& begin, std::vector<PerRank>& end
   const double h = static_cast<double>(m.hidden), V = static_cast<double>(m.vocab);
   auto emb = collective(dense_pg_, kDensePg, CollKind::all_gather, V * h * 2, ctas.dense,
                         "embedding_gather", kCollDenseGather, -1);
-  for (std::int64_t r = 0; r < ranks_; ++r)
-    kernel(r, "embedding", kElementwise, {cost_.elementwise_s(4 * work_[r].tokens * h)}, -1)
-        .after(*emb[static_cast<std::size_t>(r)]);
+  const double rope = rope_cache_bytes(job_);
+  for (std::int64_t r = 0; r < ranks_; ++r) {
+    auto& k = kernel(r, "embedding", kElementwise, {cost_.elementwise_s(4 * work_[r].tokens * h)}, -1);
+    k.after(*emb[static_cast<std::size_t>(r)]);
+    unshard(r, V * h * kBf16, V * h * kBf16, *emb[static_cast<std::size_t>(r)], k, k);
+    mem_.alloc(r, "rope_caches", kPoolCompute, rope, k, BufferLog::kStart);  // kept all step
+  }
   begin.resize(static_cast<std::size_t>(L));
   end.resize(static_cast<std::size_t>(L));
   for (std::int32_t i = 0; i < L; ++i) {
@@ -40,13 +47,34 @@ void StepBuilder::forward(std::vector<PerRank>& begin, std::vector<PerRank>& end
     for (std::int64_t r = 0; r < ranks_; ++r) ops.push_back(layer_ops(job_, cost_, work_[r], i));
     run_ops(per_rank(ops, &LayerOps::forward), i, age);
     end[i] = marker(kCompute, "layer_forward_end", i);
-    if (i < off)
-      for (std::int64_t r = 0; r < ranks_; ++r) {
+    for (std::int64_t r = 0; r < ranks_; ++r) {
+      const auto ri = static_cast<std::size_t>(r), k = static_cast<std::size_t>(r * L + i);
+      const auto b = layer_buffers(job_, work_[ri], i, c_.gpus_per_node());
+      unshard(r, b.dense_flat, b.dense_weights, *agd[ri], *begin[i][ri], *end[i][ri]);
+      unshard(r, b.expert_flat, b.expert_weights, *age[ri], *begin[i][ri], *end[i][ri]);
+      // Activations of the forward pass: freed at the layer's end under checkpointing (only the
+      // output, and under selective checkpointing some more, is kept for backward).
+      const auto act = mem_.alloc(r, "layer_activations", kPoolCompute, b.attention + b.moe,
+                                  *begin[i][ri], BufferLog::kEnd);
+      if (job_.training.activation_checkpointing == "none") held_[k].push_back(act);
+      else mem_.free(r, act, *end[i][ri], BufferLog::kStart);
+      if (b.kept_extra > 0 && job_.training.activation_checkpointing == "selective")
+        held_[k].push_back(mem_.alloc(r, "saved_activations", kPoolCompute, b.kept_extra,
+                                      *end[i][ri], BufferLog::kEnd));
+      if (b.dense_local > 0)
+        local_shard_[k] = mem_.alloc(r, "dense_node_local_shard", kPoolCompute, b.dense_local,
+                                     *end[i][ri], BufferLog::kEnd);
+      const auto out = mem_.alloc(r, "layer_output", kPoolCompute, b.layer_out, *end[i][ri], BufferLog::kEnd);
+      if (i < off) {
         auto& t = task(r, kD2H, "offload_activation", kCopyD2H, i);
         hardware::run_copy(t, c_, static_cast<int>(r), hardware::CopyDir::d2h, work_[r].tokens * h * 2);
-        t.after(*end[i][static_cast<std::size_t>(r)]);
-        d2h_all[static_cast<std::size_t>(r * L + i)] = &t;
+        t.after(*end[i][ri]);
+        d2h_all[k] = &t;
+        mem_.free(r, out, t, BufferLog::kEnd);  // returns to the pool once the copy is done
+      } else {
+        held_[k].push_back(out);
       }
+    }
   }
 }
 
@@ -64,18 +92,31 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
   auto head_ag = collective(dense_pg_, kDensePg, CollKind::all_gather, V * h * 2, ctas.dense,
                             "head_gather", kCollDenseGather, static_cast<std::int32_t>(L));
   after_all(head_ag, fwd_end[static_cast<std::size_t>(L - 1)]);
+  std::vector<std::size_t> head_grad(static_cast<std::size_t>(ranks_));
   for (std::int64_t r = 0; r < ranks_; ++r) {
     const double T = work_[r].tokens;
     const auto fwd = cost_.gemm_s(T, V, h);
-    kernel(r, "head_forward", kOtherGemm, {fwd}, L).after(*head_ag[static_cast<std::size_t>(r)]);
-    kernel(r, "loss", kElementwise, {cost_.elementwise_s(3 * T * V * 4)}, L);
-    kernel(r, "head_backward", kOtherGemm, {2 * fwd}, L);
+    auto& hf = kernel(r, "head_forward", kOtherGemm, {fwd}, L);
+    hf.after(*head_ag[static_cast<std::size_t>(r)]);
+    auto& loss = kernel(r, "loss", kElementwise, {cost_.elementwise_s(3 * T * V * 4)}, L);
+    auto& hb = kernel(r, "head_backward", kOtherGemm, {2 * fwd}, L);
+    unshard(r, V * h * kBf16, V * h * kBf16, *head_ag[static_cast<std::size_t>(r)], hf, hb);
+    // Logits and their gradient, chunked over tokens (a fused linear cross-entropy) [est].
+    const double chunk = std::min(T, kLossChunkTokens) * V * (kBf16 + kFp32);
+    mem_.free(r, mem_.alloc(r, "logits_chunk", kPoolCompute, chunk, hf, BufferLog::kStart), loss,
+              BufferLog::kEnd);
+    // The head's bf16 gradient and its fp32 reduce-scatter input.
+    head_grad[static_cast<std::size_t>(r)] =
+        mem_.alloc(r, "head_grad", kPoolCompute, V * h * (kBf16 + kFp32), hb, BufferLog::kEnd);
   }
   const PerRank issue = marker(kCompute, "backward_start", static_cast<std::int32_t>(L));
   PerRank prev_reduce = collective(dense_pg_, kDensePg, CollKind::reduce_scatter, V * h * 4,
                                    ctas.dense, "head_grad_reduce_scatter", kCollDenseReduce,
                                    static_cast<std::int32_t>(L));
   after_all(prev_reduce, issue);
+  for (std::int64_t r = 0; r < ranks_; ++r)
+    mem_.free(r, head_grad[static_cast<std::size_t>(r)], *prev_reduce[static_cast<std::size_t>(r)],
+              BufferLog::kEnd);
   PerRank prev_reduce_e(static_cast<std::size_t>(ranks_), nullptr);
 
   // Layer i's activations and weights are fetched when layer i+1's backward starts, so on each
@@ -93,6 +134,8 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
         x.after(*d2h_all[static_cast<std::size_t>(r * L + i)]);
         x.after(*issue_at[static_cast<std::size_t>(r)]);
         f.h2d[static_cast<std::size_t>(r)] = &x;
+        held_[static_cast<std::size_t>(r * L + i)].push_back(
+            mem_.alloc(r, "reloaded_output", kPoolOffload, work_[r].tokens * h * kBf16, x, BufferLog::kStart));
       }
     f.dense = t.dense_reshard == "node_local"
                   ? collective(node_pg_, kNodePg, CollKind::all_gather, comm.dense_gather,
@@ -106,6 +149,13 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
     return f;
   };
   Fetch next = prefetch(static_cast<std::int32_t>(L - 1), issue);
+  // Memory still to free: each rank's reduce-scatter input (freed after the next layer's wait),
+  // and reduced gradient shards, by the layer whose boundary frees them (−1: end of backward).
+  constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+  std::vector<std::size_t> pending_input(static_cast<std::size_t>(ranks_), kNone);
+  std::vector<std::map<std::int32_t, std::vector<std::size_t>>> reduced_free_at(static_cast<std::size_t>(ranks_));
+  std::vector<std::size_t> grads(static_cast<std::size_t>(ranks_));
+  const bool norm_hook = t.grad_norm == "accumulated";
 
   for (std::int32_t i = static_cast<std::int32_t>(L - 1); i >= 0; --i) {
     const auto comm = layer_comm(job_, i);
@@ -122,6 +172,23 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
     auto boundary = marker(kCompute, "post_backward", i);
     after_all(boundary, prev_reduce);
     after_all(boundary, prev_reduce_e);
+    for (std::int64_t r = 0; r < ranks_; ++r) {
+      const auto ri = static_cast<std::size_t>(r), k = static_cast<std::size_t>(r * L + i);
+      const auto b = layer_buffers(job_, work_[ri], i, c_.gpus_per_node());
+      unshard(r, b.dense_flat, b.dense_weights, *cur.dense[ri], *begin[ri], *boundary[ri]);
+      unshard(r, b.expert_flat, b.expert_weights, *cur.expert[ri], *begin[ri], *boundary[ri]);
+      if (b.dense_local > 0) mem_.free(r, local_shard_[k], *cur.dense[ri], BufferLog::kEnd);
+      const double pass = (t.activation_checkpointing == "none" ? 0 : b.attention + b.moe) + b.moe_grad;
+      mem_.free(r, mem_.alloc(r, "recompute_and_grad_workspace", kPoolCompute, pass, *begin[ri],
+                              BufferLog::kEnd),
+                *boundary[ri], BufferLog::kStart);
+      grads[ri] = mem_.alloc(r, "unsharded_grads", kPoolCompute, b.grad_unsharded, *begin[ri], BufferLog::kEnd);
+      for (std::size_t hnd : held_[k]) mem_.free(r, hnd, *boundary[ri], BufferLog::kStart);
+      // After the wait: the previous layer's reduce-scatter input goes, this layer's comes.
+      if (pending_input[ri] != kNone) mem_.free(r, pending_input[ri], *boundary[ri], BufferLog::kEnd);
+      pending_input[ri] = mem_.alloc(r, "reduce_input", kPoolCompute, b.reduce_input, *boundary[ri], BufferLog::kEnd);
+      for (std::size_t hnd : reduced_free_at[ri][i]) mem_.free(r, hnd, *boundary[ri], BufferLog::kEnd);
+    }
     if (i == 0 && t.embedding_regather) {
       // FSDP re-gathers the embedding for its backward; on the dense PG it queues behind
       // layer 1's reduce-scatter (SPEC.md §6.11b).
@@ -141,14 +208,21 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
                                 kCollExpertReduce, i);
     after_all(rsd, boundary);
     after_all(rse, boundary);
-    if (a2a)  // the owner converts the received bf16 slices to fp32 and sums them
-      for (std::int64_t r = 0; r < ranks_; ++r) {
-        const double recv = comm.expert_reduce * (expert_pg - 1) / expert_pg;
-        auto& s = kernel(r, "grad_fp32_sum", kElementwise,
-                         {cost_.elementwise_s(recv + 2 * recv / (expert_pg) )}, i, kSideStream);
-        s.after(*rse[static_cast<std::size_t>(r)]);
-        rse[static_cast<std::size_t>(r)] = &s;
-      }
+    for (std::int64_t r = 0; r < ranks_; ++r) {
+      const auto ri = static_cast<std::size_t>(r);
+      mem_.free(r, grads[ri], *rsd[ri], BufferLog::kStart);  // copied into the reduce input
+      if (!a2a) continue;
+      // The owner converts the received bf16 slices to fp32 and sums them.
+      const double recv = comm.expert_reduce * (expert_pg - 1) / expert_pg;
+      auto& s = kernel(r, "grad_fp32_sum", kElementwise,
+                       {cost_.elementwise_s(recv + 2 * recv / (expert_pg) )}, i, kSideStream);
+      s.after(*rse[ri]);
+      const auto rb = mem_.alloc(r, "grad_all_to_all_recv",
+                                 t.grad_a2a_recv_pool == "compute" ? kPoolCompute : kPoolReduceScatter,
+                                 comm.expert_reduce, *rse[ri], BufferLog::kStart);
+      mem_.free(r, rb, s, BufferLog::kEnd);
+      rse[ri] = &s;
+    }
     const double shard_bytes = comm.dense_reduce / R + 4 * comm.expert_elems / expert_pg;
     PerRank reduced = rse;
     if (job_.parallel.dp > 1) {
@@ -162,6 +236,12 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
       hardware::run_copy(x, c_, static_cast<int>(r), hardware::CopyDir::d2h, shard_bytes);
       x.after(*rsd[static_cast<std::size_t>(r)]);
       x.after(*reduced[static_cast<std::size_t>(r)]);
+      // The reduced shard (reduce-scatter stream) lives until copied home; with the norm hook
+      // registered FSDP2 keeps it to the end of backward, or two layers on with rung 12a.
+      const auto red = mem_.alloc(r, "reduced_grad_shard", kPoolReduceScatter, shard_bytes,
+                                  *rsd[static_cast<std::size_t>(r)], BufferLog::kStart);
+      if (!norm_hook) mem_.free(r, red, x, BufferLog::kEnd);
+      else reduced_free_at[static_cast<std::size_t>(r)][t.release_grads_early && i >= 2 ? i - 2 : -1].push_back(red);
     }
     prev_reduce = rsd;
     prev_reduce_e = rse;
@@ -171,7 +251,13 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
     kernel(r, "embedding_backward", kElementwise, {cost_.elementwise_s(4 * work_[r].tokens * h)}, -1);
   auto emb_rs = collective(dense_pg_, kDensePg, CollKind::reduce_scatter, V * h * 4, ctas.dense,
                            "embedding_grad_reduce_scatter", kCollDenseReduce, -1);
-  after_all(emb_rs, marker(kCompute, "backward_end", -1));
+  const auto bw_end = marker(kCompute, "backward_end", -1);
+  after_all(emb_rs, bw_end);
+  for (std::int64_t r = 0; r < ranks_; ++r) {
+    const auto ri = static_cast<std::size_t>(r);
+    if (pending_input[ri] != kNone) mem_.free(r, pending_input[ri], *bw_end[ri], BufferLog::kEnd);
+    for (std::size_t hnd : reduced_free_at[ri][-1]) mem_.free(r, hnd, *bw_end[ri], BufferLog::kEnd);
+  }
   for (std::int64_t r = 0; r < ranks_; ++r) {
     auto& x = task(r, kD2H, "grad_to_host", kCopyD2H, -1);
     hardware::run_copy(x, c_, static_cast<int>(r), hardware::CopyDir::d2h, V * h * 4 / R);

@@ -37,6 +37,11 @@ struct SweepArgs {
   std::string out;  // FILE.csv or FILE.json; stdout when empty
 };
 
+struct MemoryArgs {
+  std::string events_file;  // write one rank's allocation sequence here
+  int events_rank = 0;
+};
+
 int cmd_model(const CommonArgs& args, std::ostream& out);
 int cmd_ladder(const LadderArgs& args, std::ostream& out);
 int cmd_sweep(const CommonArgs& args, const SweepArgs& sweep, std::ostream& out);
@@ -45,6 +50,8 @@ Json ladder_json(const LadderArgs& args);
 Json sweep_json(const CommonArgs& args, const SweepArgs& sweep, const std::string& progress = "");
 std::string to_csv(const Json& rows);
 int cmd_run(const CommonArgs& args, const RunArgs& run, std::ostream& out);
+int cmd_memory(const CommonArgs& args, const MemoryArgs& mem, std::ostream& out);
+void print_memory(std::ostream& out, const Json& memory);
 int cmd_resolve(const CommonArgs& args, std::ostream& out);
 int cmd_help_params(bool json, std::ostream& out);
 

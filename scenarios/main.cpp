@@ -44,6 +44,13 @@ int main(int argc, char** argv) {
   run->add_option("--trace", run_args.trace_file, "write a Chrome trace (Perfetto) of the step");
   run->add_option("--trace-ranks", run_args.trace_ranks, "ranks in the trace (default 0)")
       ->delimiter(',');
+  MemoryArgs mem_args;
+  auto* memory = app.add_subcommand("memory", "HBM per allocator pool and Grace memory per rank");
+  add_common(memory, common);
+  memory->add_option("--events", mem_args.events_file,
+                     "write one rank's allocation sequence (JSON) for calibrate/allocator_replay.py");
+  memory->add_option("--events-rank", mem_args.events_rank, "rank of --events (default 0)")
+      ->check(CLI::NonNegativeNumber);
   LadderArgs ladder_args;
   auto* ladder = app.add_subcommand("ladder", "every rung of SPEC.md §6 beside its published figures");
   ladder->add_option("--jobs", ladder_args.jobs, "threads")->check(CLI::Range(1, 256));
@@ -69,6 +76,7 @@ int main(int argc, char** argv) {
   try {
     if (*model) return cmd_model(common, std::cout);
     if (*run) return cmd_run(common, run_args, std::cout);
+    if (*memory) return cmd_memory(common, mem_args, std::cout);
     if (*ladder) {
       ladder_args.data_dir = common.data_dir;
       return cmd_ladder(ladder_args, std::cout);

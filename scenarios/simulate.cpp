@@ -7,6 +7,8 @@
 #include <memory>
 
 #include "hardware/cluster.hpp"
+#include "model/host_memory.hpp"
+#include "model/memory_replay.hpp"
 #include "model/step_graph.hpp"
 #include "reports/metrics.hpp"
 #include "reports/trace.hpp"
@@ -46,31 +48,129 @@ std::string slowest_why(const std::vector<model::RankWorkload>& w, std::size_t r
                      attn_r / (attn / n), experts_r / (experts / n));
 }
 
-}  // namespace
-
-RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
-  const auto& s = loaded.scenario;
+// One simulation of the step: everything the run owns, kept alive for the reports.
+struct Pass {
   sim::Engine engine;
-  engine.set_event_limit(opts.event_limit);
-  sim::Fluid fluid(engine);
-  sim::TaskGraph graph(engine);
-  const int gpus = static_cast<int>(s.job.parallel.total_gpus());
-  hardware::Cluster cluster(engine, fluid, s.hw, gpus, s.nccl);
-  model::StepBuilder builder(s.job, cluster, graph);
-  const auto marks = builder.build();
-
+  sim::Fluid fluid{engine};
+  sim::TaskGraph graph{engine};
+  hardware::Cluster cluster;
+  model::StepBuilder builder;
+  model::StepMarks marks;
   std::map<int, reports::SmTimeline> sms;
+  std::vector<model::HbmReplay> hbm;  // per rank
+  Pass(const model::Job& job, const hardware::Profile& hw, const hardware::NcclOptions& nccl)
+      : cluster(engine, fluid, hw, static_cast<int>(job.parallel.total_gpus()), nccl),
+        builder(job, cluster, graph) {}
+};
+
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+
+Json rank_memory_json(const model::HbmReplay& h, std::int64_t rank) {
+  Json pools = Json::array();
+  for (int p = 0; p < model::kPoolCount; ++p) {
+    const auto& a = h.pools[static_cast<std::size_t>(p)];
+    const auto& k = h.at_peak[static_cast<std::size_t>(p)];
+    pools.push_back({{"pool", model::pool_name(p)},
+                     {"peak_allocated_GiB", a.peak_allocated / kGiB},
+                     {"peak_reserved_GiB", a.peak_reserved / kGiB},
+                     {"at_peak_allocated_GiB", k.allocated / kGiB},
+                     {"at_peak_reserved_GiB", k.reserved / kGiB},
+                     {"cached_unused_at_peak_GiB", (k.reserved - k.allocated) / kGiB}});
+  }
+  return {{"rank", rank},
+          {"peak_allocated_GiB", h.total.peak_allocated / kGiB},
+          {"peak_reserved_GiB", h.total.peak_reserved / kGiB},
+          {"inactive_split_at_peak_GiB", static_cast<double>(h.inactive_split_at_peak) / kGiB},
+          {"alloc_retries", h.retries.size()},
+          {"oom", h.oom},
+          {"failed_allocation", h.failed},
+          {"pools", pools}};
+}
+
+std::unique_ptr<Pass> run_pass(const Scenario& s, const RunOptions& opts, double alloc_capacity,
+                               const std::vector<std::vector<model::AllocRetry>>* retries) {
+  auto p = std::make_unique<Pass>(s.job, s.hw, s.nccl);
+  p->engine.set_event_limit(opts.event_limit);
+  p->marks = p->builder.build();
+  if (retries) model::inject_retries(p->graph, p->cluster, *retries);
+  const int gpus = p->cluster.gpus();
   std::vector<int> tracked{0};
   for (int r : opts.trace_ranks)
     if (r >= 0 && r < gpus) tracked.push_back(r);
   for (int r : tracked)
-    if (!sms.count(r))
-      cluster.gpu(r).on_nccl_sms.connect([&sms, &engine, r](int, int held) { sms[r].change(engine.now(), held); });
+    if (!p->sms.count(r))
+      p->cluster.gpu(r).on_nccl_sms.connect(
+          [pp = p.get(), r](int, int held) { pp->sms[r].change(pp->engine.now(), held); });
+  p->graph.start();
+  p->engine.run();
+  if (p->graph.finished() != p->graph.size()) {
+    std::string stuck;
+    for (std::size_t i = 0; i < p->graph.size() && stuck.empty(); ++i)
+      if (p->graph[i].state() == sim::Task::State::blocked)
+        stuck = fmt::format("{} (task {}, lane {})", p->graph[i].name, i, p->graph[i].lane);
+    throw std::logic_error(fmt::format("deadlock: {} of {} tasks finished; first blocked: {}",
+                                       p->graph.finished(), p->graph.size(), stuck));
+  }
+  const model::CachingAllocator::Options ao{static_cast<std::int64_t>(alloc_capacity),
+                                             s.job.training.expandable_segments};
+  for (int r = 0; r < gpus; ++r) p->hbm.push_back(model::replay_hbm(p->builder.buffers(), r, ao));
+  return p;
+}
 
-  graph.start();
-  engine.run();
-  if (graph.finished() != graph.size())
-    throw std::logic_error(fmt::format("deadlock: {} of {} tasks finished", graph.finished(), graph.size()));
+Json memory_json(const Scenario& s, const model::HostMemory& host, double capacity, const Pass& p) {
+  std::size_t worst = 0, with_retries = 0, retries = 0;
+  bool oom = false;
+  for (std::size_t r = 0; r < p.hbm.size(); ++r) {
+    const auto& h = p.hbm[r];
+    if (h.total.peak_reserved > p.hbm[worst].total.peak_reserved) worst = r;
+    with_retries += h.retries.empty() ? 0 : 1;
+    retries = std::max(retries, h.retries.size());
+    oom = oom || h.oom;
+  }
+  Json parts = Json::object();
+  for (const auto& part : host.parts) parts[part.name] = part.bytes / kGiB;
+  const double sockets = static_cast<double>(s.job.parallel.total_gpus());
+  return {
+      {"hbm_capacity_GiB", capacity / kGiB},
+      {"nccl_buffers_GiB", model::nccl_buffer_bytes(s.job, s.hw, s.nccl) / kGiB},
+      {"hbm_peak_reserved_GiB", p.hbm[worst].total.peak_reserved / kGiB},
+      {"hbm_peak_allocated_GiB", p.hbm[worst].total.peak_allocated / kGiB},
+      {"alloc_retries", retries},
+      {"ranks_with_retries", with_retries},
+      {"oom", oom},
+      {"rank0", rank_memory_json(p.hbm[0], 0)},
+      {"worst_rank", rank_memory_json(p.hbm[worst], static_cast<std::int64_t>(worst))},
+      {"host_peak_GiB", host.total_bytes / kGiB},
+      {"host_capacity_GiB", host.capacity_bytes / kGiB},
+      {"host_headroom_GiB", host.headroom_bytes / kGiB},
+      {"host_pinned_rounding_GiB", host.pinned_rounding_bytes / kGiB},
+      {"host_pages_in_hbm_GiB", host.hbm_spill_bytes / kGiB},
+      {"host_oom_probability", model::host_oom_probability(host.headroom_bytes / kGiB, sockets, s.hw.host)},
+      {"host_parts_GiB", parts}};
+}
+
+}  // namespace
+
+RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
+  const auto& s = loaded.scenario;
+  const auto host = model::host_memory(s.job, s.hw);
+  const double capacity = model::allocator_capacity_bytes(s.job, s.hw, s.nccl, host.hbm_spill_bytes);
+  // Allocator retries cost time: a second run carries the first run's retries (memory_replay.hpp).
+  auto pass = run_pass(s, opts, capacity, nullptr);
+  std::vector<std::vector<model::AllocRetry>> retries;
+  bool any = false;
+  for (const auto& h : pass->hbm) retries.push_back(h.retries), any = any || !h.retries.empty();
+  if (any) {
+    model::resolve_retries(pass->graph, model::kStreamCount, retries);
+    pass = run_pass(s, opts, capacity, &retries);
+  }
+  auto& graph = pass->graph;
+  auto& builder = pass->builder;
+  auto& marks = pass->marks;
+  auto& sms = pass->sms;
+  auto& fluid = pass->fluid;
+  auto& engine = pass->engine;
+  const int gpus = pass->cluster.gpus();
 
   double step = 0;
   for (auto* t : marks.optimizer_end) step = std::max(step, t->end_time().to_s());
@@ -116,10 +216,26 @@ RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
   const auto st = sms[0].stats(sim::Time::s(step));
   j["nccl_sms"] = {{"mean_while_collective", st.mean_while_collective}, {"max", st.max},
                    {"seconds_at_or_above_64", st.seconds_at_or_above_64}};
+  j["memory"] = memory_json(s, host, capacity, *pass);
   j["simulation"] = {{"tasks", graph.size()}, {"events", engine.events_processed()},
-                     {"fluid_solves", fluid.solves()}};
+                     {"fluid_solves", fluid.solves()}, {"passes", any ? 2 : 1}};
 
   RunResult out;
+  if (opts.alloc_events_rank >= 0 && opts.alloc_events_rank < gpus) {
+    const auto r = opts.alloc_events_rank;
+    const auto& bufs = builder.buffers().rank(r);
+    Json ev = Json::array(), pools = Json::array();
+    for (const auto& e : model::alloc_sequence(builder.buffers(), r)) {
+      const auto& b = bufs[e.buffer];
+      if (e.alloc) ev.push_back({"alloc", e.buffer, static_cast<std::int64_t>(b.bytes), b.pool, b.name});
+      else ev.push_back({"free", e.buffer});
+    }
+    for (int p = 0; p < model::kPoolCount; ++p) pools.push_back(model::pool_name(p));
+    out.alloc_events = {{"scenario", s.name}, {"rank", r},
+                        {"capacity_bytes", static_cast<std::int64_t>(capacity)},
+                        {"expandable_segments", s.job.training.expandable_segments},
+                        {"pools", pools}, {"events", ev}};
+  }
   if (opts.trace) {
     reports::ChromeTrace tr;
     std::vector<int> ranks = opts.trace_ranks.empty() ? std::vector<int>{0} : opts.trace_ranks;

@@ -13,11 +13,16 @@ struct RunOptions {
   std::vector<int> trace_ranks;  // ranks whose streams go into the Chrome trace
   bool trace = false;
   std::uint64_t event_limit = 2'000'000'000;
+  int alloc_events_rank = -1;  // ≥ 0: export that rank's allocation sequence
 };
 
 struct RunResult {
   Json json;          // the metrics of reports/metrics.hpp (stable names)
   std::string trace;  // Chrome trace JSON when asked for
+  // One rank's allocations in simulated order, for replay on a real allocator:
+  // {"capacity_bytes", "expandable_segments", "pools": [...], "events": [["alloc", id, bytes,
+  // pool, name] | ["free", id]]}.
+  Json alloc_events;
 };
 
 RunResult simulate(const Loaded& loaded, const RunOptions& opts);

@@ -1,0 +1,108 @@
+#include "model/host_memory.hpp"
+
+#include <cmath>
+
+#include "model/accounting.hpp"
+
+namespace twin::model {
+
+namespace {
+constexpr double kMiB = 1024.0 * 1024, kGiB = kMiB * 1024;
+
+// Shard elements of every parameter tensor on one rank. FSDP2 shards dim 0 over the group
+// (chunks of ⌈rows/n⌉ rows); expert tensors [experts/ep, f, h] are sharded over the ranks that
+// hold the block, so one rank holds whole experts' matrices.
+std::vector<double> shard_tensors(const Job& job) {
+  const auto& m = job.model;
+  const double R = static_cast<double>(job.parallel.replica_gpus), h = static_cast<double>(m.hidden);
+  const double e_gpu = static_cast<double>(m.experts / job.parallel.ep), f = static_cast<double>(m.expert_hidden);
+  const double expert_pg = R / static_cast<double>(job.parallel.ep);
+  auto dim0 = [&](double rows, double cols) { return std::ceil(rows / R) * cols; };
+  std::vector<double> t;
+  t.push_back(dim0(static_cast<double>(m.vocab), h));  // embedding
+  if (!m.tied_embedding) t.push_back(dim0(static_cast<double>(m.vocab), h));
+  t.push_back(dim0(h, 1));  // final norm
+  for (std::int64_t l = 0; l < m.layers; ++l) {
+    const auto& a = m.attention(l);
+    t.push_back(dim0(static_cast<double>(a.q_heads * a.qk_head_dim), h));
+    t.push_back(dim0(static_cast<double>(a.kv_heads * a.qk_head_dim), h));
+    t.push_back(dim0(static_cast<double>(a.kv_heads * a.v_head_dim), h));
+    t.push_back(dim0(h, static_cast<double>(a.q_heads * a.v_head_dim)));
+    t.push_back(dim0(static_cast<double>(m.experts), h));  // router
+    t.push_back(dim0(h, 1));
+    t.push_back(dim0(h, 1));
+    for (int k = 0; k < 3; ++k) t.push_back(std::ceil(e_gpu / expert_pg) * f * h);  // gate, up, down
+  }
+  return t;
+}
+}  // namespace
+
+double pinned_size(double bytes, double threshold_MiB) {
+  if (bytes <= 0) return 0;
+  if (threshold_MiB > 0 && bytes > threshold_MiB * kMiB) return bytes;
+  return std::exp2(std::ceil(std::log2(bytes)));
+}
+
+HostMemory host_memory(const Job& job, const hardware::Profile& p) {
+  const auto& t = job.training;
+  const auto mem = rank_memory(job);
+  HostMemory out;
+  auto add = [&](const char* name, double bytes) {
+    if (bytes <= 0) return;
+    out.parts.push_back({name, bytes});
+    out.total_bytes += bytes;
+  };
+  add("process_baseline", p.host.process_baseline_GiB * kGiB);
+  if (t.cpu_offload) {
+    // FSDP2's CPU offload pins every fp32 parameter shard and its gradient, one pinned
+    // allocation each (SPEC.md §7).
+    double exact = 0, pinned = 0;
+    for (double e : shard_tensors(job)) {
+      exact += 2 * kFp32 * e;
+      pinned += 2 * pinned_size(kFp32 * e, t.pinned_round_threshold_MiB);
+    }
+    add("params_fp32_pinned", exact / 2);
+    add("grads_fp32_pinned", exact / 2);
+    out.pinned_rounding_bytes = pinned - exact;
+    add("pinned_rounding", out.pinned_rounding_bytes);
+    add(t.optimizer == "muon" ? "optimizer_states_muon_adamw" : "optimizer_states_adamw",
+        mem.optimizer_states);
+  }
+  add("activation_offload_arena", mem.activations_host);
+  if (t.checkpoint_replicated_qkv) {
+    double qkv = 0;  // the full fused QKV weight of every layer, fp32
+    for (std::int64_t l = 0; l < job.model.layers; ++l) {
+      const auto& a = job.model.attention(l);
+      qkv += static_cast<double>(job.model.hidden * (a.q_heads * a.qk_head_dim + a.kv_heads * (a.qk_head_dim + a.v_head_dim)));
+    }
+    add("checkpoint_replicated_qkv", kFp32 * qkv);
+  }
+  add("thp_leak", t.thp_leak_GiB * kGiB);
+  out.capacity_bytes = p.host.memory_per_gpu_GiB * kGiB;
+  // Pages of an arena first written by GPU copies go to HBM once Grace is full (first touch):
+  // the typical socket's free room is the capacity less the median unattributed memory.
+  if (!t.offload_arena_prefault) {
+    const double room = out.capacity_bytes - p.host.unattributed_median_GiB * kGiB;
+    out.hbm_spill_bytes = std::clamp(out.total_bytes - room, 0.0, mem.activations_host);
+    out.total_bytes -= out.hbm_spill_bytes;
+  }
+  out.headroom_bytes = out.capacity_bytes - out.total_bytes;
+  return out;
+}
+
+double socket_short_probability(double headroom_GiB, const hardware::HostSpec& h) {
+  if (headroom_GiB <= 0) return 1;
+  if (h.unattributed_median_GiB <= 0) return 0;
+  const double sigma = std::log(std::max(h.unattributed_p90_GiB, h.unattributed_median_GiB) /
+                                h.unattributed_median_GiB) / 1.2816;
+  if (sigma <= 0) return headroom_GiB < h.unattributed_median_GiB ? 1 : 0;
+  const double z = (std::log(headroom_GiB) - std::log(h.unattributed_median_GiB)) / sigma;
+  return 0.5 * std::erfc(z / std::sqrt(2.0));
+}
+
+double host_oom_probability(double headroom_GiB, double sockets, const hardware::HostSpec& h) {
+  const double p = socket_short_probability(headroom_GiB, h);
+  return 1 - std::pow(1 - p, sockets);  // -expm1(sockets·log1p(−p)) for tiny p
+}
+
+}  // namespace twin::model

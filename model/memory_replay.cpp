@@ -1,0 +1,138 @@
+#include "model/memory_replay.hpp"
+
+#include <algorithm>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "hardware/collective.hpp"
+#include "hardware/ops.hpp"
+#include "model/step_costs.hpp"
+#include "sim/task.hpp"
+#include "hardware/cluster.hpp"
+
+namespace twin::model {
+
+namespace {
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+
+std::int64_t at(const sim::Task& t, bool end) {
+  return (end ? t.end_time() : t.start_time()).count_ns();
+}
+}  // namespace
+
+std::vector<AllocEvent> alloc_sequence(const BufferLog& log, std::int64_t rank) {
+  const auto& bufs = log.rank(rank);
+  std::vector<std::pair<std::pair<std::int64_t, std::uint32_t>, AllocEvent>> ev;
+  ev.reserve(2 * bufs.size());
+  for (std::size_t i = 0; i < bufs.size(); ++i) {
+    const Buffer& b = bufs[i];
+    if (b.bytes <= 0) continue;
+    const auto t = at(*b.alloc, b.alloc_at_end);
+    ev.push_back({{t, b.alloc_seq}, {t, i, true}});
+    if (b.free) {
+      const auto f = at(*b.free, b.free_at_end);
+      ev.push_back({{f, b.free_seq}, {f, i, false}});
+    }
+  }
+  std::sort(ev.begin(), ev.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::vector<AllocEvent> out;
+  out.reserve(ev.size());
+  for (const auto& e : ev) out.push_back(e.second);
+  return out;
+}
+
+HbmReplay replay_hbm(const BufferLog& log, std::int64_t rank, const CachingAllocator::Options& opts) {
+  const auto& bufs = log.rank(rank);
+  CachingAllocator a(opts, kPoolCount);
+  std::vector<std::int64_t> block(bufs.size(), -1);
+  HbmReplay out;
+  for (const AllocEvent& e : alloc_sequence(log, rank)) {
+    const Buffer& b = bufs[e.buffer];
+    if (!e.alloc) {
+      if (block[e.buffer] >= 0) a.free(block[e.buffer]);
+      continue;
+    }
+    const auto r = a.malloc(static_cast<std::int64_t>(b.bytes), b.pool);
+    if (r.retried) out.retries.push_back({b.alloc->id(), e.time_ns, r.segments_released});
+    if (r.block < 0 && !out.oom) {
+      out.oom = true;
+      out.failed = fmt::format("{} ({:.2f} GiB, {} pool)", b.name, b.bytes / kGiB, pool_name(b.pool));
+    }
+    block[e.buffer] = r.block;
+    if (a.total().allocated == a.total().peak_allocated) {
+      for (int p = 0; p < kPoolCount; ++p) out.at_peak[static_cast<std::size_t>(p)] = a.stream(p);
+      out.inactive_split_at_peak = a.inactive_split();
+    }
+  }
+  out.total = a.total();
+  for (int p = 0; p < kPoolCount; ++p) out.pools[static_cast<std::size_t>(p)] = a.stream(p);
+  return out;
+}
+
+double nccl_buffer_bytes(const Job& job, const hardware::Profile& p, const hardware::NcclOptions& n) {
+  using hardware::CollKind;
+  const auto& d = n.default_ctas;
+  const int sms = static_cast<int>(p.gpu.sm_count);
+  auto ch = [&](CollKind k, std::int64_t def) {
+    return hardware::channels(k, static_cast<int>(def), n, sms);
+  };
+  const auto& t = job.training;
+  // Communicators of a rank: dense FSDP, expert FSDP, EP, (node for the NVLink re-gather),
+  // (replicas). A communicator keeps buffers for the most channels any of its collectives uses.
+  int channels = ch(CollKind::all_gather, d.dense) + ch(CollKind::all_to_all, d.ep_all_to_all);
+  channels += std::max({ch(CollKind::all_gather, d.expert_allgather),
+                        t.grad_reduce == "bf16_all_to_all" ? ch(CollKind::all_to_all, d.grad_all_to_all)
+                                                           : ch(CollKind::reduce_scatter, d.expert_reduce_scatter)});
+  if (t.dense_reshard == "node_local") channels += ch(CollKind::all_gather, d.nvlink_gather);
+  if (job.parallel.dp > 1) channels += ch(CollKind::all_reduce, d.dense);
+  return channels * p.nccl.buffer_per_channel_MiB * 1024 * 1024;
+}
+
+double allocator_capacity_bytes(const Job& job, const hardware::Profile& p,
+                                const hardware::NcclOptions& n, double host_spill_bytes) {
+  return (p.gpu.hbm_usable_GiB - p.gpu.cuda_context_GiB) * kGiB - nccl_buffer_bytes(job, p, n) -
+         host_spill_bytes;
+}
+
+
+void resolve_retries(const sim::TaskGraph& g, std::int32_t lanes_per_rank,
+                     std::vector<std::vector<AllocRetry>>& retries_by_rank) {
+  // Tasks per lane in stream order (a lane is an in-order chain, so also in time order).
+  const auto L = static_cast<std::size_t>(lanes_per_rank);
+  std::vector<std::vector<std::size_t>> by_lane(retries_by_rank.size() * L);
+  for (std::size_t i = 0; i < g.size(); ++i)
+    if (g[i].lane >= 0 && static_cast<std::size_t>(g[i].lane) < by_lane.size())
+      by_lane[static_cast<std::size_t>(g[i].lane)].push_back(i);
+  for (std::size_t rank = 0; rank < retries_by_rank.size(); ++rank)
+    for (AllocRetry& a : retries_by_rank[rank]) {
+      const auto& x = g[a.task];
+      for (std::size_t l = 0; l < L; ++l) {
+        const auto& lane = by_lane[rank * L + l];
+        // The last task of the lane, other than x, that started before the retry.
+        auto it = std::partition_point(lane.begin(), lane.end(), [&](std::size_t id) {
+          return g[id].start_time().count_ns() < a.time_ns;
+        });
+        while (it != lane.begin() && *(it - 1) == a.task) --it;
+        if (it == lane.begin()) continue;
+        const auto& prev = g[*(it - 1)];
+        if (prev.lane == x.lane) a.stream_prev = prev.id();
+        else a.sync_ns = std::max(a.sync_ns, prev.end_time().count_ns() - a.time_ns);
+      }
+    }
+}
+
+void inject_retries(sim::TaskGraph& g, hardware::Cluster& c,
+                    const std::vector<std::vector<AllocRetry>>& retries_by_rank) {
+  const double free_ns = c.profile().gpu.cuda_free_ms * 1e6;
+  for (const auto& rank : retries_by_rank)
+    for (const AllocRetry& a : rank) {
+      sim::Task& x = g[a.task];
+      sim::Task& r = g.add("alloc_retry", x.lane, kAllocRetry, x.index);
+      hardware::run_delay(r, c, sim::Time::ns(a.sync_ns + static_cast<std::int64_t>(free_ns * a.segments_released)));
+      if (a.stream_prev != AllocRetry::kNone) r.after(g[a.stream_prev]);
+      x.after(r);
+    }
+}
+
+}  // namespace twin::model

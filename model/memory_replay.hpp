@@ -1,0 +1,70 @@
+// Replays one rank's buffers (step_memory.hpp) through the caching-allocator emulation at
+// their simulated times, and what the allocator may use: HBM less the CUDA context, NCCL's
+// buffers and host pages that landed in HBM (SPEC.md §7, §8).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hardware/cluster.hpp"
+#include "hardware/nccl_options.hpp"
+#include "hardware/profile.hpp"
+#include "model/caching_allocator.hpp"
+#include "model/step_memory.hpp"
+#include "sim/task.hpp"
+
+namespace twin::model {
+
+struct AllocRetry {
+  std::size_t task = 0;  // id of the task whose allocation retried
+  std::int64_t time_ns = 0;
+  int segments_released = 0;
+  static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+  std::size_t stream_prev = kNone;  // filled by resolve_retries
+  std::int64_t sync_ns = 0;         // filled by resolve_retries
+};
+
+struct HbmReplay {
+  PoolStats total;
+  std::array<PoolStats, kPoolCount> pools{};
+  // Per pool at the moment of peak allocated bytes (SPEC.md §6.12 reports that moment).
+  std::array<PoolStats, kPoolCount> at_peak{};
+  std::int64_t inactive_split_at_peak = 0;
+  std::vector<AllocRetry> retries;
+  bool oom = false;
+  std::string failed;  // the first allocation that failed: "name (GiB, pool)"
+};
+
+// One rank's allocations and frees in simulated-time order (ties in recording order).
+struct AllocEvent {
+  std::int64_t time_ns = 0;
+  std::size_t buffer = 0;  // index into BufferLog::rank(rank)
+  bool alloc = true;
+};
+std::vector<AllocEvent> alloc_sequence(const BufferLog& log, std::int64_t rank);
+
+HbmReplay replay_hbm(const BufferLog& log, std::int64_t rank, const CachingAllocator::Options& opts);
+
+// NCCL's device buffers on one rank: per communicator, channels × buffer per channel.
+double nccl_buffer_bytes(const Job& job, const hardware::Profile& p, const hardware::NcclOptions& n);
+
+// What cudaMalloc may reserve on one rank.
+double allocator_capacity_bytes(const Job& job, const hardware::Profile& p,
+                                const hardware::NcclOptions& n, double host_spill_bytes);
+
+
+// A retry on the real allocator synchronizes the device and cudaFrees cached segments (SPEC.md
+// §8). resolve_retries reads, from the run that found the retries, what the synchronization
+// waited for (until the work then running on the rank's other streams ended) and the
+// allocating stream's previous task. inject_retries then adds, to a rebuilt graph of the same
+// step, a task before each allocating task, on its stream, after that previous task, taking
+// the wait plus segments × cuda_free_ms. A fixed delay rather than new edges, so that no wait
+// cycle can arise through collectives. Graph ids are unchanged (new tasks go at the end).
+void resolve_retries(const sim::TaskGraph& g, std::int32_t lanes_per_rank,
+                     std::vector<std::vector<AllocRetry>>& retries_by_rank);
+void inject_retries(sim::TaskGraph& g, hardware::Cluster& c,
+                    const std::vector<std::vector<AllocRetry>>& retries_by_rank);
+
+}  // namespace twin::model

@@ -1,0 +1,88 @@
+// The HBM buffers of the step (SPEC.md §5, §6.10–§6.12, §8): what each is, how large, which
+// allocator pool (the stream that allocates it, FSDP2's rules) and between which tasks it lives.
+// The step builder records every buffer against the tasks that allocate and free it; after the
+// simulation, memory_replay.hpp replays them through the caching-allocator emulation at their
+// simulated times.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/job.hpp"
+#include "model/workload.hpp"
+#include "sim/task.hpp"
+
+namespace twin::model {
+
+// Allocator pools: one per stream that allocates (the caching allocator caches per stream).
+// FSDP2 (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py): the all-gather copy-in
+// stream allocates the gather input and flat output; the reduce-scatter stream allocates the
+// reduced output; everything else allocates on the compute (current) stream unless a switch of
+// rung 12 moves it. Activation reloads allocate on the host-to-device stream.
+enum MemPool : std::int32_t {
+  kPoolCompute, kPoolAllGather, kPoolReduceScatter, kPoolOffload, kPoolCount
+};
+const char* pool_name(std::int32_t p);
+
+// Bytes of one layer's buffers on one rank. Activation sizes are estimates [est] from the ops
+// of step_costs (bf16 unless noted); each formula is in step_memory.cpp.
+struct LayerBuffers {
+  double dense_flat = 0;       // gathered dense weights, flat all-gather output (bf16)
+  double dense_local = 0;      // node-local reshard kept from forward to backward (bf16)
+  double expert_flat = 0;      // gathered expert block, flat (bf16, or FP8 + scales)
+  double expert_weights = 0;   // the expert block as bf16 tensors (dequantized for FP8)
+  double dense_weights = 0;    // dense weights as unsharded tensors (bf16)
+  double layer_out = 0;        // the checkpointed layer output
+  double kept_extra = 0;       // further activations kept forward→backward (none/selective)
+  double attention = 0;        // attention activations of one pass (q, k, v, o, log-sum-exp)
+  double moe = 0;              // MoE activations of one pass (per moe_kernel)
+  double moe_grad = 0;         // gradient workspace of the MoE backward
+  double grad_unsharded = 0;   // the layer's unsharded weight gradients (bf16)
+  double reduce_input = 0;     // reduce-scatter inputs (fp32) or all-to-all send buffer
+  double a2a_recv = 0;         // bf16 gradient all-to-all receive buffer (0 for reduce-scatter)
+  double reduced = 0;          // this rank's reduced gradient shard (fp32)
+};
+LayerBuffers layer_buffers(const Job& job, const RankWorkload& w, std::int64_t layer,
+                           std::int64_t gpus_per_node);
+
+// Tokens per chunk of the loss: logits are computed, used and freed chunk by chunk (a fused
+// linear cross-entropy); the full 65,536 × 256,000 logits could not fit in HBM [est].
+inline constexpr double kLossChunkTokens = 4096;
+
+// Bytes of the RoPE caches: one cache is seq_len × rope cache width × (cos, sin) × fp32; with
+// a shared cache the model holds rope_caches of them, else one per RoPE layer.
+double rope_cache_bytes(const Job& job);
+
+// One buffer: allocated when `alloc` starts (or ends), freed when `free` starts (or ends);
+// a buffer whose free task is null lives to the end of the step. Events at the same simulated
+// time happen in the order they were recorded (`alloc_seq`, `free_seq`): the builder records
+// them in program order.
+struct Buffer {
+  const char* name = "";
+  std::int32_t pool = kPoolCompute;
+  double bytes = 0;
+  const sim::Task* alloc = nullptr;
+  bool alloc_at_end = false;
+  const sim::Task* free = nullptr;
+  bool free_at_end = true;
+  std::uint32_t alloc_seq = 0, free_seq = 0;
+};
+
+class BufferLog {
+ public:
+  explicit BufferLog(std::int64_t ranks)
+      : by_rank_(static_cast<std::size_t>(ranks)), seq_(static_cast<std::size_t>(ranks), 0) {}
+  enum At : bool { kStart = false, kEnd = true };
+  // Records a buffer; returns its handle for free().
+  std::size_t alloc(std::int64_t rank, const char* name, std::int32_t pool, double bytes,
+                    const sim::Task& t, At at);
+  void free(std::int64_t rank, std::size_t handle, const sim::Task& t, At at);
+  const std::vector<Buffer>& rank(std::int64_t r) const { return by_rank_[static_cast<std::size_t>(r)]; }
+  std::int64_t ranks() const { return static_cast<std::int64_t>(by_rank_.size()); }
+
+ private:
+  std::vector<std::vector<Buffer>> by_rank_;
+  std::vector<std::uint32_t> seq_;
+};
+
+}  // namespace twin::model

@@ -1,0 +1,66 @@
+// `twin memory`: where HBM and Grace memory go in one simulated step (model/step_memory.hpp,
+// model/caching_allocator.hpp, model/host_memory.hpp): per allocator pool (stream) and per host
+// component, with retries, out-of-memory and the host out-of-memory risk.
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include <ostream>
+
+#include "reports/output.hpp"
+#include "scenarios/commands.hpp"
+#include "scenarios/simulate.hpp"
+
+namespace twin::scenarios {
+
+namespace {
+
+void print_rank(std::ostream& out, const Json& r, const char* who) {
+  fmt::print(out, "HBM, {} (rank {}): peak allocated {:.2f} GiB, peak reserved {:.2f} GiB, "
+                  "retries {}, inactive split at peak {:.2f} GiB{}\n",
+             who, r["rank"].get<std::int64_t>(), r["peak_allocated_GiB"].get<double>(),
+             r["peak_reserved_GiB"].get<double>(), r["alloc_retries"].get<std::size_t>(),
+             r["inactive_split_at_peak_GiB"].get<double>(),
+             r["oom"].get<bool>() ? fmt::format(", OUT OF MEMORY at {}", r["failed_allocation"].get<std::string>()) : "");
+  fmt::print(out, "  {:<16}{:>12}{:>12}{:>14}{:>14}{:>14}\n", "pool (GiB)", "peak alloc", "peak resv",
+             "alloc@peak", "resv@peak", "cached@peak");
+  for (const auto& p : r["pools"])
+    fmt::print(out, "  {:<16}{:>12.2f}{:>12.2f}{:>14.2f}{:>14.2f}{:>14.2f}\n", p["pool"].get<std::string>(),
+               p["peak_allocated_GiB"].get<double>(), p["peak_reserved_GiB"].get<double>(),
+               p["at_peak_allocated_GiB"].get<double>(), p["at_peak_reserved_GiB"].get<double>(),
+               p["cached_unused_at_peak_GiB"].get<double>());
+}
+
+}  // namespace
+
+void print_memory(std::ostream& out, const Json& m) {
+  fmt::print(out, "HBM for the caching allocator: {:.2f} GiB (after the CUDA context, {:.2f} GiB "
+                  "of NCCL buffers and {:.2f} GiB of host pages in HBM)\n",
+             m["hbm_capacity_GiB"].get<double>(), m["nccl_buffers_GiB"].get<double>(),
+             m["host_pages_in_hbm_GiB"].get<double>());
+  print_rank(out, m["rank0"], "rank 0");
+  if (m["worst_rank"]["rank"] != m["rank0"]["rank"]) print_rank(out, m["worst_rank"], "most reserved");
+  fmt::print(out, "ranks with allocator retries: {}\n", m["ranks_with_retries"].get<std::size_t>());
+  fmt::print(out, "Grace memory per rank (GiB):\n");
+  for (const auto& [k, v] : m["host_parts_GiB"].items()) fmt::print(out, "  {:<30}{:>8.2f}\n", k, v.get<double>());
+  fmt::print(out, "  {:<30}{:>8.2f} of {:.2f}, headroom {:.2f}\n", "total", m["host_peak_GiB"].get<double>(),
+             m["host_capacity_GiB"].get<double>(), m["host_headroom_GiB"].get<double>());
+  fmt::print(out, "probability that a socket of the job lacks room at start: {:.3g}\n",
+             m["host_oom_probability"].get<double>());
+}
+
+int cmd_memory(const CommonArgs& args, const MemoryArgs& mem, std::ostream& out) {
+  const auto loaded = load_scenario(args.scenario, args.load_options());
+  RunOptions o;
+  o.event_limit = args.max_events;
+  o.alloc_events_rank = mem.events_file.empty() ? -1 : mem.events_rank;
+  const auto r = simulate(loaded, o);
+  if (!mem.events_file.empty()) {
+    if (r.alloc_events.is_null()) throw InputError(args.scenario, "--events-rank", fmt::format("rank {} is not in the job", mem.events_rank));
+    reports::write_atomic(mem.events_file, r.alloc_events.dump() + "\n");
+  }
+  if (args.json) out << r.json["memory"].dump(2) << "\n";
+  else print_memory(out, r.json["memory"]);
+  return 0;
+}
+
+}  // namespace twin::scenarios
