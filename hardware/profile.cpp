@@ -25,9 +25,12 @@ sim::Schema<GpuSpec> gpu_schema() {
       .real("cuda_context_GiB", "GiB", 0, 1e4, std::nullopt,
             "HBM taken by the CUDA context and libraries, outside the caching allocator",
             [](auto& g) -> auto& { return g.cuda_context_GiB; })
-      .real("cuda_free_ms", "ms", 0, 1e5, std::nullopt,
-            "time of one cudaFree of a cached segment during an allocator retry",
-            [](auto& g) -> auto& { return g.cuda_free_ms; });
+      .real("cuda_free_ms_per_segment", "ms", 0, 1e5, std::nullopt,
+            "cudaFree of cached segments (an allocator retry): time per segment",
+            [](auto& g) -> auto& { return g.cuda_free_ms_per_segment; })
+      .real("cuda_free_ms_per_GiB", "ms", 0, 1e5, std::nullopt,
+            "cudaFree of cached segments: time per GiB released",
+            [](auto& g) -> auto& { return g.cuda_free_ms_per_GiB; });
   return s;
 }
 

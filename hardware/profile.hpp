@@ -20,7 +20,9 @@ struct GpuSpec {
   double fp8_dense_TFLOPs = 0;
   double speed_spread = 0;       // GPU g computes at (1 − speed_spread·u_g) of nominal speed
   double cuda_context_GiB = 0;   // HBM the CUDA context and libraries take outside the allocator
-  double cuda_free_ms = 0;       // one cudaFree of a cached segment (an allocator retry's unit)
+  // cudaFree of cached segments (an allocator retry): per segment + per GiB released
+  double cuda_free_ms_per_segment = 0;
+  double cuda_free_ms_per_GiB = 0;
 };
 
 struct HostSpec {

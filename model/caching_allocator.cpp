@@ -58,7 +58,7 @@ std::int64_t CachingAllocator::new_segment(bool small, int stream, std::int64_t 
 
 // Frees (cudaFree) every cached segment that is one free block; with expandable segments, the
 // pages of every free block. Returns the number of cudaFree calls.
-int CachingAllocator::release_cached() {
+int CachingAllocator::release_cached(std::int64_t& bytes) {
   int released = 0;
   for (auto* p : {&small_, &large_})
     for (auto it = p->begin(); it != p->end();) {
@@ -71,6 +71,7 @@ int CachingAllocator::release_cached() {
       if (b.prev >= 0) blocks_[static_cast<std::size_t>(b.prev)].next = b.next;
       if (b.next >= 0) blocks_[static_cast<std::size_t>(b.next)].prev = b.prev;
       account(b.stream, 0, -b.size);
+      bytes += b.size;
       b.size = 0;
       ++released;
       it = p->erase(it);
@@ -89,7 +90,7 @@ CachingAllocator::Result CachingAllocator::malloc(std::int64_t bytes, int stream
   if (id < 0) {
     r.retried = true;
     ++retries_;
-    r.segments_released = release_cached();
+    r.segments_released = release_cached(r.bytes_released);
     id = new_segment(small, stream, size);
   }
   if (id < 0) {

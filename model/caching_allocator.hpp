@@ -48,6 +48,7 @@ class CachingAllocator {
     std::int64_t block = -1;  // −1: out of memory
     bool retried = false;
     int segments_released = 0;  // cudaFree calls made by the retry
+    std::int64_t bytes_released = 0;
   };
 
   CachingAllocator(Options opts, int streams);
@@ -79,7 +80,7 @@ class CachingAllocator {
   Key key(std::int64_t id) const;
   std::int64_t find_free(bool small, int stream, std::int64_t size);
   std::int64_t new_segment(bool small, int stream, std::int64_t size);
-  int release_cached();
+  int release_cached(std::int64_t& bytes);
   void account(int stream, std::int64_t allocated, std::int64_t reserved);
 
   Options opts_;

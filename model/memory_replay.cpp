@@ -54,7 +54,7 @@ HbmReplay replay_hbm(const BufferLog& log, std::int64_t rank, const CachingAlloc
       continue;
     }
     const auto r = a.malloc(static_cast<std::int64_t>(b.bytes), b.pool);
-    if (r.retried) out.retries.push_back({b.alloc->id(), e.time_ns, r.segments_released});
+    if (r.retried) out.retries.push_back({b.alloc->id(), e.time_ns, r.segments_released, r.bytes_released});
     if (r.block < 0 && !out.oom) {
       out.oom = true;
       out.failed = fmt::format("{} ({:.2f} GiB, {} pool)", b.name, b.bytes / kGiB, pool_name(b.pool));
@@ -124,12 +124,14 @@ void resolve_retries(const sim::TaskGraph& g, std::int32_t lanes_per_rank,
 
 void inject_retries(sim::TaskGraph& g, hardware::Cluster& c,
                     const std::vector<std::vector<AllocRetry>>& retries_by_rank) {
-  const double free_ns = c.profile().gpu.cuda_free_ms * 1e6;
+  const auto& gpu = c.profile().gpu;
   for (const auto& rank : retries_by_rank)
     for (const AllocRetry& a : rank) {
       sim::Task& x = g[a.task];
       sim::Task& r = g.add("alloc_retry", x.lane, kAllocRetry, x.index);
-      hardware::run_delay(r, c, sim::Time::ns(a.sync_ns + static_cast<std::int64_t>(free_ns * a.segments_released)));
+      const double free_ms = gpu.cuda_free_ms_per_segment * a.segments_released +
+                             gpu.cuda_free_ms_per_GiB * static_cast<double>(a.bytes_released) / kGiB;
+      hardware::run_delay(r, c, sim::Time::ns(a.sync_ns) + sim::Time::ms(free_ms));
       if (a.stream_prev != AllocRetry::kNone) r.after(g[a.stream_prev]);
       x.after(r);
     }

@@ -21,6 +21,7 @@ struct AllocRetry {
   std::size_t task = 0;  // id of the task whose allocation retried
   std::int64_t time_ns = 0;
   int segments_released = 0;
+  std::int64_t bytes_released = 0;
   static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
   std::size_t stream_prev = kNone;  // filled by resolve_retries
   std::int64_t sync_ns = 0;         // filled by resolve_retries
@@ -60,7 +61,7 @@ double allocator_capacity_bytes(const Job& job, const hardware::Profile& p,
 // waited for (until the work then running on the rank's other streams ended) and the
 // allocating stream's previous task. inject_retries then adds, to a rebuilt graph of the same
 // step, a task before each allocating task, on its stream, after that previous task, taking
-// the wait plus segments × cuda_free_ms. A fixed delay rather than new edges, so that no wait
+// the wait plus the cudaFree time (per segment and per GiB, hardware/profile.hpp). A fixed delay rather than new edges, so that no wait
 // cycle can arise through collectives. Graph ids are unchanged (new tasks go at the end).
 void resolve_retries(const sim::TaskGraph& g, std::int32_t lanes_per_rank,
                      std::vector<std::vector<AllocRetry>>& retries_by_rank);

@@ -107,6 +107,11 @@ Json sweep_json(const CommonArgs& args, const SweepArgs& sw, const std::string& 
       const auto r = simulate(load_scenario(args.scenario, lo), ro).json;
       for (const char* o : kOutputs) row[o] = r[o];
       row["nccl_sms_max"] = r["nccl_sms"]["max"];
+      const auto& m = r["memory"];
+      for (const char* k : {"hbm_peak_reserved_GiB", "alloc_retries", "oom", "host_peak_GiB",
+                            "host_oom_probability"})
+        row[k] = m[k];
+      row["fits"] = !m["oom"].get<bool>() && m["host_headroom_GiB"].get<double>() > 0;
       row["error"] = "";
     } catch (const std::exception& e) {
       row["error"] = e.what();  // a point that cannot run is a row that says why

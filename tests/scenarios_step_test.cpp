@@ -143,3 +143,54 @@ TEST_SUITE("scenarios.step") {
     CHECK(tps({"hardware.node.nic_GBps=0.5"}) < base);
   }
 }
+
+TEST_SUITE("scenarios.memory") {
+  TEST_CASE("the step's memory: pools, retries that cost time, out of memory") {
+    const auto base = simulate(small(), {}).json;
+    const auto& m = base["memory"];
+    CHECK(m["hbm_peak_reserved_GiB"].get<double>() <= m["hbm_capacity_GiB"].get<double>());
+    CHECK(m["hbm_peak_allocated_GiB"].get<double>() <= m["hbm_peak_reserved_GiB"].get<double>());
+    CHECK(m["alloc_retries"] == 0);
+    CHECK(base["simulation"]["passes"] == 1);
+    // Squeeze the allocator below the step's reserved peak: it retries (on every rank), and the
+    // retries' synchronisations and cudaFrees make the step longer.
+    const auto tight = simulate(small({"hardware.gpu.hbm_usable_GiB=1.3"}), {}).json;
+    CHECK(tight["memory"]["alloc_retries"].get<int>() > 0);
+    CHECK(tight["memory"]["oom"] == false);
+    CHECK(tight["simulation"]["passes"] == 2);
+    CHECK(tight["gpu_time_s"]["alloc_retry"].get<double>() > 0);
+    CHECK(tight["step_time_s"].get<double>() > base["step_time_s"].get<double>());
+    // Squeeze further: out of memory, naming the allocation that failed.
+    const auto oom = simulate(small({"hardware.gpu.hbm_usable_GiB=1.25"}), {}).json["memory"];
+    CHECK(oom["oom"] == true);
+    CHECK(oom["worst_rank"]["failed_allocation"].get<std::string>() != "");
+  }
+  TEST_CASE("rung 12's switches move buffers out of the side-stream pools") {
+    // Peak allocated bytes of a pool (reserved moves in 2 and 20 MiB segments at this size).
+    auto pool = [](const Json& r, const char* name) {
+      for (const auto& p : r["memory"]["rank0"]["pools"])
+        if (p["pool"] == name) return p["peak_allocated_GiB"].get<double>();
+      return -1.0;
+    };
+    const auto fixed = simulate(small(), {}).json;
+    const auto side = simulate(small({"training.unshard_async_op=false", "training.grad_a2a_recv_pool=side"}), {}).json;
+    CHECK(pool(fixed, "all_gather") == 0);
+    CHECK(pool(side, "all_gather") > 0);
+    CHECK(pool(side, "reduce_scatter") > pool(fixed, "reduce_scatter"));
+    // The norm hook without early release keeps every reduced gradient to the end of backward.
+    const auto kept = simulate(small({"training.release_grads_early=false"}), {}).json;
+    CHECK(pool(kept, "reduce_scatter") > pool(fixed, "reduce_scatter"));
+  }
+  TEST_CASE("longer sequences stop fitting; host memory follows the optimizer") {
+    const std::string hbm = "hardware.gpu.hbm_usable_GiB=3";
+    CHECK(simulate(small({hbm}), {}).json["memory"]["oom"] == false);
+    CHECK(simulate(small({hbm, "training.seq_len=131072"}), {}).json["memory"]["oom"] == true);
+    auto host = [](std::vector<std::string> s) {
+      return simulate(small(std::move(s)), {}).json["memory"]["host_peak_GiB"].get<double>();
+    };
+    CHECK(host({"training.optimizer=adamw"}) > host({}));  // two states instead of one
+    // Expert shards of 1.2 MB: rounded to 2 MiB unless the threshold (1 MiB) keeps them exact.
+    const std::string f = "model.expert_hidden=600";
+    CHECK(host({f, "training.pinned_round_threshold_MiB=0"}) > host({f}));
+  }
+}

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Replays allocation sequences through PyTorch's real CUDA caching allocator.
+
+Each sequence (the format `twin memory --events FILE` writes) lists allocations with a pool
+(one CUDA stream per pool) and frees, in order. The allocator's capacity is limited to the
+sequence's `capacity_bytes` with torch.cuda.set_per_process_memory_fraction, so retries and
+out-of-memory happen where they would on the simulated GPU. For each sequence this writes
+PyTorch's own figures (torch.cuda.memory_stats) so that the twin's emulation
+(model/caching_allocator.hpp) can be checked against them without a GPU
+(tests/model_memory_test.cpp).
+
+It also times the unit of a retry's cost: torch.cuda.empty_cache() (cudaFree of every cached
+segment, which synchronizes the device) over k segments of several sizes.
+
+Usage: allocator_replay.py OUT.json SEQUENCES.json...   (a file holds one sequence, or
+{"sequences": [...]}); `--tight F` also replays every sequence at F x its capacity.
+"""
+import json
+import sys
+import time
+
+import torch
+
+
+def sequences(path):
+    with open(path) as f:
+        d = json.load(f)
+    return d["sequences"] if "sequences" in d else [d]
+
+
+def replay(seq, capacity):
+    dev = torch.cuda.current_device()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    total = torch.cuda.get_device_properties(dev).total_memory
+    torch.cuda.set_per_process_memory_fraction(capacity / total, dev)
+    torch.cuda.reset_peak_memory_stats(dev)
+    torch.cuda.reset_accumulated_memory_stats(dev)
+    streams = [torch.cuda.Stream(dev) for _ in seq["pools"]]
+    ptrs, failed = {}, None
+    for e in seq["events"]:
+        if e[0] == "alloc":
+            _, i, nbytes, pool = e[:4]
+            try:
+                ptrs[i] = torch.cuda.caching_allocator_alloc(int(nbytes), dev, streams[pool])
+            except torch.OutOfMemoryError:
+                failed = failed or (e[4] if len(e) > 4 else str(i))
+        elif e[1] in ptrs:
+            torch.cuda.caching_allocator_delete(ptrs.pop(e[1]))
+    st = torch.cuda.memory_stats(dev)
+    out = {
+        "allowed_bytes": int(capacity / total * total),
+        "peak_reserved_bytes": st["reserved_bytes.all.peak"],
+        "peak_allocated_bytes": st["allocated_bytes.all.peak"],
+        "end_reserved_bytes": st["reserved_bytes.all.current"],
+        "num_alloc_retries": st["num_alloc_retries"],
+        "num_ooms": st["num_ooms"],
+        "first_failed": failed,
+    }
+    for p in list(ptrs.values()):
+        torch.cuda.caching_allocator_delete(p)
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    torch.cuda.set_per_process_memory_fraction(1.0, dev)
+    return out
+
+
+def time_empty_cache():
+    rows = []
+    for seg_mib in (2, 20, 256, 1024):
+        for k in (1, 8, 32):
+            xs = [torch.empty(seg_mib << 20, dtype=torch.uint8, device="cuda") for _ in range(k)]
+            del xs
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            torch.cuda.empty_cache()
+            rows.append({"segment_MiB": seg_mib, "segments": k,
+                         "ms": (time.perf_counter() - t0) * 1e3})
+    return rows
+
+
+def main():
+    args = sys.argv[1:]
+    tight = None
+    if "--tight" in args:
+        i = args.index("--tight")
+        tight = float(args[i + 1])
+        del args[i:i + 2]
+    out_path, files = args[0], args[1:]
+    results = []
+    for f in files:
+        for seq in sequences(f):
+            caps = [seq["capacity_bytes"]] + ([int(seq["capacity_bytes"] * tight)] if tight else [])
+            for cap in caps:
+                r = replay(seq, cap)
+                r.update({"file": f.split("/")[-1], "sequence": seq["scenario"], "capacity_bytes": cap})
+                results.append(r)
+                print(json.dumps(r), flush=True)
+    props = torch.cuda.get_device_properties(0)
+    doc = {
+        "provenance": {
+            "gpu": props.name, "total_memory_bytes": props.total_memory,
+            "torch": torch.__version__, "cuda": torch.version.cuda,
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "command": "python3 calibrate/allocator_replay.py " + " ".join(sys.argv[1:]),
+        },
+        "results": results,
+        "empty_cache_ms": time_empty_cache(),
+    }
+    with open(out_path, "w") as f:
+        json.dump(doc, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

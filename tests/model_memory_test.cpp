@@ -1,0 +1,177 @@
+// The memory twin: the caching-allocator emulation on hand-worked sequences and against
+// PyTorch's real allocator (figures recorded on our H200 by calibrate/allocator_replay.py), and
+// the host (Grace) accounting.
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <map>
+
+#include "model/caching_allocator.hpp"
+#include "model/host_memory.hpp"
+#include "model/step_memory.hpp"
+
+using namespace twin::model;
+
+namespace {
+constexpr std::int64_t MiB = 1 << 20;
+
+CachingAllocator alloc(std::int64_t capacity, int streams = 2) {
+  return CachingAllocator({capacity, false}, streams);
+}
+
+struct Replayed {
+  PoolStats total;
+  std::int64_t retries = 0, ooms = 0;
+};
+
+// Replays a sequence in the format of `twin memory --events`.
+Replayed replay(const nlohmann::json& seq, std::int64_t capacity) {
+  CachingAllocator a({capacity, seq.value("expandable_segments", false)},
+                     static_cast<int>(seq["pools"].size()));
+  std::map<std::int64_t, std::int64_t> blocks;
+  for (const auto& e : seq["events"]) {
+    const auto id = e[1].get<std::int64_t>();
+    if (e[0] == "alloc") {
+      const auto r = a.malloc(e[2].get<std::int64_t>(), e[3].get<int>());
+      if (r.block >= 0) blocks[id] = r.block;
+    } else if (blocks.count(id)) {
+      a.free(blocks[id]);
+      blocks.erase(id);
+    }
+  }
+  return {a.total(), a.retries(), a.ooms()};
+}
+
+nlohmann::json read(const std::string& name) {
+  std::ifstream f(std::string(TWIN_SOURCE_DIR) + "/tests/data/allocator/" + name);
+  REQUIRE(f.good());
+  return nlohmann::json::parse(f);
+}
+}  // namespace
+
+TEST_CASE("allocator: sizes round to 512 B; small requests share 2 MiB segments") {
+  CHECK(CachingAllocator::round_size(1) == 512);
+  CHECK(CachingAllocator::round_size(512) == 512);
+  CHECK(CachingAllocator::round_size(513) == 1024);
+  CHECK(CachingAllocator::segment_size(MiB) == 2 * MiB);       // small pool
+  CHECK(CachingAllocator::segment_size(MiB + 512) == 20 * MiB); // < 10 MiB
+  CHECK(CachingAllocator::segment_size(11 * MiB + 1) == 12 * MiB);  // rounded to 2 MiB
+  auto a = alloc(1 << 30);
+  a.malloc(1, 0);
+  a.malloc(511, 0);  // the remainder of the same 2 MiB segment
+  CHECK(a.total().reserved == 2 * MiB);
+  CHECK(a.total().allocated == 1024);
+}
+
+TEST_CASE("allocator: a large block splits only when more than 1 MiB would remain") {
+  auto a = alloc(1 << 30);
+  const auto b = a.malloc(30 * MiB, 0).block;
+  a.free(b);
+  a.malloc(29 * MiB, 0);  // 1 MiB would remain: not > 1 MiB, the whole 30 MiB block is used
+  CHECK(a.total().allocated == 30 * MiB);
+  a.free(a.malloc(5 * MiB, 0).block);  // a new 20 MiB segment, split: 5 + 15
+  CHECK(a.total().reserved == 50 * MiB);
+  CHECK(a.inactive_split() == 0);  // freed 5 MiB merged back into one free 20 MiB block
+}
+
+TEST_CASE("allocator: one stream's cache never serves another stream") {
+  auto a = alloc(1 << 30);
+  a.free(a.malloc(100 * MiB, 0).block);
+  a.malloc(100 * MiB, 1);
+  CHECK(a.total().reserved == 200 * MiB);
+  CHECK(a.stream(0).reserved == 100 * MiB);
+  CHECK(a.stream(0).allocated == 0);
+}
+
+TEST_CASE("allocator: a miss at capacity frees unsplit cached segments and retries") {
+  auto a = alloc(256 * MiB);
+  const auto x = a.malloc(100 * MiB, 0).block, y = a.malloc(100 * MiB, 0).block;
+  a.free(x);
+  a.free(y);
+  const auto r = a.malloc(150 * MiB, 1);  // 200 + 150 > 256: release stream 0's cache, retry
+  CHECK(r.retried);
+  CHECK(r.segments_released == 2);
+  CHECK(r.block >= 0);
+  CHECK(a.total().reserved == 150 * MiB);
+  // A split cached segment (a block of it still in use) cannot be released: out of memory.
+  auto b = alloc(256 * MiB);
+  b.free(b.malloc(120 * MiB, 0).block);
+  b.malloc(50 * MiB, 0);  // splits the cached 120 MiB segment
+  const auto f = b.malloc(150 * MiB, 1);
+  CHECK(f.retried);
+  CHECK(f.block < 0);
+  CHECK(b.ooms() == 1);
+}
+
+TEST_CASE("allocator: expandable segments map pages, and a retry can unmap split free blocks") {
+  CachingAllocator a({256 * MiB, true}, 2);
+  a.malloc(3 * MiB, 0);
+  CHECK(a.total().reserved == 4 * MiB);  // 2 MiB pages, not a 20 MiB segment
+  a.free(a.malloc(120 * MiB, 0).block);
+  CHECK(a.malloc(200 * MiB, 1).block >= 0);  // the free 120 MiB is unmapped by the retry
+}
+
+TEST_CASE("allocator: matches PyTorch's real caching allocator on recorded sequences") {
+  const auto real = read("real-h200.json");
+  std::map<std::string, nlohmann::json> seqs;
+  for (const char* f : {"synthetic.json", "rung02-rank0.json", "rung11-rank0.json"}) {
+    const auto d = read(f);
+    for (const auto& s : d.contains("sequences") ? d["sequences"] : nlohmann::json::array({d}))
+      seqs[s["scenario"].get<std::string>()] = s;
+  }
+  CHECK(real["results"].size() >= 10);
+  for (const auto& r : real["results"]) {
+    const auto name = r["sequence"].get<std::string>();
+    CAPTURE(name);
+    CAPTURE(r["capacity_bytes"].get<std::int64_t>());
+    REQUIRE(seqs.count(name));
+    const auto got = replay(seqs[name], r["allowed_bytes"].get<std::int64_t>());
+    CHECK(got.total.peak_reserved == r["peak_reserved_bytes"].get<std::int64_t>());
+    CHECK(got.total.peak_allocated == r["peak_allocated_bytes"].get<std::int64_t>());
+    CHECK(got.total.reserved == r["end_reserved_bytes"].get<std::int64_t>());
+    CHECK(got.retries == r["num_alloc_retries"].get<std::int64_t>());
+    CHECK(got.ooms == r["num_ooms"].get<std::int64_t>());
+  }
+}
+
+TEST_CASE("host: the pinned allocator rounds to a power of two below its threshold") {
+  CHECK(pinned_size(70.0 * MiB, 0) == 128.0 * MiB);  // SPEC.md §7's example
+  CHECK(pinned_size(70.0 * MiB, 1) == 70.0 * MiB);   // above 1 MiB: exact
+  CHECK(pinned_size(0.5 * MiB, 1) == 0.5 * MiB);
+  CHECK(pinned_size(0.6 * MiB, 1) == 1.0 * MiB);
+}
+
+TEST_CASE("host: out-of-memory risk from the unattributed-memory distribution") {
+  twin::hardware::HostSpec h;
+  h.unattributed_median_GiB = 10.9;
+  h.unattributed_p90_GiB = 17.6;
+  CHECK(socket_short_probability(10.9, h) == doctest::Approx(0.5));
+  CHECK(socket_short_probability(17.6, h) == doctest::Approx(0.1).epsilon(1e-3));
+  CHECK(socket_short_probability(-1, h) == 1);
+  // More sockets, more risk; more headroom, less.
+  double prev = 0;
+  for (double n : {4.0, 384.0, 1536.0, 23424.0}) {
+    const double p = host_oom_probability(25, n, h);
+    CHECK(p > prev);
+    prev = p;
+  }
+  CHECK(host_oom_probability(30, 384, h) < host_oom_probability(25, 384, h));
+}
+
+TEST_CASE("RoPE caches: one per distinct cache when shared, else one per RoPE layer") {
+  Job j;
+  j.model.layers = 4;
+  j.model.pattern = "FS";  // layers 1 and 3 sliding
+  j.model.full = {64, 4, 192, 128, 64, false, 0};
+  j.model.sliding = {64, 8, 192, 128, 64, true, 128};
+  j.model.rope_caches = 2;
+  j.training.seq_len = 65536;
+  // 65,536 × 192 × (cos, sin) × 4 B = 96 MiB a cache: shared, 2 of them = 0.1875 GiB
+  // (SPEC.md §6.11c: 0.19 GiB); unshared, one per RoPE layer (2 here).
+  j.training.shared_rope_cache = true;
+  CHECK(rope_cache_bytes(j) == doctest::Approx(2 * 96.0 * MiB));
+  j.model.layers = 6;  // 3 RoPE layers
+  j.training.shared_rope_cache = false;
+  CHECK(rope_cache_bytes(j) == doctest::Approx(3 * 96.0 * MiB));
+}
