@@ -278,6 +278,15 @@ std::string summary(const Json& r) {
                    "{}, ≥64 for {:.1f} s\n",
                    r["optimizer_step_s"].get<double>(), r["nccl_sms"]["mean_while_collective"].get<double>(),
                    r["nccl_sms"]["max"].get<int>(), r["nccl_sms"]["seconds_at_or_above_64"].get<double>());
+  const auto& m = r["memory"];
+  s += fmt::format("  memory: HBM peak reserved {:.1f} of {:.1f} GiB (allocated {:.1f}), {} allocator "
+                   "retries on {} ranks{}; Grace {:.1f} of {:.1f} GiB per rank, P(a socket lacks "
+                   "room) {:.2g}\n",
+                   m["hbm_peak_reserved_GiB"].get<double>(), m["hbm_capacity_GiB"].get<double>(),
+                   m["hbm_peak_allocated_GiB"].get<double>(), m["alloc_retries"].get<std::size_t>(),
+                   m["ranks_with_retries"].get<std::size_t>(), m["oom"].get<bool>() ? ", OUT OF MEMORY" : "",
+                   m["host_peak_GiB"].get<double>(), m["host_capacity_GiB"].get<double>(),
+                   m["host_oom_probability"].get<double>());
   s += "  GPU time per kind (rank 0, s):";
   for (const auto& [k, v] : r["gpu_time_s"].items()) s += fmt::format(" {} {:.2f};", k, v.get<double>());
   return s + "\n";
