@@ -111,7 +111,9 @@ Json sweep_json(const CommonArgs& args, const SweepArgs& sw, const std::string& 
       for (const char* k : {"hbm_peak_reserved_GiB", "alloc_retries", "oom", "host_peak_GiB",
                             "host_oom_probability"})
         row[k] = m[k];
-      row["fits"] = !m["oom"].get<bool>() && m["host_headroom_GiB"].get<double>() > 0;
+      // Fits: no HBM out-of-memory, and Grace room on a socket with the median unattributed memory.
+      row["fits"] = !m["oom"].get<bool>() &&
+                    m["host_headroom_GiB"].get<double>() > m["host_unattributed_median_GiB"].get<double>();
       row["error"] = "";
     } catch (const std::exception& e) {
       row["error"] = e.what();  // a point that cannot run is a row that says why

@@ -145,6 +145,7 @@ Json memory_json(const Scenario& s, const model::HostMemory& host, double capaci
       {"host_headroom_GiB", host.headroom_bytes / kGiB},
       {"host_pinned_rounding_GiB", host.pinned_rounding_bytes / kGiB},
       {"host_pages_in_hbm_GiB", host.hbm_spill_bytes / kGiB},
+      {"host_unattributed_median_GiB", s.hw.host.unattributed_median_GiB},
       {"host_oom_probability", model::host_oom_probability(host.headroom_bytes / kGiB, sockets, s.hw.host)},
       {"host_parts_GiB", parts}};
 }
