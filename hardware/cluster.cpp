@@ -39,6 +39,13 @@ Cluster::Cluster(sim::Engine& engine, sim::Fluid& fluid, const Profile& profile,
   }
 }
 
+void Cluster::attach_fabric(const PlacementOptions& o, int copies) {
+  copies_ = copies;
+  placement_ = place_nodes(copies * gpus() / gpus_per_node_, o, profile_.network);
+  fabric_ = std::make_unique<Dragonfly>(fluid_, profile_.network, routing_from(o.routing),
+                                        o.adaptive_nonminimal_fraction);
+}
+
 sim::Fluid::ResourceId Cluster::pair(int a, int b) const {
   if (a == b || node_of(a) != node_of(b)) throw std::invalid_argument("not an NVLink pair");
   return pairs_[static_cast<std::size_t>(a * gpus_per_node_ + b % gpus_per_node_)];

@@ -9,6 +9,8 @@
 
 #include "hardware/gpu.hpp"
 #include "hardware/nccl_options.hpp"
+#include "hardware/placement.hpp"
+#include "hardware/topology.hpp"
 #include "hardware/profile.hpp"
 #include "sim/fluid.hpp"
 
@@ -31,6 +33,17 @@ class Cluster {
   // The NVLink resource from GPU a to GPU b of the same node.
   sim::Fluid::ResourceId pair(int a, int b) const;
 
+  // The fabric beyond the NICs (topology.hpp), when attached: the simulated nodes stand for
+  // `copies` identical copies (data-parallel replicas simulated once), copy d's node n sitting
+  // at fabric node placement[d·nodes + n].
+  void attach_fabric(const PlacementOptions& o, int copies);
+  Dragonfly* fabric() const { return fabric_.get(); }
+  int copies() const { return copies_; }
+  int fabric_node(int copy, int node) const {
+    return placement_[static_cast<std::size_t>(copy * (gpus() / gpus_per_node_) + node)];
+  }
+  const std::vector<int>& placement() const { return placement_; }
+
   double fluid_capacity(sim::Fluid::ResourceId r) const { return fluid_.capacity(r); }
   const Profile& profile() const { return profile_; }
   const NcclOptions& nccl() const { return nccl_; }
@@ -46,6 +59,9 @@ class Cluster {
   std::vector<std::unique_ptr<Gpu>> gpus_;
   std::vector<GpuLinks> links_;
   std::vector<sim::Fluid::ResourceId> pairs_;  // [gpu][local peer]
+  std::unique_ptr<Dragonfly> fabric_;
+  std::vector<int> placement_;
+  int copies_ = 1;
 };
 
 }  // namespace twin::hardware

@@ -63,6 +63,39 @@ void all_to_all_uses(const Cluster& c, const CollectiveSpec& s, Uses& u, Uses& h
   }
 }
 
+// Fabric uses, for every copy of the simulated nodes (collective.hpp).
+void fabric_uses(const Cluster& c, const CollectiveSpec& s, Uses& u) {
+  Dragonfly* f = c.fabric();
+  if (!f) return;
+  const int copies = c.copies();
+  if (s.across_copies) {
+    const int node = c.node_of(s.ranks.front());
+    for (int d = 0; d < copies && copies > 1; ++d)
+      f->route(c.fabric_node(d, node), c.fabric_node((d + 1) % copies, node), 1.0, u);
+    return;
+  }
+  std::vector<int> order;  // nodes in ring order, one entry per run of ranks
+  std::map<int, int> members;
+  for (int r : s.ranks) {
+    const int n = c.node_of(r);
+    if (order.empty() || order.back() != n) order.push_back(n);
+    ++members[n];
+  }
+  if (order.size() > 1 && order.front() == order.back()) order.pop_back();
+  if (members.size() < 2) return;
+  for (int d = 0; d < copies; ++d) {
+    if (s.kind == CollKind::all_to_all) {
+      const double n = static_cast<double>(s.ranks.size());
+      for (const auto& [a, ga] : members)
+        for (const auto& [b, gb] : members)
+          if (a != b) f->route(c.fabric_node(d, a), c.fabric_node(d, b), ga * gb / (n - 1), u);
+    } else {
+      for (std::size_t k = 0; k < order.size(); ++k)
+        f->route(c.fabric_node(d, order[k]), c.fabric_node(d, order[(k + 1) % order.size()]), 1.0, u);
+    }
+  }
+}
+
 }  // namespace
 
 CollectivePlan plan_collective(const Cluster& c, const CollectiveSpec& s) {
@@ -78,10 +111,19 @@ CollectivePlan plan_collective(const Cluster& c, const CollectiveSpec& s) {
     std::sort(ns.begin(), ns.end());
     nodes = static_cast<int>(std::unique(ns.begin(), ns.end()) - ns.begin());
   }
-  plan.crosses_network = nodes > 1;
+  plan.crosses_network = nodes > 1 || s.across_copies;
   const double frac = n > 1 ? static_cast<double>(n - 1) / n : 0.0;
   Uses u, h;
-  if (s.kind == CollKind::all_to_all) {
+  if (s.across_copies) {
+    if (s.kind != CollKind::all_reduce || n != 1)
+      throw std::invalid_argument("a collective across copies is an all-reduce of one rank");
+    const double cn = c.copies();
+    plan.amount = cn > 1 ? 2 * (cn - 1) / cn * s.bytes : 0;
+    const auto& l = c.links(s.ranks.front());
+    u[l.nic_out] += 1;
+    u[l.nic_in] += 1;
+    h[l.hbm] += 1;
+  } else if (s.kind == CollKind::all_to_all) {
     plan.amount = frac * s.bytes;
     if (n > 1) all_to_all_uses(c, s, u, h, p.nccl.hbm_traffic_factor);
   } else {
@@ -91,13 +133,16 @@ CollectivePlan plan_collective(const Cluster& c, const CollectiveSpec& s) {
   const double cta_Bps = (plan.crosses_network ? p.nccl.cta_net_GBps : p.nccl.cta_nvlink_GBps) * 1e9;
   plan.bound = plan.ctas * cta_Bps;
   plan.solo_Bps = plan.bound;
+  fabric_uses(c, s, u);
   for (const auto& [r, w] : u) {
     plan.uses.push_back({r, w});
     plan.solo_Bps = std::min(plan.solo_Bps, c.fluid_capacity(r) / w);
   }
   for (const auto& [r, w] : h) plan.hbm.push_back({r, w});
   double lat = p.nccl.base_latency_us;
-  if (s.kind == CollKind::all_to_all) {
+  if (s.across_copies) {
+    lat += 2 * (c.copies() - 1) * p.nccl.hop_latency_net_us;
+  } else if (s.kind == CollKind::all_to_all) {
     lat += plan.crosses_network ? p.nccl.hop_latency_net_us : p.nccl.hop_latency_nvlink_us;
   } else if (n > 1) {
     const int net_steps = plan.crosses_network ? nodes - 1 : 0;
@@ -125,8 +170,13 @@ void run_collective(const std::vector<sim::Task*>& tasks, Cluster& c, Collective
     }
   };
   auto begin = [st, &c, end] {
-    auto after_data = [st, &c, end] {
+    const auto t0 = c.engine().now().count_ns();
+    auto after_data = [st, &c, end, t0] {
       for (const auto& h : st->plan.hbm) c.fluid().reserve(h.resource, -h.weight * st->plan.solo_Bps);
+      if (Dragonfly* f = c.fabric())
+        for (const auto& u : st->plan.uses)
+          if (f->is_fabric(u.resource))
+            f->record(u.resource, u.weight * st->plan.amount, t0, c.engine().now().count_ns());
       c.engine().after(st->plan.latency, end, sim::Priority::completion);
     };
     for (const auto& h : st->plan.hbm) c.fluid().reserve(h.resource, h.weight * st->plan.solo_Bps);

@@ -23,6 +23,11 @@
 // collective's fair-share weight in the solver is its channel count (φ = ctas × per-CTA
 // bandwidth, sim/fluid.hpp); with the per-link weights above, an 8-channel ring spread over a
 // node's 4 NICs holds 2 channels' worth of each NIC beside a 64-channel all-to-all.
+// Fabric (when attached, topology.hpp): each node boundary of a ring carries A once, from the
+// node to the next node of the ring; an all-to-all carries g_a·g_b/(n−1) of A from node a to
+// node b; for every copy of the simulated nodes, so one simulated flow stands for its copies.
+// An all-reduce across copies: A = 2(c−1)/c·S over the rank's NIC and the ring of its c copies'
+// nodes, 2(c−1) network steps.
 // Latency (NCCL's tuning model, ring/Simple): base + NVLink steps·hop_nvlink + network
 // steps·hop_net, with n−1 steps (2(n−1) for all-reduce), one per node boundary on the network;
 // all-to-all: base + one hop.
@@ -44,6 +49,9 @@ struct CollectiveSpec {
   std::vector<int> ranks;  // global GPU indices, in ring order
   double bytes = 0;        // S, as above
   int default_ctas = 1;    // NCCL's own channel count for this collective
+  // An all-reduce among the copies of each rank (cluster.hpp): the data-parallel replicas'
+  // all-reduce when one replica stands for all. Each rank's ring runs over its copies' nodes.
+  bool across_copies = false;
 };
 
 struct CollectivePlan {

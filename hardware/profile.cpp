@@ -89,7 +89,19 @@ sim::Schema<NetworkSpec> network_schema() {
                "nodes of one Dragonfly+ group (a non-blocking two-level fat tree)",
                [](auto& n) -> auto& { return n.nodes_per_group; })
       .integer("nodes_per_leaf", "nodes", 1, 1e7, std::nullopt, "nodes behind one leaf switch",
-               [](auto& n) -> auto& { return n.nodes_per_leaf; });
+               [](auto& n) -> auto& { return n.nodes_per_leaf; })
+      .integer("spines_per_group", "switches", 1, 1e5, std::nullopt,
+               "spine switches of a group; every leaf connects to every spine",
+               [](auto& n) -> auto& { return n.spines_per_group; })
+      .real("leaf_spine_GBps", "GBps", 0.01, 1e6, std::nullopt,
+            "bandwidth between one leaf and one spine, per direction",
+            [](auto& n) -> auto& { return n.leaf_spine_GBps; })
+      .integer("global_links_per_group_pair", "links", 0, 1e5, std::nullopt,
+               "global links between every pair of groups",
+               [](auto& n) -> auto& { return n.global_links_per_group_pair; })
+      .real("global_link_GBps", "GBps", 0.01, 1e6, std::nullopt,
+            "bandwidth of one global link, per direction",
+            [](auto& n) -> auto& { return n.global_link_GBps; });
   return s;
 }
 

@@ -51,6 +51,10 @@ struct NetworkSpec {
   std::int64_t nodes_total = 0;
   std::int64_t nodes_per_group = 0;  // Dragonfly+ group (a two-level fat tree)
   std::int64_t nodes_per_leaf = 0;
+  std::int64_t spines_per_group = 0;
+  double leaf_spine_GBps = 0;                // per leaf–spine pair, per direction
+  std::int64_t global_links_per_group_pair = 0;
+  double global_link_GBps = 0;               // one global link, per direction
 };
 
 // NCCL's behaviour on this machine (SPEC.md §8).

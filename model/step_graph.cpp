@@ -16,12 +16,15 @@ const char* stream_name(std::int32_t s) { return s >= 0 && s < kStreamCount ? kS
 
 StepBuilder::StepBuilder(const Job& job, hardware::Cluster& cluster, sim::TaskGraph& graph)
     : job_(job), c_(cluster), g_(graph), cost_(cluster.profile()), work_(build_workload(job)),
-      ranks_(job.parallel.total_gpus()), last_(static_cast<std::size_t>(ranks_)), mem_(ranks_),
+      ranks_(cluster.gpus()), last_(static_cast<std::size_t>(ranks_)), mem_(ranks_),
       held_(static_cast<std::size_t>(ranks_ * job.model.layers)),
       local_shard_(static_cast<std::size_t>(ranks_ * job.model.layers), 0) {
   for (auto& l : last_) l.fill(nullptr);
   const int R = static_cast<int>(job.parallel.replica_gpus), ep = static_cast<int>(job.parallel.ep);
-  const int gpn = cluster.gpus_per_node(), dp = static_cast<int>(job.parallel.dp);
+  // Replicas simulated: all of them, or one standing for every copy (cluster.copies()).
+  const int gpn = cluster.gpus_per_node(), dp = static_cast<int>(ranks_ / R);
+  if (ranks_ % R != 0 || (dp != job.parallel.dp && cluster.copies() != job.parallel.dp))
+    throw std::invalid_argument("the cluster holds neither one replica nor all of them");
   for (int d = 0; d < dp; ++d) {
     dense_pg_.emplace_back();
     for (int j = 0; j < R; ++j) dense_pg_.back().push_back(d * R + j);
@@ -42,6 +45,7 @@ StepBuilder::StepBuilder(const Job& job, hardware::Cluster& cluster, sim::TaskGr
     replica_pg_.emplace_back();
     for (int d = 0; d < dp; ++d) replica_pg_.back().push_back(d * R + j);
   }
+  replicas_are_copies_ = cluster.copies() > 1;
 }
 
 const FusedParts* StepBuilder::parts(std::size_t task_id) const {
@@ -100,7 +104,8 @@ StepBuilder::PerRank StepBuilder::collective(const std::vector<std::vector<int>>
   for (const auto& grp : groups) {
     std::vector<sim::Task*> ts;
     for (int r : grp) ts.push_back(out[static_cast<std::size_t>(r)] = &task(r, s, name, c, layer));
-    hardware::run_collective(ts, c_, {kind, grp, bytes, static_cast<int>(default_ctas)});
+    hardware::run_collective(ts, c_, {kind, grp, bytes, static_cast<int>(default_ctas),
+                                      s == kReplicaPg && replicas_are_copies_});
   }
   return out;
 }

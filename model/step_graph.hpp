@@ -92,6 +92,7 @@ class StepBuilder {
   std::int64_t ranks_;
   std::vector<std::array<sim::Task*, kStreamCount>> last_;
   std::vector<std::vector<int>> dense_pg_, expert_pg_, ep_pg_, node_pg_, replica_pg_;
+  bool replicas_are_copies_ = false;  // one replica simulated: its all-reduce runs across copies
   std::vector<std::int32_t> fused_index_;  // task id → index in fused_, or −1
   std::vector<FusedParts> fused_;
   std::deque<std::string> names_;          // names of fused tasks (tasks hold const char*)

@@ -15,6 +15,15 @@
 //   nccl_sms              over a rank's timeline, S(t) = SMs held by NCCL CTAs:
 //     mean_while_collective = ∫S dt / |{t : S(t) > 0}|,  max = max S,
 //     seconds_at_or_above_64 = |{t : S(t) ≥ 64}|.
+//   memory                (model/memory_replay.hpp, model/host_memory.hpp; README "Memory"):
+//     host_headroom_GiB = host_capacity_GiB − host_peak_GiB; host_oom_probability =
+//     1 − (1 − P(U > headroom))^sockets, U the memory unattributed at job start.
+//   network.links         per fabric link (hardware/topology.hpp), with B = bytes it carried,
+//     C = its capacity, T = the union of the intervals in which flows used it:
+//     busy_s = |T|,  utilization_while_busy = B / (C·|T|),  mean_utilization = B / (C·step);
+//     a link saturates when utilization_while_busy ≥ 0.9.
+//   plan-dp               relative_to_dp1 = tokens_per_s_per_gpu(DP) / tokens_per_s_per_gpu(1);
+//                         days_to_tokens = tokens / tokens_per_day.
 #pragma once
 
 #include <cstdint>

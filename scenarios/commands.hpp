@@ -37,6 +37,13 @@ struct SweepArgs {
   std::string out;  // FILE.csv or FILE.json; stdout when empty
 };
 
+struct PlanDpArgs {
+  std::vector<int> replicas{1, 2, 4};
+  std::string placement;  // packed | spread | random | a Slurm node-list file; "" = the scenario's
+  double tokens = 15e12;  // token budget for days_to_tokens
+  int jobs = 1;
+};
+
 struct MemoryArgs {
   std::string events_file;  // write one rank's allocation sequence here
   int events_rank = 0;
@@ -50,6 +57,8 @@ Json ladder_json(const LadderArgs& args);
 Json sweep_json(const CommonArgs& args, const SweepArgs& sweep, const std::string& progress = "");
 std::string to_csv(const Json& rows);
 int cmd_run(const CommonArgs& args, const RunArgs& run, std::ostream& out);
+int cmd_plan_dp(const CommonArgs& args, const PlanDpArgs& plan, std::ostream& out);
+Json plan_dp_json(const CommonArgs& args, const PlanDpArgs& plan);
 int cmd_memory(const CommonArgs& args, const MemoryArgs& mem, std::ostream& out);
 void print_memory(std::ostream& out, const Json& memory);
 int cmd_resolve(const CommonArgs& args, std::ostream& out);

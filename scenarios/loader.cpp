@@ -123,6 +123,7 @@ class Resolver {
     if (const Json* p = find_path(tree_, kProvenanceKey)) out.scenario.hw.provenance_json = p->dump();
     check_cross_fields(out.scenario);
     load_doc_lengths(out.scenario.job.data);
+    load_node_list(out.scenario);
     out.resolved = tree_;
     return out;
   }
@@ -354,6 +355,29 @@ class Resolver {
       }
     }
     if (d.doc_lengths.empty()) throw InputError(file.string(), "", "no document lengths in file");
+  }
+
+  // The Slurm node list of placement.policy "file": names checked against the machine here, so a
+  // bad list is an input error naming the file.
+  void load_node_list(Scenario& s) {
+    auto& p = s.placement;
+    const std::string key = "placement.node_list_file";
+    if (p.policy != "file") return;
+    if (p.node_list_file.empty()) fail(key, "placement.policy \"file\" needs a node list file");
+    const fs::path file = fs::path(origins_.of(key, top_)).parent_path() / p.node_list_file;
+    std::error_code ec;
+    if (fs::exists(file, ec) && !fs::is_regular_file(file, ec))
+      fail(key, fmt::format("{} is not a regular file", file.string()));
+    std::ifstream in(file);
+    if (!in) fail(key, fmt::format("cannot open {}: {}", file.string(), std::strerror(errno)));
+    std::stringstream text;
+    text << in.rdbuf();
+    try {
+      p.node_names = hardware::expand_hostlist(text.str());
+      hardware::place_nodes(static_cast<int>(s.job.parallel.total_gpus() / s.hw.node.gpus), p, s.hw.network);
+    } catch (const std::invalid_argument& e) {
+      throw InputError(file.string(), "", e.what());
+    }
   }
 
   std::string top_;

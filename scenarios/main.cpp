@@ -51,6 +51,17 @@ int main(int argc, char** argv) {
                      "write one rank's allocation sequence (JSON) for calibrate/allocator_replay.py");
   memory->add_option("--events-rank", mem_args.events_rank, "rank of --events (default 0)")
       ->check(CLI::NonNegativeNumber);
+  PlanDpArgs plan_args;
+  auto* plan = app.add_subcommand("plan-dp", "throughput per data-parallel replica count");
+  add_common(plan, common);
+  plan->add_option("--replicas", plan_args.replicas, "replica counts, e.g. 1,2,4,8 (DP=1 always runs)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 100000));
+  plan->add_option("--placement", plan_args.placement,
+                   "packed | spread | random | FILE (a Slurm node list); default: the scenario's");
+  plan->add_option("--tokens", plan_args.tokens, "token budget for days_to_tokens (default 15e12)")
+      ->check(CLI::PositiveNumber);
+  plan->add_option("--jobs", plan_args.jobs, "threads")->check(CLI::Range(1, 256));
   LadderArgs ladder_args;
   auto* ladder = app.add_subcommand("ladder", "every rung of SPEC.md §6 beside its published figures");
   ladder->add_option("--jobs", ladder_args.jobs, "threads")->check(CLI::Range(1, 256));
@@ -76,6 +87,7 @@ int main(int argc, char** argv) {
   try {
     if (*model) return cmd_model(common, std::cout);
     if (*run) return cmd_run(common, run_args, std::cout);
+    if (*plan) return cmd_plan_dp(common, plan_args, std::cout);
     if (*memory) return cmd_memory(common, mem_args, std::cout);
     if (*ladder) {
       ladder_args.data_dir = common.data_dir;

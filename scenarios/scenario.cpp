@@ -22,7 +22,9 @@ const sim::Schema<Scenario>& scenario_schema() {
         .include("training", model::training_schema(),
                  [](auto& x) -> auto& { return x.job.training; })
         .include("data", model::data_schema(), [](auto& x) -> auto& { return x.job.data; })
-        .include("nccl", hardware::nccl_options_schema(), [](auto& x) -> auto& { return x.nccl; });
+        .include("nccl", hardware::nccl_options_schema(), [](auto& x) -> auto& { return x.nccl; })
+        .include("placement", hardware::placement_schema(),
+                 [](auto& x) -> auto& { return x.placement; });
     return s;
   }();
   return s;

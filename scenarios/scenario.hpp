@@ -5,6 +5,7 @@
 #include <string>
 
 #include "hardware/nccl_options.hpp"
+#include "hardware/placement.hpp"
 #include "hardware/profile.hpp"
 #include "model/job.hpp"
 #include "sim/param.hpp"
@@ -19,6 +20,7 @@ struct Scenario {
   model::Job job;
   hardware::Profile hw;
   hardware::NcclOptions nccl;
+  hardware::PlacementOptions placement;
 };
 
 // Every key a resolved scenario has, from the tables next to the code that uses them.

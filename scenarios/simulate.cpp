@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <memory>
 
 #include "hardware/cluster.hpp"
@@ -58,9 +59,18 @@ struct Pass {
   model::StepMarks marks;
   std::map<int, reports::SmTimeline> sms;
   std::vector<model::HbmReplay> hbm;  // per rank
-  Pass(const model::Job& job, const hardware::Profile& hw, const hardware::NcclOptions& nccl)
-      : cluster(engine, fluid, hw, static_cast<int>(job.parallel.total_gpus()), nccl),
-        builder(job, cluster, graph) {}
+  Pass(const Scenario& s)
+      : cluster(engine, fluid, s.hw, simulated_gpus(s), s.nccl),
+        builder(job_with_fabric(s), cluster, graph) {}
+  static int simulated_gpus(const Scenario& s) {
+    return static_cast<int>(s.placement.simulate_all_replicas ? s.job.parallel.total_gpus()
+                                                              : s.job.parallel.replica_gpus);
+  }
+  // Attaches the fabric before the builder plans any collective (member order).
+  const model::Job& job_with_fabric(const Scenario& s) {
+    cluster.attach_fabric(s.placement, s.placement.simulate_all_replicas ? 1 : static_cast<int>(s.job.parallel.dp));
+    return s.job;
+  }
 };
 
 constexpr double kGiB = 1024.0 * 1024 * 1024;
@@ -89,7 +99,7 @@ Json rank_memory_json(const model::HbmReplay& h, std::int64_t rank) {
 
 std::unique_ptr<Pass> run_pass(const Scenario& s, const RunOptions& opts, double alloc_capacity,
                                const std::vector<std::vector<model::AllocRetry>>* retries) {
-  auto p = std::make_unique<Pass>(s.job, s.hw, s.nccl);
+  auto p = std::make_unique<Pass>(s);
   p->engine.set_event_limit(opts.event_limit);
   p->marks = p->builder.build();
   if (retries) model::inject_retries(p->graph, p->cluster, *retries);
@@ -115,6 +125,41 @@ std::unique_ptr<Pass> run_pass(const Scenario& s, const RunOptions& opts, double
                                              s.job.training.expandable_segments};
   for (int r = 0; r < gpus; ++r) p->hbm.push_back(model::replay_hbm(p->builder.buffers(), r, ao));
   return p;
+}
+
+Json network_json(const Scenario& s, Pass& p, double step) {
+  const auto* f = p.cluster.fabric();
+  std::set<int> groups;
+  for (int n : p.cluster.placement()) groups.insert(f->group_of(n));
+  struct Link {
+    std::string name;
+    double bytes, busy, util, mean;
+  };
+  std::vector<Link> links;
+  for (const auto& [r, u] : f->usage()) {
+    std::vector<reports::Interval> iv;
+    for (const auto& [a, b] : u.busy_ns) iv.push_back({a, b});
+    const double busy = reports::merge(iv), cap = p.fluid.capacity(r);
+    links.push_back({f->name(r), u.bytes, busy, busy > 0 ? u.bytes / (cap * busy) : 0, u.bytes / (cap * step)});
+  }
+  std::sort(links.begin(), links.end(), [](const Link& a, const Link& b) {
+    return a.util != b.util ? a.util > b.util : a.name < b.name;
+  });
+  Json top = Json::array();
+  std::size_t saturated = 0;
+  for (const auto& l : links) {
+    saturated += l.util >= 0.9 ? 1 : 0;
+    if (top.size() < 8)
+      top.push_back({{"link", l.name}, {"bytes_GB", l.bytes / 1e9}, {"busy_s", l.busy},
+                     {"utilization_while_busy", l.util}, {"mean_utilization", l.mean}});
+  }
+  return {{"placement", s.placement.policy},
+          {"routing", s.placement.routing},
+          {"nodes", p.cluster.placement().size()},
+          {"groups", groups.size()},
+          {"simulated_replicas", s.placement.simulate_all_replicas ? s.job.parallel.dp : 1},
+          {"links_saturating", saturated},
+          {"busiest_links", top}};
 }
 
 Json memory_json(const Scenario& s, const model::HostMemory& host, double capacity, const Pass& p) {
@@ -203,7 +248,7 @@ RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
   Json j;
   j["scenario"] = s.name;
   j["step_time_s"] = step;
-  j["tokens_per_s_per_gpu"] = tokens / (gpus * step);
+  j["tokens_per_s_per_gpu"] = tokens / (static_cast<double>(s.job.parallel.total_gpus()) * step);
   j["tokens_per_day"] = tokens * 86400 / step;
   j["slowest_rank"] = {{"rank", slowest}, {"gpu_compute_s", busy[slowest]},
                        {"why", slowest_why(builder.workload(), slowest)}};
@@ -218,6 +263,7 @@ RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
   j["nccl_sms"] = {{"mean_while_collective", st.mean_while_collective}, {"max", st.max},
                    {"seconds_at_or_above_64", st.seconds_at_or_above_64}};
   j["memory"] = memory_json(s, host, capacity, *pass);
+  j["network"] = network_json(s, *pass, step);
   j["simulation"] = {{"tasks", graph.size()}, {"events", engine.events_processed()},
                      {"fluid_solves", fluid.solves()}, {"passes", any ? 2 : 1}};
 

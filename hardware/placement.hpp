@@ -1,0 +1,41 @@
+// Where a job's nodes sit in the fabric (SPEC.md §2.2: Slurm places jobs; `--switches` is
+// honoured only for minutes, then a job may be spread over groups), and how traffic is routed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hardware/profile.hpp"
+#include "sim/param.hpp"
+
+namespace twin::hardware {
+
+struct PlacementOptions {
+  // packed: as few groups as possible, leaf by leaf; spread: round-robin over groups;
+  // random: a seeded sample of the machine's nodes; file: the nodes of `node_list_file`.
+  std::string policy = "packed";
+  std::string node_list_file;            // Slurm node names (bracket ranges allowed)
+  std::vector<std::string> node_names;   // filled by the loader from node_list_file
+  std::int64_t racks_per_group = 5;      // node names carry the rack (SPEC.md §2.2: 5 racks/group)
+  std::int64_t seed = 1;
+  std::string routing = "adaptive";      // minimal | valiant | adaptive
+  double adaptive_nonminimal_fraction = 0.5;
+  // false: simulate one replica and let it stand for every replica (their flows share the fabric
+  // with the same timing); true: simulate every replica's ranks.
+  bool simulate_all_replicas = false;
+};
+
+const sim::Schema<PlacementOptions>& placement_schema();
+
+// Expands Slurm's bracket syntax: "jpbo-[001-003]-01,jpbo-004-[02,05]" → 5 names.
+std::vector<std::string> expand_hostlist(const std::string& text);
+// A node name's place: the first integer is its rack, the last its slot in the rack (1-based);
+// consecutive racks_per_group racks form a group [est: JUPITER's names carry the rack].
+int node_from_name(const std::string& name, const NetworkSpec& net, std::int64_t racks_per_group);
+
+// Fabric node ids (0 … nodes_total−1) of `nodes` job nodes in rank order. Throws
+// std::invalid_argument if the machine or the node list is too small.
+std::vector<int> place_nodes(int nodes, const PlacementOptions& o, const NetworkSpec& net);
+
+}  // namespace twin::hardware

@@ -1,0 +1,84 @@
+// JUPITER's InfiniBand fabric as a Dragonfly+ (SPEC.md §2.2): groups of nodes, each group a
+// non-blocking two-level fat tree (leaf and spine switches), global links between the spines of
+// every pair of groups. The group-level graph is a Boost.Graph; routes come through route().
+//
+// Resources (fluid capacities, per direction): a leaf's uplinks to all spines of its group
+// together (spines × leaf_spine_GBps, traffic spread over the spines by ECMP/adaptive routing,
+// so a bundle), the same downwards; the global links from group g to group h together
+// (global_links_per_group_pair × global_link_GBps); and all global links leaving g (egress)
+// and entering g (ingress) together. A node's own NICs are the cluster's per-GPU NIC resources.
+// Routes, per unit sent from node a to node b:
+//     same leaf: nothing beyond the NICs;
+//     same group: leaf_up(a) + leaf_down(b);
+//     other group: leaf_up(a) + egress(g_a) + ingress(g_b) + leaf_down(b), and
+//       minimal: + pair(g_a→g_b);
+//       valiant: through another group, spread evenly over all of them: the first hop is one
+//                of g_a's egress links, the second one of g_b's ingress links, so the
+//                aggregates bound it (the intermediate groups' own aggregates and the hop inside
+//                them, spine to spine through a leaf, are not modelled);
+//       adaptive: a fraction f valiant, 1 − f minimal (+ (1 − f)·pair(g_a→g_b)); f is fixed per
+//                scenario (the solver shares fixed paths; a real adaptive router picks per packet).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hardware/profile.hpp"
+#include "sim/fluid.hpp"
+
+namespace twin::hardware {
+
+enum class Routing { minimal, valiant, adaptive };
+Routing routing_from(const std::string& name);
+
+class Dragonfly {
+ public:
+  Dragonfly(sim::Fluid& fluid, const NetworkSpec& spec, Routing routing, double adaptive_fraction);
+
+  int groups() const { return groups_; }
+  int group_of(int node) const { return node / nodes_per_group_; }
+  int leaf_of(int node) const {
+    return group_of(node) * leaves_per_group_ + (node % nodes_per_group_) / nodes_per_leaf_;
+  }
+  // Minimal group hops from g to h on the group graph (Boost.Graph breadth-first search).
+  int group_hops(int g, int h) const;
+
+  // The fabric resources a unit of traffic from node a to node b crosses, with weights;
+  // accumulated into `uses` (resource → weight), scaled by `scale`.
+  void route(int a, int b, double scale, std::map<sim::Fluid::ResourceId, double>& uses);
+
+  // What crossed each fabric resource, for reports: bytes, and the intervals of the flows that
+  // used it (a collective's data phase).
+  struct Usage {
+    double bytes = 0;
+    std::vector<std::pair<std::int64_t, std::int64_t>> busy_ns;
+  };
+  void record(sim::Fluid::ResourceId r, double bytes, std::int64_t from_ns, std::int64_t to_ns);
+  const std::map<sim::Fluid::ResourceId, Usage>& usage() const { return usage_; }
+  const std::string& name(sim::Fluid::ResourceId r) const { return names_.at(r); }
+  bool is_fabric(sim::Fluid::ResourceId r) const { return names_.count(r) > 0; }
+
+ private:
+  sim::Fluid::ResourceId leaf(int node, bool up);
+  sim::Fluid::ResourceId global(int g, int h);
+  sim::Fluid::ResourceId aggregate(int g, bool egress);
+
+  sim::Fluid& fluid_;
+  NetworkSpec spec_;
+  Routing routing_;
+  double adaptive_fraction_;
+  int groups_, nodes_per_group_, nodes_per_leaf_, leaves_per_group_;
+  std::vector<std::vector<int>> hops_;  // group × group
+  std::map<std::pair<int, bool>, sim::Fluid::ResourceId> leaves_;
+  std::map<std::pair<int, int>, sim::Fluid::ResourceId> globals_;
+  std::map<std::pair<int, bool>, sim::Fluid::ResourceId> aggregates_;
+  // Routes by (source leaf, destination leaf), filled on first use.
+  std::vector<std::vector<std::pair<sim::Fluid::ResourceId, double>>> routes_;
+  std::map<sim::Fluid::ResourceId, std::string> names_;
+  std::map<sim::Fluid::ResourceId, Usage> usage_;
+};
+
+}  // namespace twin::hardware

@@ -1,0 +1,102 @@
+// `twin plan-dp`: throughput per data-parallel replica count (HSDP), with the fabric links that
+// saturate and the host out-of-memory risk at that node count. Metrics: reports/metrics.hpp.
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include <filesystem>
+#include <ostream>
+
+#include "scenarios/commands.hpp"
+#include "scenarios/parallel.hpp"
+#include "scenarios/simulate.hpp"
+
+namespace twin::scenarios {
+
+namespace {
+
+LoadOptions with_replicas(const CommonArgs& args, const PlanDpArgs& plan, int dp) {
+  LoadOptions lo = args.load_options();
+  lo.sets.push_back(fmt::format("parallel.dp={}", dp));
+  const std::string& p = plan.placement;
+  if (p == "packed" || p == "spread" || p == "random") {
+    lo.sets.push_back("placement.policy=" + p);
+  } else if (!p.empty()) {  // a Slurm node list, relative to where twin runs
+    lo.sets.push_back("placement.policy=file");
+    lo.sets.push_back("placement.node_list_file=" + std::filesystem::absolute(p).string());
+  }
+  return lo;
+}
+
+}  // namespace
+
+Json plan_dp_json(const CommonArgs& args, const PlanDpArgs& plan) {
+  std::vector<int> counts = plan.replicas;
+  if (std::find(counts.begin(), counts.end(), 1) == counts.end()) counts.insert(counts.begin(), 1);
+  std::vector<Loaded> loaded;  // load every point first: bad input fails before any run
+  for (int dp : counts) loaded.push_back(load_scenario(args.scenario, with_replicas(args, plan, dp)));
+  auto runs = run_parallel<Json>(counts.size(), plan.jobs, [&](std::size_t i) {
+    RunOptions o;
+    o.event_limit = args.max_events;
+    try {
+      return simulate(loaded[i], o).json;
+    } catch (const std::exception& e) {
+      return Json{{"error", e.what()}};
+    }
+  });
+  Json rows = Json::array();
+  const double base = runs[0].contains("error") ? 0 : runs[0]["tokens_per_s_per_gpu"].get<double>();
+  for (std::size_t i = 0; i < counts.size(); ++i) {
+    const auto& r = runs[i];
+    Json row{{"replicas", counts[i]}, {"gpus", loaded[i].scenario.job.parallel.total_gpus()}};
+    if (r.contains("error")) {
+      row["error"] = r["error"];
+      rows.push_back(row);
+      continue;
+    }
+    const double tps = r["tokens_per_s_per_gpu"].get<double>(), per_day = r["tokens_per_day"].get<double>();
+    const auto& net = r["network"];
+    row["nodes"] = net["nodes"];
+    row["groups"] = net["groups"];
+    row["tokens_per_s_per_gpu"] = tps;
+    row["relative_to_dp1"] = base > 0 ? tps / base : 0;
+    row["step_time_s"] = r["step_time_s"];
+    row["tokens_per_day"] = per_day;
+    row["days_to_tokens"] = plan.tokens / per_day;
+    row["links_saturating"] = net["links_saturating"];
+    row["busiest_link"] = net["busiest_links"].empty() ? Json("") : net["busiest_links"][0]["link"];
+    row["busiest_link_utilization"] =
+        net["busiest_links"].empty() ? Json(0.0) : net["busiest_links"][0]["utilization_while_busy"];
+    row["host_oom_probability"] = r["memory"]["host_oom_probability"];
+    row["error"] = "";
+    rows.push_back(row);
+  }
+  return {{"scenario", args.scenario}, {"tokens", plan.tokens}, {"rows", rows}};
+}
+
+int cmd_plan_dp(const CommonArgs& args, const PlanDpArgs& plan, std::ostream& out) {
+  const Json j = plan_dp_json(args, plan);
+  if (args.json) {
+    out << j.dump(2) << "\n";
+    return 0;
+  }
+  fmt::print(out, "{:>8} {:>6} {:>6} {:>7} {:>12} {:>8} {:>11} {:>12} {:>9} {:>8}  {}\n", "replicas", "GPUs",
+             "nodes", "groups", "tok/s/GPU", "vs DP=1", "tokens/day", "days", "host OOM", "link use",
+             "busiest link");
+  for (const auto& r : j["rows"]) {
+    if (r["error"] != "") {
+      fmt::print(out, "{:>8} error: {}\n", r["replicas"].get<int>(), r["error"].get<std::string>());
+      continue;
+    }
+    fmt::print(out, "{:>8} {:>6} {:>6} {:>7} {:>12.1f} {:>8.3f} {:>11.3g} {:>12.1f} {:>9.2g} {:>8.2f}  {}\n",
+               r["replicas"].get<int>(), r["gpus"].get<std::int64_t>(), r["nodes"].get<std::size_t>(),
+               r["groups"].get<std::size_t>(), r["tokens_per_s_per_gpu"].get<double>(),
+               r["relative_to_dp1"].get<double>(), r["tokens_per_day"].get<double>(),
+               r["days_to_tokens"].get<double>(), r["host_oom_probability"].get<double>(),
+               r["busiest_link_utilization"].get<double>(), r["busiest_link"].get<std::string>());
+  }
+  fmt::print(out, "days: to {:.3g} tokens; link use: the busiest fabric link's utilization while busy\n",
+             j["tokens"].get<double>());
+  return 0;
+}
+
+}  // namespace twin::scenarios
