@@ -67,12 +67,13 @@ void all_to_all_uses(const Cluster& c, const CollectiveSpec& s, Uses& u, Uses& h
 void fabric_uses(const Cluster& c, const CollectiveSpec& s, Uses& u) {
   Dragonfly* f = c.fabric();
   if (!f) return;
+  thread_local Dragonfly::RouteSum sum;  // per thread: sweeps run simulations in threads
   const int copies = c.copies();
   if (s.across_copies) {
     const int node = c.node_of(s.ranks.front());
     for (int d = 0; d < copies && copies > 1; ++d)
-      f->route(c.fabric_node(d, node), c.fabric_node((d + 1) % copies, node), 1.0, u);
-    return;
+      f->route(c.fabric_node(d, node), c.fabric_node((d + 1) % copies, node), 1.0, sum);
+    return sum.drain(u);
   }
   std::vector<int> order;  // nodes in ring order, one entry per run of ranks
   std::map<int, int> members;
@@ -83,17 +84,18 @@ void fabric_uses(const Cluster& c, const CollectiveSpec& s, Uses& u) {
   }
   if (order.size() > 1 && order.front() == order.back()) order.pop_back();
   if (members.size() < 2) return;
+  const double n = static_cast<double>(s.ranks.size());
   for (int d = 0; d < copies; ++d) {
     if (s.kind == CollKind::all_to_all) {
-      const double n = static_cast<double>(s.ranks.size());
       for (const auto& [a, ga] : members)
         for (const auto& [b, gb] : members)
-          if (a != b) f->route(c.fabric_node(d, a), c.fabric_node(d, b), ga * gb / (n - 1), u);
+          if (a != b) f->route(c.fabric_node(d, a), c.fabric_node(d, b), ga * gb / (n - 1), sum);
     } else {
       for (std::size_t k = 0; k < order.size(); ++k)
-        f->route(c.fabric_node(d, order[k]), c.fabric_node(d, order[(k + 1) % order.size()]), 1.0, u);
+        f->route(c.fabric_node(d, order[k]), c.fabric_node(d, order[(k + 1) % order.size()]), 1.0, sum);
     }
   }
+  sum.drain(u);
 }
 
 }  // namespace

@@ -75,7 +75,7 @@ sim::Fluid::ResourceId Dragonfly::aggregate(int g, bool egress) {
   return it->second;
 }
 
-void Dragonfly::route(int a, int b, double scale, std::map<sim::Fluid::ResourceId, double>& uses) {
+void Dragonfly::route(int a, int b, double scale, RouteSum& sum) {
   if (a == b || leaf_of(a) == leaf_of(b) || scale <= 0) return;
   auto& r = routes_[static_cast<std::size_t>(leaf_of(a)) * static_cast<std::size_t>(groups_ * leaves_per_group_) +
                     static_cast<std::size_t>(leaf_of(b))];
@@ -94,7 +94,7 @@ void Dragonfly::route(int a, int b, double scale, std::map<sim::Fluid::ResourceI
       if (nonmin < 1) r.emplace_back(global(ga, gb), 1 - nonmin);
     }
   }
-  for (const auto& [res, w] : r) uses[res] += scale * w;
+  for (const auto& [res, w] : r) sum.add(res, scale * w);
 }
 
 void Dragonfly::record(sim::Fluid::ResourceId r, double bytes, std::int64_t from_ns, std::int64_t to_ns) {

@@ -46,9 +46,25 @@ class Dragonfly {
   // Minimal group hops from g to h on the group graph (Boost.Graph breadth-first search).
   int group_hops(int g, int h) const;
 
-  // The fabric resources a unit of traffic from node a to node b crosses, with weights;
-  // accumulated into `uses` (resource → weight), scaled by `scale`.
-  void route(int a, int b, double scale, std::map<sim::Fluid::ResourceId, double>& uses);
+  // Weights per resource, summed over many routes (a flat array: collectives of thousands of
+  // node pairs add up their routes here).
+  struct RouteSum {
+    std::vector<double> weight;
+    std::vector<sim::Fluid::ResourceId> touched;
+    void add(sim::Fluid::ResourceId r, double w) {
+      if (r >= weight.size()) weight.resize(r + 1, 0.0);
+      if (weight[r] == 0) touched.push_back(r);
+      weight[r] += w;
+    }
+    // Moves the sums into `uses` and clears.
+    void drain(std::map<sim::Fluid::ResourceId, double>& uses) {
+      for (auto r : touched) uses[r] += weight[r], weight[r] = 0;
+      touched.clear();
+    }
+  };
+  // The fabric resources a unit of traffic from node a to node b crosses, with weights, added
+  // to `sum` scaled by `scale` (> 0).
+  void route(int a, int b, double scale, RouteSum& sum);
 
   // What crossed each fabric resource, for reports: bytes, and the intervals of the flows that
   // used it (a collective's data phase).
