@@ -42,7 +42,9 @@ Cluster::Cluster(sim::Engine& engine, sim::Fluid& fluid, const Profile& profile,
 void Cluster::attach_fabric(const PlacementOptions& o, int copies) {
   copies_ = copies;
   placement_ = place_nodes(copies * gpus() / gpus_per_node_, o, profile_.network);
-  fabric_ = std::make_unique<Dragonfly>(fluid_, profile_.network, routing_from(o.routing),
+  fabric_ = std::make_unique<Dragonfly>(fluid_, profile_.network,
+                                        static_cast<double>(gpus_per_node_) * profile_.node.nic_GBps,
+                                        routing_from(o.routing),
                                         o.adaptive_nonminimal_fraction);
 }
 

@@ -15,12 +15,15 @@ Routing routing_from(const std::string& name) {
   throw std::invalid_argument("unknown routing: " + name);
 }
 
-Dragonfly::Dragonfly(sim::Fluid& fluid, const NetworkSpec& spec, Routing routing, double adaptive_fraction)
+Dragonfly::Dragonfly(sim::Fluid& fluid, const NetworkSpec& spec, double node_nic_GBps, Routing routing,
+                     double adaptive_fraction)
     : fluid_(fluid), spec_(spec), routing_(routing), adaptive_fraction_(adaptive_fraction),
       groups_(static_cast<int>((spec.nodes_total + spec.nodes_per_group - 1) / spec.nodes_per_group)),
       nodes_per_group_(static_cast<int>(spec.nodes_per_group)),
       nodes_per_leaf_(static_cast<int>(spec.nodes_per_leaf)),
-      leaves_per_group_((nodes_per_group_ + nodes_per_leaf_ - 1) / nodes_per_leaf_) {
+      leaves_per_group_((nodes_per_group_ + nodes_per_leaf_ - 1) / nodes_per_leaf_),
+      leaves_nonblocking_(static_cast<double>(spec.spines_per_group) * spec.leaf_spine_GBps >=
+                          static_cast<double>(spec.nodes_per_leaf) * node_nic_GBps) {
   const auto leaves = static_cast<std::size_t>(groups_ * leaves_per_group_);
   routes_.resize(leaves * leaves);
   // Groups as vertices, a global-link bundle as an edge between every pair with links.
@@ -79,9 +82,11 @@ void Dragonfly::route(int a, int b, double scale, RouteSum& sum) {
   if (a == b || leaf_of(a) == leaf_of(b) || scale <= 0) return;
   auto& r = routes_[static_cast<std::size_t>(leaf_of(a)) * static_cast<std::size_t>(groups_ * leaves_per_group_) +
                     static_cast<std::size_t>(leaf_of(b))];
-  if (r.empty()) {
-    r.emplace_back(leaf(a, true), 1.0);
-    r.emplace_back(leaf(b, false), 1.0);
+  if (r.empty() && !(leaves_nonblocking_ && group_of(a) == group_of(b))) {
+    if (!leaves_nonblocking_) {
+      r.emplace_back(leaf(a, true), 1.0);
+      r.emplace_back(leaf(b, false), 1.0);
+    }
     const int ga = group_of(a), gb = group_of(b);
     if (ga != gb) {
       if (group_hops(ga, gb) != 1)

@@ -18,6 +18,10 @@
 //                them, spine to spine through a leaf, are not modelled);
 //       adaptive: a fraction f valiant, 1 − f minimal (+ (1 − f)·pair(g_a→g_b)); f is fixed per
 //                scenario (the solver shares fixed paths; a real adaptive router picks per packet).
+// Leaf bundles are left out when they are non-blocking (spines × leaf_spine_GBps ≥ the NIC
+// bandwidth of the leaf's nodes): every byte a leaf carries up (down) leaves (enters) one of its
+// nodes' NICs, which bound it already, so such a leaf never saturates — the same rates, with
+// far fewer resources per flow.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +40,10 @@ Routing routing_from(const std::string& name);
 
 class Dragonfly {
  public:
-  Dragonfly(sim::Fluid& fluid, const NetworkSpec& spec, Routing routing, double adaptive_fraction);
+  // node_nic_GBps: all NICs of one node, per direction.
+  Dragonfly(sim::Fluid& fluid, const NetworkSpec& spec, double node_nic_GBps, Routing routing,
+            double adaptive_fraction);
+  bool leaves_nonblocking() const { return leaves_nonblocking_; }
 
   int groups() const { return groups_; }
   int group_of(int node) const { return node / nodes_per_group_; }
@@ -87,6 +94,7 @@ class Dragonfly {
   Routing routing_;
   double adaptive_fraction_;
   int groups_, nodes_per_group_, nodes_per_leaf_, leaves_per_group_;
+  bool leaves_nonblocking_;
   std::vector<std::vector<int>> hops_;  // group × group
   std::map<std::pair<int, bool>, sim::Fluid::ResourceId> leaves_;
   std::map<std::pair<int, int>, sim::Fluid::ResourceId> globals_;
