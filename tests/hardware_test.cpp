@@ -226,9 +226,11 @@ TEST_SUITE("hardware.network") {
   // (25 GB/s) carries its ring traffic. Groups of 100 nodes, leaves of 10, global links of
   // 10 GB/s (one per group pair), leaf uplinks 10 spines × 100 GB/s.
   double ring_s(int groups, const std::string& policy, const std::string& routing,
-                std::vector<std::vector<int>> rings, double bytes) {
+                std::vector<std::vector<int>> rings, double bytes,
+                NetworkSpec net = {0, 100, 10, 10, 100, 1, 10}) {
     Rig r(16);
-    r.profile.network = {100 * groups, 100, 10, 10, 100, 1, 10};
+    net.nodes_total = 100 * groups;
+    r.profile.network = net;
     PlacementOptions o;
     o.policy = policy;
     o.routing = routing;
@@ -252,6 +254,16 @@ TEST_SUITE("hardware.network") {
     // 10 GB/s group pair: 0.3 s.
     CHECK(ring_s(4, "packed", "minimal", {{0, 4, 8, 12}}, 4e9) == doctest::Approx(0.12 + 25e-6));
     CHECK(ring_s(4, "spread", "minimal", {{0, 4, 8, 12}}, 4e9) == doctest::Approx(0.3 + 25e-6));
+  }
+  TEST_CASE("a blocking leaf bounds a ring between two leaves of a group; a non-blocking one not") {
+    // One node per leaf, leaves with one 10 GB/s uplink: below the node's 4 × 25 GB/s of NICs.
+    // Ring {0, 4} over nodes 0 and 1 (two leaves, one group), A = 1 GB: 0.1 s. With 100 GB/s
+    // uplinks (non-blocking) the NIC bounds it: 1/25 = 0.04 s.
+    const double lat = 10e-6 + 5e-6;
+    CHECK(ring_s(1, "packed", "minimal", {{0, 4}}, 2e9, {0, 100, 1, 1, 10, 1, 10}) ==
+          doctest::Approx(0.1 + lat));
+    CHECK(ring_s(1, "packed", "minimal", {{0, 4}}, 2e9, {0, 100, 1, 1, 100, 1, 10}) ==
+          doctest::Approx(0.04 + lat));
   }
   TEST_CASE("a saturated global link halves two flows") {
     // 2 groups, spread: nodes 0, 2 in group 0 and 1, 3 in group 1. Rings {0,4} and {8,12}, S =
