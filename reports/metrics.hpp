@@ -21,7 +21,8 @@
 //   network.links         per fabric link (hardware/topology.hpp), with B = bytes it carried,
 //     C = its capacity, T = the union of the intervals in which flows used it:
 //     busy_s = |T|,  utilization_while_busy = B / (C·|T|),  mean_utilization = B / (C·step);
-//     a link saturates when utilization_while_busy ≥ 0.9.
+//     saturated_s = the time the solver found it full (it fixed flows' rates);
+//     links_saturating = links with saturated_s > 1% of the step.
 //   plan-dp               relative_to_dp1 = tokens_per_s_per_gpu(DP) / tokens_per_s_per_gpu(1);
 //                         days_to_tokens = tokens / tokens_per_day.
 #pragma once

@@ -66,6 +66,8 @@ Json plan_dp_json(const CommonArgs& args, const PlanDpArgs& plan) {
     row["busiest_link"] = net["busiest_links"].empty() ? Json("") : net["busiest_links"][0]["link"];
     row["busiest_link_utilization"] =
         net["busiest_links"].empty() ? Json(0.0) : net["busiest_links"][0]["utilization_while_busy"];
+    row["busiest_link_saturated_s"] =
+        net["busiest_links"].empty() ? Json(0.0) : net["busiest_links"][0]["saturated_s"];
     row["host_oom_probability"] = r["memory"]["host_oom_probability"];
     row["error"] = "";
     rows.push_back(row);
@@ -79,22 +81,24 @@ int cmd_plan_dp(const CommonArgs& args, const PlanDpArgs& plan, std::ostream& ou
     out << j.dump(2) << "\n";
     return 0;
   }
-  fmt::print(out, "{:>8} {:>6} {:>6} {:>7} {:>12} {:>8} {:>11} {:>12} {:>9} {:>8}  {}\n", "replicas", "GPUs",
-             "nodes", "groups", "tok/s/GPU", "vs DP=1", "tokens/day", "days", "host OOM", "link use",
-             "busiest link");
+  fmt::print(out, "{:>8} {:>6} {:>6} {:>7} {:>12} {:>8} {:>11} {:>9} {:>9} {:>9} {:>8}  {}\n", "replicas",
+             "GPUs", "nodes", "groups", "tok/s/GPU", "vs DP=1", "tokens/day", "days", "host OOM",
+             "saturated", "link use", "busiest link");
   for (const auto& r : j["rows"]) {
     if (r["error"] != "") {
       fmt::print(out, "{:>8} error: {}\n", r["replicas"].get<int>(), r["error"].get<std::string>());
       continue;
     }
-    fmt::print(out, "{:>8} {:>6} {:>6} {:>7} {:>12.1f} {:>8.3f} {:>11.3g} {:>12.1f} {:>9.2g} {:>8.2f}  {}\n",
+    fmt::print(out, "{:>8} {:>6} {:>6} {:>7} {:>12.1f} {:>8.3f} {:>11.3g} {:>9.1f} {:>9.2g} {:>8.1f}s {:>8.2f}  {}\n",
                r["replicas"].get<int>(), r["gpus"].get<std::int64_t>(), r["nodes"].get<std::size_t>(),
                r["groups"].get<std::size_t>(), r["tokens_per_s_per_gpu"].get<double>(),
                r["relative_to_dp1"].get<double>(), r["tokens_per_day"].get<double>(),
                r["days_to_tokens"].get<double>(), r["host_oom_probability"].get<double>(),
-               r["busiest_link_utilization"].get<double>(), r["busiest_link"].get<std::string>());
+               r["busiest_link_saturated_s"].get<double>(), r["busiest_link_utilization"].get<double>(),
+               r["busiest_link"].get<std::string>());
   }
-  fmt::print(out, "days: to {:.3g} tokens; link use: the busiest fabric link's utilization while busy\n",
+  fmt::print(out, "days: to {:.3g} tokens; saturated: time the busiest fabric link was full; link "
+                  "use: its utilization while busy\n",
              j["tokens"].get<double>());
   return 0;
 }

@@ -133,24 +133,27 @@ Json network_json(const Scenario& s, Pass& p, double step) {
   for (int n : p.cluster.placement()) groups.insert(f->group_of(n));
   struct Link {
     std::string name;
-    double bytes, busy, util, mean;
+    double bytes, busy, util, mean, saturated;
   };
   std::vector<Link> links;
   for (const auto& [r, u] : f->usage()) {
     std::vector<reports::Interval> iv;
     for (const auto& [a, b] : u.busy_ns) iv.push_back({a, b});
     const double busy = reports::merge(iv), cap = p.fluid.capacity(r);
-    links.push_back({f->name(r), u.bytes, busy, busy > 0 ? u.bytes / (cap * busy) : 0, u.bytes / (cap * step)});
+    links.push_back({f->name(r), u.bytes, busy, busy > 0 ? u.bytes / (cap * busy) : 0,
+                     u.bytes / (cap * step), p.fluid.saturated_s(r)});
   }
   std::sort(links.begin(), links.end(), [](const Link& a, const Link& b) {
+    if (a.saturated != b.saturated) return a.saturated > b.saturated;
     return a.util != b.util ? a.util > b.util : a.name < b.name;
   });
   Json top = Json::array();
   std::size_t saturated = 0;
   for (const auto& l : links) {
-    saturated += l.util >= 0.9 ? 1 : 0;
+    saturated += l.saturated > 0.01 * step ? 1 : 0;
     if (top.size() < 8)
       top.push_back({{"link", l.name}, {"bytes_GB", l.bytes / 1e9}, {"busy_s", l.busy},
+                     {"saturated_s", l.saturated},
                      {"utilization_while_busy", l.util}, {"mean_utilization", l.mean}});
   }
   return {{"placement", s.placement.policy},

@@ -167,6 +167,7 @@ void Fluid::solve_component(ResourceId seed, std::vector<FlowId>& flows,
     }
   };
   if (slack(seed)) {
+    set_saturated(resources_[seed], false);
     visit_flows_of(seed);
   } else {
     res.push_back(seed);
@@ -267,7 +268,22 @@ void Fluid::progressive_filling(const std::vector<FlowId>& flows,
     std::erase_if(unfixed, [&](FlowId id) { return flows_[id].fixed; });
     std::erase_if(active, [&](ResourceId r) { return resources_[r].unfixed == 0; });
   }
-  for (ResourceId r : res) resources_[r].binding = false;
+  for (ResourceId r : res) {
+    auto& R = resources_[r];
+    R.binding = false;
+    set_saturated(R, R.rem <= kEps * std::max(1.0, R.capacity));
+  }
+}
+
+void Fluid::set_saturated(Resource& r, bool now_saturated) {
+  if (r.saturated) r.saturated_total_s += (engine_.now() - r.saturated_since).to_s();
+  r.saturated = now_saturated;
+  r.saturated_since = engine_.now();
+}
+
+double Fluid::saturated_s(ResourceId r) const {
+  const auto& R = resources_[r];
+  return R.saturated_total_s + (R.saturated ? (engine_.now() - R.saturated_since).to_s() : 0.0);
 }
 
 void Fluid::reschedule(FlowId id) {

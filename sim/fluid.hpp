@@ -70,6 +70,8 @@ class Fluid {
   double remaining(FlowId f) const;
   // Total rate currently used of a resource: Σ w·ρ.
   double load(ResourceId r) const;
+  // Seconds so far during which the resource was saturated (it fixed flows' rates).
+  double saturated_s(ResourceId r) const;
   std::size_t active_flows() const { return active_; }
   std::uint64_t solves() const { return solves_; }
 
@@ -94,7 +96,11 @@ class Fluid {
     std::uint32_t mark = 0;     // epoch in which a component search saw it
     std::uint32_t visited = 0;  // epoch in which its flows were taken into a component
     bool binding = false;  // in the component being solved (not slack)
+    bool saturated = false;
+    Time saturated_since{};
+    double saturated_total_s = 0;
   };
+  void set_saturated(Resource& r, bool now_saturated);
   struct Flow {
     double remaining = 0;
     double rate = 0;

@@ -46,6 +46,18 @@ TEST_SUITE("sim.fluid") {
     CHECK(t1.to_s() == doctest::Approx(2));
     CHECK(t2.to_s() == doctest::Approx(3));
   }
+  TEST_CASE("saturated time: a link is full while flows fill it, not while a bound holds them") {
+    // C = 10 B/s. Two unbounded flows of 10 B and 20 B fill it until 3 s (saturated 3 s); then
+    // a flow bounded at 5 B/s moves 10 B in 2 s without filling it (still 3 s).
+    Engine e;
+    Fluid f(e);
+    const auto link = f.add_resource(10, "link");
+    f.start(10, {{link, 1}}, Fluid::kUnbounded, [] {});
+    f.start(20, {{link, 1}}, Fluid::kUnbounded, [&] { f.start(10, {{link, 1}}, 5, [] {}); });
+    e.run();
+    CHECK(e.now().to_s() == doctest::Approx(5));
+    CHECK(f.saturated_s(link) == doctest::Approx(3));
+  }
   TEST_CASE("a flow capped by its bound (its CTAs) runs at the bound") {
     // C = 100 B/s, bound 20 B/s (4 CTAs × 5 B/s): 100 B take 5 s.
     Engine e;
