@@ -29,7 +29,7 @@ if [ "${fuzz:-0}" = 1 ]; then
   cmake --build build-fuzz -j"$(nproc)" --target twin-fuzz-loader
   corpus=build-fuzz/corpus; mkdir -p "$corpus"
   cp scenarios/*.json scenarios/ladder/*.json tests/golden/small.json tests/data/*.json \
-     tests/data/fuzz/* "$corpus"/
+     tests/data/fuzz/* tests/data/fuzz-seeds/* "$corpus"/
   build-fuzz/twin-fuzz-loader "$corpus" -max_total_time="${FUZZ_SECONDS:-30}" -max_len=8192 \
     -timeout=10 -print_final_stats=1 2>&1 | tail -n 25
   exit "${PIPESTATUS[0]}"

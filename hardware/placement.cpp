@@ -44,6 +44,10 @@ const sim::Schema<PlacementOptions>& placement_schema() {
   return s;
 }
 
+namespace {
+constexpr long kMaxNames = 1'000'000;
+}  // namespace
+
 std::vector<std::string> expand_hostlist(const std::string& text) {
   // Split at commas outside brackets, then expand the first bracket group recursively.
   std::vector<std::string> parts;
@@ -79,9 +83,12 @@ std::vector<std::string> expand_hostlist(const std::string& text) {
       at = comma + 1;
       const auto dash = item.find('-');
       const std::string lo = item.substr(0, dash), hi = dash == std::string::npos ? lo : item.substr(dash + 1);
-      if (lo.empty() || hi.empty() || lo.find_first_not_of("0123456789") != std::string::npos ||
+      if (lo.empty() || hi.empty() || lo.size() > 9 || hi.size() > 9 ||
+          lo.find_first_not_of("0123456789") != std::string::npos ||
           hi.find_first_not_of("0123456789") != std::string::npos)
         throw std::invalid_argument("bad range '" + item + "' in a node list");
+      if (std::stol(hi) - std::stol(lo) > kMaxNames || out.size() > kMaxNames)
+        throw std::invalid_argument("node list longer than any machine");
       for (long v = std::stol(lo); v <= std::stol(hi); ++v)
         for (const auto& x : expand_hostlist(head + fmt::format("{:0{}}", v, lo.size()) + tail)) out.push_back(x);
     }
@@ -95,6 +102,7 @@ int node_from_name(const std::string& name, const NetworkSpec& net, std::int64_t
     if (!std::isdigit(static_cast<unsigned char>(name[i]))) { ++i; continue; }
     std::size_t j = i;
     while (j < name.size() && std::isdigit(static_cast<unsigned char>(name[j]))) ++j;
+    if (j - i > 9) throw std::invalid_argument("node name '" + name + "': number too long");
     nums.push_back(std::stol(name.substr(i, j - i)));
     i = j;
   }

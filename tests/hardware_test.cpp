@@ -303,6 +303,10 @@ TEST_SUITE("hardware.network") {
           std::vector<std::string>{"jpbo-001-01", "jpbo-001-02", "jpbo-001-03", "jpbo-002-01",
                                    "jpbo-002-02", "jpbo-002-03", "x-1-9"});
     CHECK_THROWS(expand_hostlist("jpbo-[001-002"));
+    // Fuzzing regressions (tests/data/fuzz/side-files-huge): huge ranges and numbers are errors.
+    CHECK_THROWS_AS(expand_hostlist("x-[1-99999999999]"), std::invalid_argument);
+    CHECK_THROWS_AS(expand_hostlist("x-[1-9999999]"), std::invalid_argument);
+    CHECK_THROWS_AS(node_from_name("n-12345678901234-1", net, 5), std::invalid_argument);
     // Rack 7 of 5-rack groups is group 1, its 3rd rack (48 nodes per rack); slot 2.
     CHECK(node_from_name("jpbo-007-02", net, 5) == 240 + 2 * 48 + 1);
     CHECK_THROWS(node_from_name("jpbo-007-49", net, 5));

@@ -148,6 +148,20 @@ TEST_SUITE("scenarios.loader") {
     CHECK(error_of(kRoot / "tests/data/fuzz/crash-number-overflow.json", opts()).find("number overflow") !=
           std::string::npos);
   }
+  TEST_CASE("a Slurm node list is read, and a bad or short one is reported") {
+    Scratch s;
+    s.write("nodes.txt", "jpbo-[000-001]-[01-48]\n");
+    const auto ok = s.based("ok.json", R"("placement": {"policy": "file", "node_list_file": "nodes.txt"})");
+    CHECK(load_scenario(ok, opts()).scenario.placement.node_names.size() == 96);
+    s.write("short.txt", "jpbo-000-[01-48]\n");
+    const auto sh = s.based("short.json", R"("placement": {"policy": "file", "node_list_file": "short.txt"})");
+    CHECK(error_of(sh, opts()).find("short.txt: the node list has 48 nodes; the job needs 96") != std::string::npos);
+    s.write("bad.txt", "jpbo-[000-001\n");
+    const auto bad = s.based("bad.json", R"("placement": {"policy": "file", "node_list_file": "bad.txt"})");
+    CHECK(error_of(bad, opts()).find("bad.txt: unbalanced '['") != std::string::npos);
+    const auto none = s.based("none.json", R"("placement": {"policy": "file"})");
+    CHECK(error_of(none, opts()).find("needs a node list file") != std::string::npos);
+  }
   TEST_CASE("a document-length file is read, and bad lines are reported") {
     Scratch s;
     s.write("lens.txt", "100 200\n300\n");

@@ -1,6 +1,9 @@
-// libFuzzer target for the strict loader: the input is a scenario file, optionally preceded by
-// a line "--set KEY=VALUE". Every bad input must end in an InputError (exit 2 in `twin`);
-// anything else — another exception, a crash, a hang, a sanitizer report — is a bug.
+// libFuzzer target for every input parser: the strict scenario loader (with a `--set`), the
+// document-length file and the Slurm node list. The input is
+//     [--set KEY=VALUE\n] SCENARIO [\n---\n LENGTHS [\n---\n NODES]]
+// SCENARIO is a scenario file; empty, a fixed one that reads LENGTHS (data.doc_lengths_file) and
+// NODES (placement.node_list_file) is used. Every bad input must end in an InputError (exit 2 in
+// `twin`); anything else — another exception, a crash, a hang, a sanitizer report — is a bug.
 // Build and run: ./test.sh --fuzz (30 s, CI) or FUZZ_SECONDS=600 ./test.sh --fuzz.
 #include <unistd.h>
 
@@ -8,8 +11,19 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include "scenarios/loader.hpp"
+
+namespace {
+std::string cut(std::string& text, const std::string& sep) {
+  const auto at = text.find(sep);
+  if (at == std::string::npos) return std::exchange(text, "");
+  std::string head = text.substr(0, at);
+  text = text.substr(at + sep.size());
+  return head;
+}
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const std::filesystem::path dir = [] {
@@ -19,15 +33,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }();
   std::string text(reinterpret_cast<const char*>(data), size);
   std::vector<std::string> sets;
-  if (text.rfind("--set ", 0) == 0) {
-    const auto nl = text.find('\n');
-    sets.push_back(text.substr(6, nl == std::string::npos ? std::string::npos : nl - 6));
-    text = nl == std::string::npos ? "" : text.substr(nl + 1);
-  }
-  const auto file = dir / "scenario.json";
-  std::ofstream(file, std::ios::binary | std::ios::trunc) << text;
+  if (text.rfind("--set ", 0) == 0) sets.push_back(cut(text, "\n").substr(6));
+  std::string scenario = cut(text, "\n---\n"), lengths = cut(text, "\n---\n"), nodes = text;
+  if (scenario.empty())
+    scenario = std::string("{\"base\": \"") + TWIN_SOURCE_DIR + "/scenarios/europa.json\", \"name\": \"f\", "
+               "\"data\": {\"doc_lengths_file\": \"lengths.txt\"}, "
+               "\"placement\": {\"policy\": \"file\", \"node_list_file\": \"nodes.txt\"}}";
+  std::ofstream(dir / "scenario.json", std::ios::binary | std::ios::trunc) << scenario;
+  std::ofstream(dir / "lengths.txt", std::ios::binary | std::ios::trunc) << lengths;
+  std::ofstream(dir / "nodes.txt", std::ios::binary | std::ios::trunc) << nodes;
   try {
-    twin::scenarios::load_scenario(file, {TWIN_SOURCE_DIR, sets});
+    twin::scenarios::load_scenario(dir / "scenario.json", {TWIN_SOURCE_DIR, sets});
   } catch (const twin::scenarios::InputError&) {
   }
   return 0;
