@@ -327,15 +327,21 @@ class Resolver {
     }
   }
 
-  void load_doc_lengths(model::DataOptions& d) {
-    if (d.doc_lengths_file.empty()) return;
-    const std::string key = "data.doc_lengths_file";
-    const fs::path file = fs::path(origins_.of(key, top_)).parent_path() / d.doc_lengths_file;
+  // A file named by scenario key `key`, relative to the scenario file that set it.
+  fs::path side_file(const std::string& key, const std::string& name, std::ifstream& in) {
+    const fs::path file = fs::path(origins_.of(key, top_)).parent_path() / name;
     std::error_code ec;
     if (fs::exists(file, ec) && !fs::is_regular_file(file, ec))
       fail(key, fmt::format("{} is not a regular file", file.string()));
-    std::ifstream in(file);
+    in.open(file);
     if (!in) fail(key, fmt::format("cannot open {}: {}", file.string(), std::strerror(errno)));
+    return file;
+  }
+
+  void load_doc_lengths(model::DataOptions& d) {
+    if (d.doc_lengths_file.empty()) return;
+    std::ifstream in;
+    const fs::path file = side_file("data.doc_lengths_file", d.doc_lengths_file, in);
     std::string line;
     for (std::size_t n = 1; std::getline(in, line); ++n) {
       std::istringstream ls(line);
@@ -364,12 +370,8 @@ class Resolver {
     const std::string key = "placement.node_list_file";
     if (p.policy != "file") return;
     if (p.node_list_file.empty()) fail(key, "placement.policy \"file\" needs a node list file");
-    const fs::path file = fs::path(origins_.of(key, top_)).parent_path() / p.node_list_file;
-    std::error_code ec;
-    if (fs::exists(file, ec) && !fs::is_regular_file(file, ec))
-      fail(key, fmt::format("{} is not a regular file", file.string()));
-    std::ifstream in(file);
-    if (!in) fail(key, fmt::format("cannot open {}: {}", file.string(), std::strerror(errno)));
+    std::ifstream in;
+    const fs::path file = side_file(key, p.node_list_file, in);
     std::stringstream text;
     text << in.rdbuf();
     try {
