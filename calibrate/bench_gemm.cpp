@@ -2,7 +2,9 @@
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "calibrate/benches.hpp"
@@ -134,6 +136,72 @@ void bench_contention(const Options& o, Json& out) {
   out["contention"] = rows;
   cudaStreamDestroy(hold);
   cudaStreamDestroy(work);
+}
+
+// 5 (part): a copy over the host link beside a long cuBLAS GEMM on another stream — the GEMM's
+// time and the copy's bandwidth alone and together (the engine shares HBM between them).
+// Together: the copy is repeated to span the GEMMs; both streams are timed with their own events.
+void bench_copy_beside_gemm(const Options& o, Json& out) {
+  const int m = 8192, gemms = o.quick ? 8 : 30;
+  const std::size_t bytes = (o.quick ? 256ull : 1024ull) << 20;
+  Bf16Buffer A(std::size_t(m) * m, 1), B(std::size_t(m) * m, 2), C(std::size_t(m) * m, 3);
+  void *dev = nullptr, *host = nullptr;
+  check(cudaMalloc(&dev, bytes), "malloc");
+  check(cudaMallocHost(&host, bytes), "pinned");
+  std::memset(host, 1, bytes);
+  cudaStream_t g, c;
+  check(cudaStreamCreate(&g), "stream");
+  check(cudaStreamCreate(&c), "stream");
+  Blas blas;
+  auto run_gemms = [&] {
+    for (int i = 0; i < gemms; ++i) blas.gemm(g, m, m, m, A.p, B.p, C.p);
+  };
+  const double gemm_alone = median_ms(g, 1, o.reps, run_gemms);
+  Json r{{"gemm", {{"m", m}, {"n", m}, {"k", m}, {"count", gemms}, {"alone_ms", gemm_alone}}}};
+  for (const bool h2d : {true, false}) {
+    auto copy = [&] {
+      check(cudaMemcpyAsync(h2d ? dev : host, h2d ? host : dev, bytes,
+                            h2d ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, c), "copy");
+    };
+    const double copy_alone = median_ms(c, 1, o.reps, copy);
+    const int copies = std::max(1, static_cast<int>(gemm_alone / copy_alone));
+    std::vector<float> gm, cm;
+    cudaEvent_t g0, g1, c0, c1;
+    for (auto* e : {&g0, &g1, &c0, &c1}) check(cudaEventCreate(e), "event");
+    for (int rep = 0; rep < o.reps; ++rep) {
+      check(cudaDeviceSynchronize(), "sync");
+      check(cudaEventRecord(g0, g), "record");
+      check(cudaEventRecord(c0, c), "record");
+      run_gemms();
+      for (int i = 0; i < copies; ++i) copy();
+      check(cudaEventRecord(g1, g), "record");
+      check(cudaEventRecord(c1, c), "record");
+      check(cudaDeviceSynchronize(), "sync");
+      float a = 0, b = 0;
+      check(cudaEventElapsedTime(&a, g0, g1), "elapsed");
+      check(cudaEventElapsedTime(&b, c0, c1), "elapsed");
+      gm.push_back(a);
+      cm.push_back(b / static_cast<float>(copies));
+    }
+    for (auto* e : {g0, g1, c0, c1}) cudaEventDestroy(e);
+    std::sort(gm.begin(), gm.end());
+    std::sort(cm.begin(), cm.end());
+    const double gemm_with = gm[gm.size() / 2], copy_with = cm[cm.size() / 2];
+    const char* name = h2d ? "h2d_pinned" : "d2h_pinned";
+    r[name] = {{"bytes", bytes}, {"copies", copies},
+               {"alone_GBps", bandwidth_GBps(double(bytes), copy_alone)},
+               {"beside_gemm_GBps", bandwidth_GBps(double(bytes), copy_with)},
+               {"gemm_beside_copy_ms", gemm_with},
+               {"gemm_slowdown", gemm_with / gemm_alone}};
+    std::printf("copy %s beside %d GEMMs %d^3: copy %.1f -> %.1f GB/s, GEMMs %.2f -> %.2f ms (x%.3f)\n",
+                name, gemms, m, bandwidth_GBps(double(bytes), copy_alone),
+                bandwidth_GBps(double(bytes), copy_with), gemm_alone, gemm_with, gemm_with / gemm_alone);
+  }
+  out["copy_beside_gemm"] = r;
+  cudaStreamDestroy(g);
+  cudaStreamDestroy(c);
+  cudaFreeHost(host);
+  cudaFree(dev);
 }
 
 }  // namespace twin::calibrate

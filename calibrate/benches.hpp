@@ -20,7 +20,8 @@ struct Options {
 void bench_gemm(const Options& o, Json& out);          // 1: cuBLAS bf16 at the model's shapes
 void bench_grouped(const Options& o, Json& out);       // 2: our persistent grouped GEMM vs cuBLAS
 void bench_contention(const Options& o, Json& out);    // 3: k SMs held beside (1) and (2)
-void bench_copies(const Options& o, Json& out);        // 5: H2D/D2H/D2D, alone and beside a GEMM
+void bench_copies(const Options& o, Json& out);        // 5: H2D/D2H/D2D, pinned and pageable
+void bench_copy_beside_gemm(const Options& o, Json& out);  // 5: host copies beside a cuBLAS GEMM
 void bench_newton_schulz(const Options& o, Json& out); // 6: GPU (cuBLAS)
 void bench_newton_schulz_cpu(const Options& o, Json& out);  // 6: CPU (Eigen), host SGEMM
 void bench_fp8(const Options& o, Json& out);           // 7: FP8 block quantize/dequantize, bf16 sum

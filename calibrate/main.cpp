@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
   app.add_option("--nccl-ctas", o.nccl_ctas,
                  "maxCTAs values for the NCCL benchmark (0: NCCL's default or $NCCL_MAX_CTAS)")
       ->delimiter(',');
-  app.add_option("--only", only, "benchmarks to run: gemm grouped contention copies ns ns_cpu fp8 nccl")
+  app.add_option("--only", only, "benchmarks to run: gemm grouped contention copies copy_gemm ns ns_cpu fp8 nccl")
       ->delimiter(',');
   CLI11_PARSE(app, argc, argv);
   int devices = 0;
@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
   if (o.quick) o.reps = std::min(o.reps, 3), o.nccl_ctas = {16};
   const std::vector<std::pair<std::string, void (*)(const Options&, Json&)>> benches = {
       {"gemm", bench_gemm},   {"grouped", bench_grouped},   {"contention", bench_contention},
-      {"copies", bench_copies}, {"ns", bench_newton_schulz}, {"ns_cpu", bench_newton_schulz_cpu},
+      {"copies", bench_copies}, {"copy_gemm", bench_copy_beside_gemm}, {"ns", bench_newton_schulz}, {"ns_cpu", bench_newton_schulz_cpu},
       {"fp8", bench_fp8},     {"nccl", bench_nccl}};
   Json m;
   try {
