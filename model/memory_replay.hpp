@@ -55,14 +55,14 @@ double nccl_buffer_bytes(const Job& job, const hardware::Profile& p, const hardw
 double allocator_capacity_bytes(const Job& job, const hardware::Profile& p,
                                 const hardware::NcclOptions& n, double host_spill_bytes);
 
-
 // A retry on the real allocator synchronizes the device and cudaFrees cached segments (SPEC.md
 // §8). resolve_retries reads, from the run that found the retries, what the synchronization
 // waited for (until the work then running on the rank's other streams ended) and the
 // allocating stream's previous task. inject_retries then adds, to a rebuilt graph of the same
 // step, a task before each allocating task, on its stream, after that previous task, taking
-// the wait plus the cudaFree time (per segment and per GiB, hardware/profile.hpp). A fixed delay rather than new edges, so that no wait
-// cycle can arise through collectives. Graph ids are unchanged (new tasks go at the end).
+// the wait plus the cudaFree time (per segment and per GiB, hardware/profile.hpp). A fixed
+// delay rather than new edges, so that no wait cycle can arise through collectives. Graph ids
+// are unchanged (new tasks go at the end).
 void resolve_retries(const sim::TaskGraph& g, std::int32_t lanes_per_rank,
                      std::vector<std::vector<AllocRetry>>& retries_by_rank);
 void inject_retries(sim::TaskGraph& g, hardware::Cluster& c,
