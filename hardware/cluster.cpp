@@ -46,6 +46,8 @@ void Cluster::attach_fabric(const PlacementOptions& o, int copies) {
                                         static_cast<double>(gpus_per_node_) * profile_.node.nic_GBps,
                                         routing_from(o.routing),
                                         o.adaptive_nonminimal_fraction);
+  fabric_inert_ = fabric_->leaves_nonblocking();
+  for (int n : placement_) fabric_inert_ = fabric_inert_ && fabric_->group_of(n) == fabric_->group_of(placement_[0]);
 }
 
 sim::Fluid::ResourceId Cluster::pair(int a, int b) const {

@@ -37,7 +37,10 @@ class Cluster {
   // `copies` identical copies (data-parallel replicas simulated once), copy d's node n sitting
   // at fabric node placement[d·nodes + n].
   void attach_fabric(const PlacementOptions& o, int copies);
-  Dragonfly* fabric() const { return fabric_.get(); }
+  // Null when there is no fabric, or when it cannot constrain anything: every node of every
+  // copy in one group behind non-blocking leaves (then no route crosses a fabric resource).
+  Dragonfly* fabric() const { return fabric_inert_ ? nullptr : fabric_.get(); }
+  const Dragonfly* topology() const { return fabric_.get(); }  // for reports
   int copies() const { return copies_; }
   int fabric_node(int copy, int node) const {
     return placement_[static_cast<std::size_t>(copy * (gpus() / gpus_per_node_) + node)];
@@ -62,6 +65,7 @@ class Cluster {
   std::unique_ptr<Dragonfly> fabric_;
   std::vector<int> placement_;
   int copies_ = 1;
+  bool fabric_inert_ = false;
 };
 
 }  // namespace twin::hardware

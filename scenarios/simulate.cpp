@@ -128,7 +128,7 @@ std::unique_ptr<Pass> run_pass(const Scenario& s, const RunOptions& opts, double
 }
 
 Json network_json(const Scenario& s, Pass& p, double step) {
-  const auto* f = p.cluster.fabric();
+  const auto* f = p.cluster.topology();
   std::set<int> groups;
   for (int n : p.cluster.placement()) groups.insert(f->group_of(n));
   struct Link {
