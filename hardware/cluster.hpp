@@ -49,6 +49,12 @@ class Cluster {
 
   double fluid_capacity(sim::Fluid::ResourceId r) const { return fluid_.capacity(r); }
   const Profile& profile() const { return profile_; }
+  // Keeps an activity's state alive as long as the cluster (its callbacks hold a raw pointer).
+  template <class T>
+  T* keep(std::shared_ptr<T> p) {
+    kept_.push_back(p);
+    return p.get();
+  }
   const NcclOptions& nccl() const { return nccl_; }
   sim::Engine& engine() { return engine_; }
   sim::Fluid& fluid() { return fluid_; }
@@ -66,6 +72,7 @@ class Cluster {
   std::vector<int> placement_;
   int copies_ = 1;
   bool fabric_inert_ = false;
+  std::vector<std::shared_ptr<void>> kept_;
 };
 
 }  // namespace twin::hardware

@@ -156,43 +156,56 @@ CollectivePlan plan_collective(const Cluster& c, const CollectiveSpec& s) {
   return plan;
 }
 
+namespace {
+
+// One collective in flight. Callbacks capture only (State*, index), which fits std::function's
+// inline buffer: no allocation per task (a step has ~10⁶ of them). The cluster keeps it alive.
+struct CollectiveState {
+  Cluster* c;
+  CollectivePlan plan;
+  std::vector<sim::Task*> tasks;
+  std::vector<int> ranks;
+  std::vector<int> got;  // CTAs granted per rank so far
+  std::size_t launched = 0;
+  std::int64_t t0 = 0;
+
+  void ready(std::uint32_t i) {
+    c->gpu(ranks[i]).request(plan.ctas, Gpu::Holder::nccl, [this, i](int k) { granted(i, k); });
+  }
+  void granted(std::uint32_t i, int k) {
+    if ((got[i] += k) == plan.ctas && ++launched == ranks.size()) begin();
+  }
+  // Data moves once every rank holds all its CTAs.
+  void begin() {
+    t0 = c->engine().now().count_ns();
+    for (const auto& h : plan.hbm) c->fluid().reserve(h.resource, h.weight * plan.solo_Bps);
+    if (plan.amount <= 0 || plan.uses.empty()) return after_data();
+    c->fluid().start(plan.amount, plan.uses, plan.bound, [this] { after_data(); }, plan.bound);
+  }
+  void after_data() {
+    for (const auto& h : plan.hbm) c->fluid().reserve(h.resource, -h.weight * plan.solo_Bps);
+    if (Dragonfly* f = c->fabric())
+      for (const auto& u : plan.uses)
+        if (f->is_fabric(u.resource))
+          f->record(u.resource, u.weight * plan.amount, t0, c->engine().now().count_ns());
+    c->engine().after(plan.latency, [this] { end(); }, sim::Priority::completion);
+  }
+  void end() {
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      c->gpu(ranks[i]).release(plan.ctas, Gpu::Holder::nccl);
+      tasks[i]->finish();
+    }
+  }
+};
+
+}  // namespace
+
 void run_collective(const std::vector<sim::Task*>& tasks, Cluster& c, CollectiveSpec spec) {
   if (tasks.size() != spec.ranks.size()) throw std::invalid_argument("one task per rank");
-  struct State {
-    CollectivePlan plan;
-    std::vector<sim::Task*> tasks;
-    std::vector<int> ranks;
-    std::size_t launched = 0;
-  };
-  auto st = std::make_shared<State>(State{plan_collective(c, spec), tasks, spec.ranks});
-  auto end = [st, &c] {
-    for (std::size_t i = 0; i < st->ranks.size(); ++i) {
-      c.gpu(st->ranks[i]).release(st->plan.ctas, Gpu::Holder::nccl);
-      st->tasks[i]->finish();
-    }
-  };
-  auto begin = [st, &c, end] {
-    const auto t0 = c.engine().now().count_ns();
-    auto after_data = [st, &c, end, t0] {
-      for (const auto& h : st->plan.hbm) c.fluid().reserve(h.resource, -h.weight * st->plan.solo_Bps);
-      if (Dragonfly* f = c.fabric())
-        for (const auto& u : st->plan.uses)
-          if (f->is_fabric(u.resource))
-            f->record(u.resource, u.weight * st->plan.amount, t0, c.engine().now().count_ns());
-      c.engine().after(st->plan.latency, end, sim::Priority::completion);
-    };
-    for (const auto& h : st->plan.hbm) c.fluid().reserve(h.resource, h.weight * st->plan.solo_Bps);
-    if (st->plan.amount <= 0 || st->plan.uses.empty()) return after_data();
-    c.fluid().start(st->plan.amount, st->plan.uses, st->plan.bound, after_data, st->plan.bound);
-  };
-  for (std::size_t i = 0; i < tasks.size(); ++i) {
-    tasks[i]->on_ready = [st, &c, begin, i](sim::Task&) {
-      auto got = std::make_shared<int>(0);
-      c.gpu(st->ranks[i]).request(st->plan.ctas, Gpu::Holder::nccl, [st, begin, got](int k) {
-        if ((*got += k) == st->plan.ctas && ++st->launched == st->ranks.size()) begin();
-      });
-    };
-  }
+  auto* st = c.keep(std::make_shared<CollectiveState>(
+      CollectiveState{&c, plan_collective(c, spec), tasks, spec.ranks, std::vector<int>(tasks.size(), 0)}));
+  for (std::uint32_t i = 0; i < tasks.size(); ++i)
+    tasks[i]->on_ready = [st, i](sim::Task&) { st->ready(i); };
 }
 
 }  // namespace twin::hardware
