@@ -3,11 +3,13 @@
 #include <cmath>
 
 #include "model/accounting.hpp"
+#include "sim/units.hpp"
 
 namespace twin::model {
 
 namespace {
-constexpr double kMiB = 1024.0 * 1024, kGiB = kMiB * 1024;
+using sim::kGiB;
+using sim::kMiB;
 
 // Shard elements of every parameter tensor on one rank. FSDP2 shards dim 0 over the group
 // (chunks of ⌈rows/n⌉ rows); expert tensors [experts/ep, f, h] are sharded over the ranks that
@@ -56,14 +58,14 @@ HostMemory host_memory(const Job& job, const hardware::Profile& p) {
   if (t.cpu_offload) {
     // FSDP2's CPU offload pins every fp32 parameter shard and its gradient, one pinned
     // allocation each (SPEC.md §7).
-    double exact = 0, pinned = 0;
+    double exact = 0, pinned = 0;  // one copy (params); the gradients are the same again
     for (double e : shard_tensors(job)) {
-      exact += 2 * kFp32 * e;
-      pinned += 2 * pinned_size(kFp32 * e, t.pinned_round_threshold_MiB);
+      exact += kFp32 * e;
+      pinned += pinned_size(kFp32 * e, t.pinned_round_threshold_MiB);
     }
-    add("params_fp32_pinned", exact / 2);
-    add("grads_fp32_pinned", exact / 2);
-    out.pinned_rounding_bytes = pinned - exact;
+    add("params_fp32_pinned", exact);
+    add("grads_fp32_pinned", exact);
+    out.pinned_rounding_bytes = 2 * (pinned - exact);
     add("pinned_rounding", out.pinned_rounding_bytes);
     add(t.optimizer == "muon" ? "optimizer_states_muon_adamw" : "optimizer_states_adamw",
         mem.optimizer_states);

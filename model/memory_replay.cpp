@@ -10,11 +10,12 @@
 #include "model/step_costs.hpp"
 #include "sim/task.hpp"
 #include "hardware/cluster.hpp"
+#include "sim/units.hpp"
 
 namespace twin::model {
 
 namespace {
-constexpr double kGiB = 1024.0 * 1024 * 1024;
+using sim::kGiB;
 
 std::int64_t at(const sim::Task& t, bool end) {
   return (end ? t.end_time() : t.start_time()).count_ns();

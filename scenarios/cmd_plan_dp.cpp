@@ -63,11 +63,10 @@ Json plan_dp_json(const CommonArgs& args, const PlanDpArgs& plan) {
     row["tokens_per_day"] = per_day;
     row["days_to_tokens"] = plan.tokens / per_day;
     row["links_saturating"] = net["links_saturating"];
-    row["busiest_link"] = net["busiest_links"].empty() ? Json("") : net["busiest_links"][0]["link"];
-    row["busiest_link_utilization"] =
-        net["busiest_links"].empty() ? Json(0.0) : net["busiest_links"][0]["utilization_while_busy"];
-    row["busiest_link_saturated_s"] =
-        net["busiest_links"].empty() ? Json(0.0) : net["busiest_links"][0]["saturated_s"];
+    const Json top = net["busiest_links"].empty() ? Json::object() : net["busiest_links"][0];
+    row["busiest_link"] = top.value("link", "");
+    row["busiest_link_utilization"] = top.value("utilization_while_busy", 0.0);
+    row["busiest_link_saturated_s"] = top.value("saturated_s", 0.0);
     row["host_oom_probability"] = r["memory"]["host_oom_probability"];
     row["error"] = "";
     rows.push_back(row);

@@ -16,6 +16,7 @@
 #include "sim/engine.hpp"
 #include "sim/fluid.hpp"
 #include "sim/task.hpp"
+#include "sim/units.hpp"
 
 namespace twin::scenarios {
 
@@ -73,7 +74,7 @@ struct Pass {
   }
 };
 
-constexpr double kGiB = 1024.0 * 1024 * 1024;
+using sim::kGiB;
 
 Json rank_memory_json(const model::HbmReplay& h, std::int64_t rank) {
   Json pools = Json::array();

@@ -17,13 +17,19 @@ using namespace twin;
 
 namespace {
 
-double engine_slowdown(hardware::KernelClass cls, int held) {
+// One H200 as on our GPU machine: HBM and the host link (PCIe) bandwidths given.
+hardware::Profile one_h200(double hbm_GBps, double host_GBps) {
   hardware::Profile p;
-  p.gpu = {132, 228, 139, 4000, 989, 1979, 0};
+  p.gpu = {132, 228, 139, hbm_GBps, 989, 1979, 0};
   p.host = {16, 120, 200, 1, 50};
-  p.node = {1, 55, 55, 450, 450, 47};
+  p.node = {1, host_GBps, host_GBps, 450, 450, 47};
   p.network = {1, 1, 1};
   p.nccl = {47, 12, 8, 5, 6, 2.5};
+  return p;
+}
+
+double engine_slowdown(hardware::KernelClass cls, int held) {
+  const hardware::Profile p = one_h200(4000, 55);
   sim::Engine e;
   sim::Fluid f(e);
   sim::TaskGraph g(e);
@@ -156,12 +162,7 @@ TEST_CASE("a host copy beside a long GEMM: engine against the H200 measurement")
   for (const char* dir : {"h2d_pinned", "d2h_pinned"}) {
     CAPTURE(dir);
     const auto& r = m[dir];
-    hardware::Profile p;
-    p.gpu = {132, 228, 139, 4200, 989, 1979, 0};
-    p.host = {16, 120, 200, 1, 50};
-    p.node = {1, r["alone_GBps"].get<double>(), r["alone_GBps"].get<double>(), 450, 450, 47};
-    p.network = {1, 1, 1};
-    p.nccl = {47, 12, 8, 5, 6, 2.5};
+    const hardware::Profile p = one_h200(4200, r["alone_GBps"].get<double>());
     sim::Engine e;
     sim::Fluid f(e);
     sim::TaskGraph g(e);
