@@ -2,7 +2,8 @@
 // classes consume). A roofline with per-class efficiency (profile `efficiency`):
 //   GEMM       t = overhead + max( 2mnk / (peak·f_gemm·m/(m+m½)),  bytes / HBM )
 //              — a GEMM of m rows reaches f_gemm·m/(m+m½) of peak (small expert GEMMs are slow);
-//   attention  t = overhead + FLOPs / (peak·f_attn)            (forward and backward differ);
+//   attention  t = overhead + FLOPs_w / (peak·f_attn)          (forward and backward differ),
+//              FLOPs_w counting each document's pairs × (L + L½)/L (model/workload.hpp);
 //   elementwise t = overhead + bytes / (HBM·f_hbm);
 //   CPU        matmul FLOPs / (host fp32·f_cpu_gemm), streaming bytes / (host bw·f_cpu_stream).
 // The calibration harness replaces these curves with measured tables (calibrate/).

@@ -144,6 +144,12 @@ sim::Schema<EfficiencySpec> efficiency_schema() {
       .real("attention_bwd_fraction", "", 0.01, 1, std::nullopt,
             "fraction of dense peak reached by FlashAttention backward",
             [](auto& e) -> auto& { return e.attention_bwd_fraction; })
+      .real("attention_fwd_half_tokens", "tokens", 0, 1e7, std::nullopt,
+            "document length (or window) at which attention forward reaches half its fraction",
+            [](auto& e) -> auto& { return e.attention_fwd_half_tokens; })
+      .real("attention_bwd_half_tokens", "tokens", 0, 1e7, std::nullopt,
+            "document length (or window) at which attention backward reaches half its fraction",
+            [](auto& e) -> auto& { return e.attention_bwd_half_tokens; })
       .real("hbm_fraction", "", 0.01, 1, std::nullopt,
             "fraction of achieved HBM bandwidth reached by elementwise kernels",
             [](auto& e) -> auto& { return e.hbm_fraction; })

@@ -75,6 +75,10 @@ struct EfficiencySpec {
   double gemm_half_rows = 0;       // a GEMM with this many rows (tokens) reaches half of it
   double attention_fwd_fraction = 0;  // FlashAttention forward, fraction of dense peak
   double attention_bwd_fraction = 0;
+  // A document of L attended tokens (L = min(length, window)) reaches L/(L + h) of the fraction:
+  // short documents fill the kernel's causal tiles poorly (fitted per pass, attention_bench.py).
+  double attention_fwd_half_tokens = 0;
+  double attention_bwd_half_tokens = 0;
   double hbm_fraction = 0;         // elementwise kernels reach this fraction of HBM bandwidth
   double kernel_overhead_us = 0;   // fixed cost per kernel (launch, tail)
   double cpu_gemm_fraction = 0;    // CPU matmuls (Newton–Schulz) reach this of host fp32 peak

@@ -38,8 +38,12 @@ LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankW
   const double pairs = w.expert_pairs[static_cast<std::size_t>(layer)];
   const double per_expert = pairs / e_gpu;
   const double qkv_out = static_cast<double>(a.q_heads * a.qk_head_dim + a.kv_heads * (a.qk_head_dim + a.v_head_dim));
-  const double attn_pairs = a.window_tokens > 0 ? w.pairs_sliding : w.pairs_full;
-  const double attn_flops = 2 * attn_pairs * static_cast<double>(a.q_heads * (a.qk_head_dim + a.v_head_dim));
+  // Attention FLOPs count causal pairs; the weighted pairs also charge short documents (and
+  // narrow windows) for the tiles they fill poorly (workload.hpp).
+  const int sliding = a.window_tokens > 0 ? 1 : 0;
+  const double flops_per_pair = 2 * static_cast<double>(a.q_heads * (a.qk_head_dim + a.v_head_dim));
+  const double attn_fwd = flops_per_pair * w.weighted_pairs[sliding][0];
+  const double attn_bwd = 2.5 * flops_per_pair * w.weighted_pairs[sliding][1];
 
   // Expert GEMMs: SonicMoE runs each projection as one persistent grouped GEMM over the GPU's
   // experts (SwiGLU fused in the epilogue); a plain implementation loops over experts with one
@@ -66,7 +70,7 @@ LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankW
   auto& fw = ops.forward;
   fw.push_back({"attn_norm_rope", kElementwise, grid(cost.elementwise_s(norms))});
   fw.push_back({"qkv_proj", kOtherGemm, grid(cost.gemm_s(T, qkv_out, h))});
-  fw.push_back({"attention_fwd", kAttention, grid(cost.attention_s(attn_flops, false))});
+  fw.push_back({"attention_fwd", kAttention, grid(cost.attention_s(attn_fwd, false))});
   fw.push_back({"o_proj", kOtherGemm, grid(cost.gemm_s(T, h, static_cast<double>(a.q_heads * a.v_head_dim)))});
   fw.push_back({"router", kOtherGemm, grid(cost.gemm_s(T, static_cast<double>(m.experts), h))});
   fw.push_back({"route_permute", kElementwise, grid(cost.elementwise_s(route_ew + permute))});
@@ -102,7 +106,7 @@ LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankW
   bw.push_back({"route_bwd", kElementwise, grid(cost.elementwise_s(2 * (route_ew + permute)))});
   bw.push_back({"router_bwd", kOtherGemm, scaled(fw[4].work, 2)});
   bw.push_back({"o_proj_bwd", kOtherGemm, scaled(fw[3].work, 2)});
-  bw.push_back({"attention_bwd", kAttention, grid(cost.attention_s(2.5 * attn_flops, true))});
+  bw.push_back({"attention_bwd", kAttention, grid(cost.attention_s(attn_bwd, true))});
   bw.push_back({"qkv_bwd", kOtherGemm, scaled(fw[1].work, 2)});
   bw.push_back({"attn_norm_rope_bwd", kElementwise, grid(cost.elementwise_s(2 * norms))});
   return ops;

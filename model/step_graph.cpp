@@ -20,6 +20,8 @@ StepBuilder::StepBuilder(const Job& job, hardware::Cluster& cluster, sim::TaskGr
       held_(static_cast<std::size_t>(ranks_ * job.model.layers)),
       local_shard_(static_cast<std::size_t>(ranks_ * job.model.layers), 0) {
   for (auto& l : last_) l.fill(nullptr);
+  const auto& eff = cluster.profile().efficiency;
+  weigh_attention(work_, job.model, eff.attention_fwd_half_tokens, eff.attention_bwd_half_tokens);
   const int R = static_cast<int>(job.parallel.replica_gpus), ep = static_cast<int>(job.parallel.ep);
   // Replicas simulated: all of them, or one standing for every copy (cluster.copies()).
   const int gpn = cluster.gpus_per_node(), dp = static_cast<int>(ranks_ / R);

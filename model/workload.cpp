@@ -50,6 +50,7 @@ std::vector<RankWorkload> build_workload(const Job& job) {
       rw.pairs_full += row_pairs(row, full_window(m));
       rw.pairs_sliding += row_pairs(row, m.sliding.window_tokens);
       rw.row_cost += row_cost(row);
+      rw.segments.insert(rw.segments.end(), row.segments.begin(), row.segments.end());
     }
   }
   // Routing, per EP group (ep consecutive ranks of a node) and layer.
@@ -69,6 +70,23 @@ std::vector<RankWorkload> build_workload(const Job& job) {
     }
   }
   return w;
+}
+
+void weigh_attention(std::vector<RankWorkload>& w, const ModelArch& m, double fwd_half_tokens,
+                     double bwd_half_tokens) {
+  const std::int64_t windows[2] = {full_window(m), m.sliding.window_tokens};
+  const double half[2] = {fwd_half_tokens, bwd_half_tokens};
+  for (auto& rw : w)
+    for (int s = 0; s < 2; ++s)
+      for (int b = 0; b < 2; ++b) {
+        double p = 0;
+        for (auto n : rw.segments) {
+          const auto win = windows[s];
+          const double L = static_cast<double>(win > 0 ? std::min(n, win) : n);
+          p += causal_pairs(n, win) * (L + half[b]) / L;
+        }
+        rw.weighted_pairs[s][b] = p;
+      }
 }
 
 }  // namespace twin::model

@@ -16,7 +16,15 @@ struct RankWorkload {
   double pairs_sliding = 0; // … of sliding-window layers (per layer)
   std::vector<double> expert_pairs;  // per layer: token–expert pairs this GPU's experts process
   double row_cost = 0;      // Σ segment² of its rows (the balancing key, SPEC.md §6.6)
+  std::vector<std::int64_t> segments;  // its documents' lengths, over all its rows
+  // Attention work in efficiency-weighted pairs, [sliding layer][backward pass]: Σ over documents
+  // of pairs · (L + h)/L (weigh_attention(); L, h as in hardware/profile.hpp).
+  double weighted_pairs[2][2] = {};
 };
+
+// Fills every rank's weighted_pairs with the half-lengths of the hardware profile's attention.
+void weigh_attention(std::vector<RankWorkload>& w, const ModelArch& m, double fwd_half_tokens,
+                     double bwd_half_tokens);
 
 // The rows of one step as the data pipeline hands them out. Without balancing: packed rows in
 // order. With balancing: a pool of `kBands` steps' worth of rows is sorted by cost (Σ segment²)

@@ -3,6 +3,7 @@
 
 #include "model/accounting.hpp"
 #include "model/data.hpp"
+#include "model/workload.hpp"
 
 using namespace twin::model;
 
@@ -89,6 +90,20 @@ TEST_SUITE("model.accounting") {
     CHECK(causal_pairs(10, 3) == 27);  // queries see 1, 2, then 3 keys: 1+2+3·8
     CHECK(causal_pairs(10, 0) == 55);
     CHECK(causal_pairs(3, 128) == 6);
+  }
+  TEST_CASE("attention work: short documents and narrow windows weigh more") {
+    // Documents of 4 and 6 tokens; full layers see all, sliding layers (window 3) see 3 keys.
+    Job j = tiny_job();
+    RankWorkload w;
+    w.segments = {4, 6};
+    std::vector<RankWorkload> ws{w};
+    weigh_attention(ws, j.model, 2, 0);
+    // Full, forward (h = 2): 10·(4+2)/4 + 21·(6+2)/6 = 15 + 28; backward (h = 0): the plain pairs.
+    CHECK(ws[0].weighted_pairs[0][0] == doctest::Approx(43));
+    CHECK(ws[0].weighted_pairs[0][1] == doctest::Approx(31));
+    // Sliding (L = 3): (6 + 3·1)·(3+2)/3 + (6 + 3·3)·5/3 = 15 + 25.
+    CHECK(ws[0].weighted_pairs[1][0] == doctest::Approx(40));
+    CHECK(ws[0].weighted_pairs[1][1] == doctest::Approx(24));
   }
   TEST_CASE("packing: a document that does not fit continues in the next row") {
     const auto rows = pack_rows({5, 7, 2}, 6, 3);

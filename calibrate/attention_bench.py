@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""Attention forward and backward on one GPU (issue #6, micro-benchmark 4).
+
+Runs the model's attention (64 query heads, 4 KV heads, q/k head dim 192, v head dim 128; full
+causal and a 128-token sliding window) over document layouts of one packed row: documents of
+one length, and the twin's default log-normal layout (median 600 tokens, sigma 1.6). Kernels:
+PyTorch FlexAttention (document mask + causal + window, compiled through Triton), and SDPA
+(cuDNN / flash, whichever PyTorch picks) for layouts of equal documents without a window.
+
+The work of a layout is counted the twin's way (model/data.cpp causal_pairs, model/step_costs.cpp):
+  forward FLOPs  = 2 · pairs · q_heads · (qk_dim + v_dim),   backward FLOPs = 2.5 × forward,
+and the efficiency is FLOPs / (time · peak). `--profile FILE` writes the fitted
+attention_{fwd,bwd}_fraction and _half_tokens of the chosen backend into a hardware profile:
+per pass, least squares (relative) of time = Σ_documents FLOPs·(L + h)/L / (peak · f), L the
+document's length or the window if shorter — short documents fill causal tiles poorly.
+
+Usage (on a GPU machine with PyTorch):
+  python3 calibrate/attention_bench.py --tokens 16384 65536 --out attention.json \
+      [--profile hardware/profiles/h200-measured.json --peak-TFLOPs 989]
+"""
+import argparse
+import json
+import math
+import random
+import statistics
+import sys
+
+import torch
+
+
+def causal_pairs(n, window):
+    if window <= 0 or window >= n:
+        return n * (n + 1) / 2
+    return window * (window + 1) / 2 + (n - window) * window
+
+
+def lognormal_docs(tokens, median, sigma, seed):
+    rng = random.Random(seed)
+    docs, left = [], tokens
+    while left > 0:
+        d = max(1, min(left, int(round(median * math.exp(sigma * rng.gauss(0, 1))))))
+        docs.append(d)
+        left -= d
+    return docs
+
+
+def layouts(tokens, seed):
+    out = {}
+    for d in (512, 2048, 8192, tokens):
+        if d <= tokens and tokens % d == 0:
+            out[f"docs_{d}"] = [d] * (tokens // d)
+    out["lognormal_600_1.6"] = lognormal_docs(tokens, 600, 1.6, seed)
+    return out
+
+
+def timed(fn, reps):
+    """Median milliseconds of fn() over reps, after two warm-ups; fn returns (start, end) events."""
+    for _ in range(2):
+        fn()
+    times = []
+    for _ in range(reps):
+        s, e = fn()
+        torch.cuda.synchronize()
+        times.append(s.elapsed_time(e))
+    return statistics.median(times)
+
+
+class Shapes:
+    q_heads, kv_heads, qk_dim, v_dim = 64, 4, 192, 128
+
+
+def make_qkv(tokens, batch=1, seq=None):
+    seq = seq or tokens
+    g = torch.Generator(device="cuda").manual_seed(0)
+    mk = lambda h, d: (torch.randn(batch, h, seq, d, device="cuda", dtype=torch.bfloat16,
+                                   generator=g) * 0.5).requires_grad_()
+    return mk(Shapes.q_heads, Shapes.qk_dim), mk(Shapes.kv_heads, Shapes.qk_dim), mk(Shapes.kv_heads, Shapes.v_dim)
+
+
+def fwd_bwd_ms(run, q, k, v, reps):
+    def fwd():
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        with torch.no_grad():
+            s.record(); run(q, k, v); e.record()
+        return s, e
+    grad = None
+
+    def bwd():
+        nonlocal grad
+        y = run(q, k, v)
+        if grad is None:
+            grad = torch.randn_like(y)
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record(); y.backward(grad); e.record()
+        q.grad = k.grad = v.grad = None
+        return s, e
+    return timed(fwd, reps), timed(bwd, reps)
+
+
+class Flex:
+    """FlexAttention with a document mask; one compiled kernel per row length."""
+    def __init__(self, tokens):
+        from torch.nn.attention.flex_attention import flex_attention, create_block_mask
+        self.create_block_mask = create_block_mask
+        self.doc = torch.zeros(tokens, dtype=torch.int32, device="cuda")
+        self.win = torch.zeros(1, dtype=torch.int32, device="cuda")
+        self.flex = torch.compile(flex_attention, dynamic=False)
+        self.tokens = tokens
+        doc, win = self.doc, self.win
+
+        def mask(b, h, qi, ki):
+            return (doc[qi] == doc[ki]) & (qi >= ki) & (qi - ki < win[0])
+        self.mask = mask
+
+    def runner(self, docs, window):
+        ids = torch.repeat_interleave(torch.arange(len(docs), dtype=torch.int32),
+                                      torch.tensor(docs)).to("cuda")
+        self.doc.copy_(ids)
+        self.win.fill_(window if window > 0 else self.tokens + 1)
+        bm = self.create_block_mask(self.mask, None, None, self.tokens, self.tokens, device="cuda")
+        return lambda q, k, v: self.flex(q, k, v, block_mask=bm, enable_gqa=True)
+
+
+def sdpa_runner(docs):
+    import torch.nn.functional as F
+    return lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+
+def measure(args):
+    rows, errors = [], []
+    flops_per_pair = 2 * Shapes.q_heads * (Shapes.qk_dim + Shapes.v_dim)
+    for tokens in args.tokens:
+        flex = None
+        try:
+            flex = Flex(tokens)
+        except Exception as e:  # noqa: BLE001 — reported, the other backend still runs
+            errors.append(f"flex_attention unavailable: {e!r}")
+        for name, docs in layouts(tokens, args.seed).items():
+            for window in (0, 128):
+                pairs = sum(causal_pairs(d, window) for d in docs)
+                cases = []
+                if flex:
+                    cases.append(("flex", lambda: (flex.runner(docs, window), make_qkv(tokens))))
+                if window == 0 and len(set(docs)) == 1:
+                    d = docs[0]
+                    cases.append(("sdpa", lambda: (sdpa_runner(docs), make_qkv(tokens, len(docs), d))))
+                for backend, setup in cases:
+                    try:
+                        run, (q, k, v) = setup()
+                        fwd, bwd = fwd_bwd_ms(run, q, k, v, args.reps)
+                    except Exception as e:  # noqa: BLE001
+                        errors.append(f"{backend} {name} window {window}: {e!r}"[:400])
+                        continue
+                    f = pairs * flops_per_pair
+                    row = dict(backend=backend, tokens=tokens, layout=name, documents=len(docs),
+                               window=window, pairs=pairs, fwd_flops=f, fwd_ms=fwd, bwd_ms=bwd,
+                               fwd_TFLOPs=f / fwd / 1e9, bwd_TFLOPs=2.5 * f / bwd / 1e9)
+                    rows.append(row)
+                    print(f"{backend:5s} T={tokens:6d} {name:18s} w={window:4d} fwd {fwd:8.3f} ms "
+                          f"{row['fwd_TFLOPs']:6.1f} TF/s  bwd {bwd:8.3f} ms {row['bwd_TFLOPs']:6.1f} TF/s",
+                          flush=True)
+                    del q, k, v
+                    torch.cuda.empty_cache()
+    return rows, errors
+
+
+def fit(rows, backend, peak, docs_of):
+    """Per pass: time = FLOPs·(L + h)/L / (peak·f) summed over documents (model/workload.hpp);
+    linear least squares in (1/f, h/f) of the relative error; returns f, h and the errors."""
+    out = {}
+    flops_per_pair = 2 * Shapes.q_heads * (Shapes.qk_dim + Shapes.v_dim)
+    for key, mult in (("fwd", 1.0), ("bwd", 2.5)):
+        A = []
+        for r in rows:
+            if r["backend"] != backend:
+                continue
+            t = r[f"{key}_ms"] * 1e-3 * peak
+            docs = docs_of(r)
+            F = sum(causal_pairs(d, r["window"]) for d in docs) * flops_per_pair * mult
+            G = sum(causal_pairs(d, r["window"]) / (min(d, r["window"]) if r["window"] > 0 else d)
+                    for d in docs) * flops_per_pair * mult
+            A.append((F / t, G / t))
+        if len(A) < 2:
+            continue
+        s11 = sum(a * a for a, _ in A); s12 = sum(a * b for a, b in A); s22 = sum(b * b for _, b in A)
+        r1 = sum(a for a, _ in A); r2 = sum(b for _, b in A)
+        det = s11 * s22 - s12 * s12
+        a = (r1 * s22 - r2 * s12) / det
+        b = (s11 * r2 - s12 * r1) / det
+        errs = [a * x + b * y - 1 for x, y in A]
+        out[key] = dict(fraction=1 / a, half_tokens=b / a, points=len(A),
+                        worst_relative_error=max(abs(e) for e in errs))
+    return out
+
+
+def write_profile(path, backend, fits, source_note):
+    with open(path) as f:
+        prof = json.load(f)
+    eff = prof.setdefault("efficiency", {})
+    for key in ("fwd", "bwd"):
+        if key in fits:
+            fr = fits[key]
+            eff[f"attention_{key}_fraction"] = {
+                "value": fr["fraction"],
+                "source": f"[meas] {source_note}: {backend} attention {key}, least squares of "
+                          f"t = sum over documents of FLOPs (L + h)/L / (peak f) over {fr['points']} "
+                          f"layouts (worst error {100 * fr['worst_relative_error']:.0f}%)"}
+            eff[f"attention_{key}_half_tokens"] = {
+                "value": fr["half_tokens"], "source": eff[f"attention_{key}_fraction"]["source"]}
+    with open(path + ".tmp", "w") as f:
+        json.dump(prof, f, indent=2)
+        f.write("\n")
+    import os
+    os.replace(path + ".tmp", path)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--tokens", type=int, nargs="+", default=[16384])
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--peak-TFLOPs", type=float, default=989.0)
+    p.add_argument("--backend", default="flex", help="backend whose fit goes into --profile")
+    p.add_argument("--out", required=True)
+    p.add_argument("--profile", help="hardware profile JSON to write the fitted fractions into")
+    p.add_argument("--note", default="calibrate/attention_bench.py")
+    a = p.parse_args()
+    if not torch.cuda.is_available():
+        print("attention_bench: no GPU visible, skipped", file=sys.stderr)
+        return 0
+    rows, errors = measure(a)
+    docs_of = lambda r: layouts(r["tokens"], a.seed)[r["layout"]]
+    fits = {b: fit(rows, b, a.peak_TFLOPs * 1e12, docs_of) for b in sorted({r["backend"] for r in rows})}
+    prov = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
+                cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version(),
+                command=" ".join(sys.argv))
+    with open(a.out, "w") as f:
+        json.dump(dict(provenance=prov, peak_TFLOPs=a.peak_TFLOPs, rows=rows, fits=fits,
+                       errors=errors), f, indent=2)
+    print(json.dumps(fits, indent=2))
+    for e in errors:
+        print("error:", e, file=sys.stderr)
+    if a.profile and a.backend in fits:
+        write_profile(a.profile, a.backend, fits[a.backend], a.note)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
