@@ -19,13 +19,17 @@ Usage (on a GPU machine with PyTorch):
       [--profile hardware/profiles/h200-measured.json --peak-TFLOPs 989]
 """
 import argparse
+import datetime
 import json
 import math
 import random
 import statistics
 import sys
 
-import torch
+try:
+    import torch
+except ImportError:  # --refit needs no GPU and no PyTorch
+    torch = None
 
 
 def causal_pairs(n, window):
@@ -222,18 +226,26 @@ def main():
     p.add_argument("--peak-TFLOPs", type=float, default=989.0)
     p.add_argument("--backend", default="flex", help="backend whose fit goes into --profile")
     p.add_argument("--out", required=True)
+    p.add_argument("--refit", help="fit the rows of an earlier --out file again (no GPU needed)")
     p.add_argument("--profile", help="hardware profile JSON to write the fitted fractions into")
     p.add_argument("--note", default="calibrate/attention_bench.py")
     a = p.parse_args()
-    if not torch.cuda.is_available():
+    if a.refit:
+        with open(a.refit) as f:
+            old = json.load(f)
+        rows, errors, prov = old["rows"], old["errors"], old["provenance"]
+        prov["refit"] = " ".join(sys.argv)
+    elif torch is None or not torch.cuda.is_available():
         print("attention_bench: no GPU visible, skipped", file=sys.stderr)
         return 0
-    rows, errors = measure(a)
+    else:
+        rows, errors = measure(a)
+        prov = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
+                    cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version(),
+                    date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    command=" ".join(sys.argv))
     docs_of = lambda r: layouts(r["tokens"], a.seed)[r["layout"]]
     fits = {b: fit(rows, b, a.peak_TFLOPs * 1e12, docs_of) for b in sorted({r["backend"] for r in rows})}
-    prov = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
-                cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version(),
-                command=" ".join(sys.argv))
     with open(a.out, "w") as f:
         json.dump(dict(provenance=prov, peak_TFLOPs=a.peak_TFLOPs, rows=rows, fits=fits,
                        errors=errors), f, indent=2)

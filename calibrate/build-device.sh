@@ -3,7 +3,7 @@
 # header packages the full build uses: header-only dependencies (nlohmann/json, CLI11, Eigen)
 # are taken from DEPS (default .deps/include, filled by `calibrate/build-device.sh --collect` on a
 # machine that has them). NCCL is looked for in the system folders, beside CUDA and in
-# Python's nvidia-nccl wheel.
+# Python's nvidia-nccl wheel. `--lib` builds only libtwin_kernels_c.so (for micro_step.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 deps=${DEPS:-.deps/include}
@@ -16,6 +16,11 @@ fi
 out=${OUT_DIR:-build-device}
 mkdir -p "$out"
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+# The SM holder as a shared library for calibrate/micro_step.py (ctypes), cudart shared.
+"$nvcc" -O2 -std=c++17 -arch=sm_90 -I. -shared -Xcompiler -fPIC -cudart shared \
+  kernels/c_api.cu kernels/sm_hold.cu -o "$out/libtwin_kernels_c.so"
+echo "built $out/libtwin_kernels_c.so"
+[ "${1:-}" = "--lib" ] && exit 0
 cuda_home=$(dirname "$(dirname "$nvcc")")
 nccl_flags=()
 for inc in /usr/include "$cuda_home/include" $(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__)+"/include")' 2>/dev/null || true); do

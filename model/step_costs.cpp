@@ -52,34 +52,52 @@ LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankW
   const KernelClass expert_cls = !sonic ? KernelClass::grid
                                  : t.moe_tile_scheduler == "dynamic" ? KernelClass::persistent_dynamic
                                                                      : KernelClass::persistent_static;
-  auto grouped = [&](double n, double kk) {
+  auto grouped = [&](const char* name, double n, double kk) {
     const double one = cost.gemm_s(per_expert, n, kk) - cost.overhead_s();
     const double launches = sonic ? 1 : e_gpu;
-    return KernelWork{e_gpu * one + launches * cost.overhead_s(), 0, expert_cls};
+    return Op{name, kExpertGemm, {e_gpu * one + launches * cost.overhead_s(), 0, expert_cls}, 0,
+              {Launch::kGroupedGemm, per_expert, n, kk, e_gpu}};
   };
-  const KernelWork up = grouped(2 * f, h), down = grouped(h, f);
+  auto gemm = [&](const char* name, double rows, double n, double kk) {
+    return Op{name, kOtherGemm, grid(cost.gemm_s(rows, n, kk)), 0, gemm_launch(rows, n, kk)};
+  };
+  auto ew = [&](const char* name, double bytes) {
+    return Op{name, kElementwise, grid(cost.elementwise_s(bytes)), 0, elementwise_launch(bytes)};
+  };
+  auto attention = [&](const char* name, double flops, bool backward) {
+    Launch l{Launch::kAttention};
+    l.sliding = sliding == 1, l.backward = backward;
+    return Op{name, kAttention, grid(cost.attention_s(flops, backward)), 0, l};
+  };
+  auto a2a = [&](const char* name) { return Op{name, kCollEpAllToAll, {}, T * k * h * 2}; };
+  auto times = [](Op op, const char* name, double r) {
+    op.name = name;
+    op.work = scaled(op.work, r);
+    op.launch.repeat *= r;
+    return op;
+  };
+  const Op up = grouped("expert_up", 2 * f, h), down = grouped("expert_down", h, f);
 
   // Elementwise traffic [est]: norm + RoPE + residual ≈ 6 passes over T·h bf16; router softmax
   // and top-k over T·E fp32 (3 passes); permute and unpermute copy T·k·h bf16 (read + write).
   const double norms = 6 * T * h * 2;
   const double route_ew = 3 * T * static_cast<double>(m.experts) * 4;
   const double permute = 2 * T * k * h * 2;
-  const double a2a = T * k * h * 2;
 
   LayerOps ops;
   auto& fw = ops.forward;
-  fw.push_back({"attn_norm_rope", kElementwise, grid(cost.elementwise_s(norms))});
-  fw.push_back({"qkv_proj", kOtherGemm, grid(cost.gemm_s(T, qkv_out, h))});
-  fw.push_back({"attention_fwd", kAttention, grid(cost.attention_s(attn_fwd, false))});
-  fw.push_back({"o_proj", kOtherGemm, grid(cost.gemm_s(T, h, static_cast<double>(a.q_heads * a.v_head_dim)))});
-  fw.push_back({"router", kOtherGemm, grid(cost.gemm_s(T, static_cast<double>(m.experts), h))});
-  fw.push_back({"route_permute", kElementwise, grid(cost.elementwise_s(route_ew + permute))});
-  fw.push_back({"dispatch", kCollEpAllToAll, {}, a2a});
-  fw.push_back({"expert_up", kExpertGemm, up});
-  if (!sonic) fw.push_back({"swiglu", kElementwise, grid(cost.elementwise_s(pairs * 3 * f * 2))});
-  fw.push_back({"expert_down", kExpertGemm, down});
-  fw.push_back({"combine", kCollEpAllToAll, {}, a2a});
-  fw.push_back({"unpermute", kElementwise, grid(cost.elementwise_s(permute))});
+  fw.push_back(ew("attn_norm_rope", norms));
+  fw.push_back(gemm("qkv_proj", T, qkv_out, h));
+  fw.push_back(attention("attention_fwd", attn_fwd, false));
+  fw.push_back(gemm("o_proj", T, h, static_cast<double>(a.q_heads * a.v_head_dim)));
+  fw.push_back(gemm("router", T, static_cast<double>(m.experts), h));
+  fw.push_back(ew("route_permute", route_ew + permute));
+  fw.push_back(a2a("dispatch"));
+  fw.push_back(up);
+  if (!sonic) fw.push_back(ew("swiglu", pairs * 3 * f * 2));
+  fw.push_back(down);
+  fw.push_back(a2a("combine"));
+  fw.push_back(ew("unpermute", permute));
 
   // Recompute: full re-runs the forward; selective (every second matmul output saved) half of
   // the matmul work and all elementwise work; attention outputs are saved [est].
@@ -88,27 +106,26 @@ LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankW
   } else if (t.activation_checkpointing == "selective") {
     for (const auto& op : fw) {
       if (op.category == kAttention) continue;
-      Op r = op;
-      if (op.category == kOtherGemm || op.category == kExpertGemm) r.work = scaled(op.work, 0.5);
-      ops.recompute.push_back(r);
+      const bool mm = op.category == kOtherGemm || op.category == kExpertGemm;
+      ops.recompute.push_back(mm ? times(op, op.name, 0.5) : op);
     }
   }
 
   // Backward: matmuls 2× (input and weight gradients), attention with its backward efficiency,
   // elementwise passes 2×; EP all-to-alls mirror the forward ones.
   auto& bw = ops.backward;
-  bw.push_back({"unpermute_bwd", kElementwise, grid(cost.elementwise_s(2 * permute))});
-  bw.push_back({"combine_bwd", kCollEpAllToAll, {}, a2a});
-  bw.push_back({"expert_down_bwd", kExpertGemm, scaled(down, 2)});
-  if (!sonic) bw.push_back({"swiglu_bwd", kElementwise, grid(cost.elementwise_s(2 * pairs * 3 * f * 2))});
-  bw.push_back({"expert_up_bwd", kExpertGemm, scaled(up, 2)});
-  bw.push_back({"dispatch_bwd", kCollEpAllToAll, {}, a2a});
-  bw.push_back({"route_bwd", kElementwise, grid(cost.elementwise_s(2 * (route_ew + permute)))});
-  bw.push_back({"router_bwd", kOtherGemm, scaled(fw[4].work, 2)});
-  bw.push_back({"o_proj_bwd", kOtherGemm, scaled(fw[3].work, 2)});
-  bw.push_back({"attention_bwd", kAttention, grid(cost.attention_s(attn_bwd, true))});
-  bw.push_back({"qkv_bwd", kOtherGemm, scaled(fw[1].work, 2)});
-  bw.push_back({"attn_norm_rope_bwd", kElementwise, grid(cost.elementwise_s(2 * norms))});
+  bw.push_back(ew("unpermute_bwd", 2 * permute));
+  bw.push_back(a2a("combine_bwd"));
+  bw.push_back(times(down, "expert_down_bwd", 2));
+  if (!sonic) bw.push_back(ew("swiglu_bwd", 2 * pairs * 3 * f * 2));
+  bw.push_back(times(up, "expert_up_bwd", 2));
+  bw.push_back(a2a("dispatch_bwd"));
+  bw.push_back(ew("route_bwd", 2 * (route_ew + permute)));
+  bw.push_back(times(fw[4], "router_bwd", 2));
+  bw.push_back(times(fw[3], "o_proj_bwd", 2));
+  bw.push_back(attention("attention_bwd", attn_bwd, true));
+  bw.push_back(times(fw[1], "qkv_bwd", 2));
+  bw.push_back(ew("attn_norm_rope_bwd", 2 * norms));
   return ops;
 }
 

@@ -24,11 +24,39 @@ const char* category_name(std::int32_t c);
 bool is_collective(std::int32_t c);
 bool is_gpu_compute(std::int32_t c);
 
+// What a real GPU runs for an op, as shapes rather than times: the micro-step executor
+// (calibrate/micro_step.py) launches these, the twin times them through KernelCost.
+struct Launch {
+  enum Kind : std::uint8_t {
+    kNone, kGemm, kGroupedGemm, kAttention, kElementwise, kCollective, kCopyH2D, kCopyD2H
+  };
+  Kind kind = kNone;
+  double m = 0, n = 0, k = 0;  // GEMM (m×k)·(k×n); grouped: m rows for each of `groups` experts
+  double groups = 0;
+  double bytes = 0;            // elementwise: HBM bytes moved; copies: bytes copied
+  int ctas = 0;                // collective: CTAs (SMs) it holds
+  double repeat = 1;           // kernels of this shape (backward 2; selective recompute 0.5)
+  bool sliding = false;        // attention of a sliding-window layer
+  bool backward = false;       // attention backward
+};
+
+inline Launch gemm_launch(double m, double n, double k, double repeat = 1) {
+  Launch l{Launch::kGemm, m, n, k};
+  l.repeat = repeat;
+  return l;
+}
+inline Launch elementwise_launch(double bytes) {
+  Launch l{Launch::kElementwise};
+  l.bytes = bytes;
+  return l;
+}
+
 struct Op {
   const char* name;
   Category category;
   hardware::KernelWork work;  // compute ops
   double a2a_bytes = 0;       // > 0: an EP all-to-all of this send buffer instead
+  Launch launch{};
 };
 
 struct LayerOps {

@@ -55,12 +55,21 @@ const FusedParts* StepBuilder::parts(std::size_t task_id) const {
   return &fused_[static_cast<std::size_t>(fused_index_[task_id])];
 }
 
+const std::vector<Launch>* StepBuilder::launches(std::size_t task_id) const {
+  const auto it = launches_.find(task_id);
+  return it == launches_.end() ? nullptr : &it->second;
+}
+
+void StepBuilder::note(std::int64_t rank, const sim::Task& t, std::vector<Launch> l) {
+  if (rank == launch_rank_) launches_[t.id()] = std::move(l);
+}
+
 void StepBuilder::fuse(std::size_t j0, std::size_t j1, const std::vector<std::vector<Op>>& ops,
                        std::int32_t layer) {
   if (j1 - j0 == 1) {
     for (std::int64_t r = 0; r < ranks_; ++r) {
       const Op& op = ops[static_cast<std::size_t>(r)][j0];
-      kernel(r, op.name, op.category, op.work, layer);
+      note(r, kernel(r, op.name, op.category, op.work, layer), {op.launch});
     }
     return;
   }
@@ -70,12 +79,15 @@ void StepBuilder::fuse(std::size_t j0, std::size_t j1, const std::vector<std::ve
   for (std::int64_t r = 0; r < ranks_; ++r) {
     FusedParts fp;
     double alone = 0;
+    std::vector<Launch> ls;
     for (std::size_t j = j0; j < j1; ++j) {
       const Op& op = ops[static_cast<std::size_t>(r)][j];
       fp.parts.emplace_back(op.category, op.work.alone_s);
       alone += op.work.alone_s;
+      ls.push_back(op.launch);
     }
     auto& t = kernel(r, n, kFused, {alone, 0, hardware::KernelClass::grid}, layer);
+    note(r, t, std::move(ls));
     if (fused_index_.size() <= t.id()) fused_index_.resize(t.id() + 1, -1);
     fused_index_[t.id()] = static_cast<std::int32_t>(fused_.size());
     fused_.push_back(std::move(fp));
@@ -106,10 +118,26 @@ StepBuilder::PerRank StepBuilder::collective(const std::vector<std::vector<int>>
   for (const auto& grp : groups) {
     std::vector<sim::Task*> ts;
     for (int r : grp) ts.push_back(out[static_cast<std::size_t>(r)] = &task(r, s, name, c, layer));
+    if (launch_rank_ >= 0) {
+      Launch l{Launch::kCollective};
+      l.ctas = hardware::channels(kind, static_cast<int>(default_ctas), c_.nccl(),
+                                  static_cast<int>(c_.profile().gpu.sm_count));
+      for (int r : grp) note(r, *out[static_cast<std::size_t>(r)], {l});
+    }
     hardware::run_collective(ts, c_, {kind, grp, bytes, static_cast<int>(default_ctas),
                                       s == kReplicaPg && replicas_are_copies_});
   }
   return out;
+}
+
+sim::Task& StepBuilder::copy(std::int64_t rank, bool to_host, const char* name, std::int32_t layer,
+                             double bytes) {
+  auto& t = task(rank, to_host ? kD2H : kH2D, name, to_host ? kCopyD2H : kCopyH2D, layer);
+  hardware::run_copy(t, c_, static_cast<int>(rank), to_host ? hardware::CopyDir::d2h : hardware::CopyDir::h2d, bytes);
+  Launch l{to_host ? Launch::kCopyD2H : Launch::kCopyH2D};
+  l.bytes = bytes;
+  note(rank, t, {l});
+  return t;
 }
 
 std::int32_t StepBuilder::gather_pool() const {
@@ -170,11 +198,14 @@ void StepBuilder::run_ops(const std::vector<std::vector<Op>>& ops, std::int32_t 
     for (std::int64_t r = 0; r < ranks_; ++r) {
       if (first_expert && job_.training.expert_gather_dtype == "fp8") {
         // Dequantize: read FP8 values and scales, write bf16 (SPEC.md §6.8).
-        auto& dq = kernel(r, "fp8_dequant", kElementwise,
-                          {cost_.elementwise_s(comm.expert_gather + 2 * comm.expert_elems)}, layer);
+        const double bytes = comm.expert_gather + 2 * comm.expert_elems;
+        auto& dq = kernel(r, "fp8_dequant", kElementwise, {cost_.elementwise_s(bytes)}, layer);
+        note(r, dq, {elementwise_launch(bytes)});
         dq.after(*weights_expert[static_cast<std::size_t>(r)]);
       }
-      auto& t = kernel(r, shape.name, shape.category, ops[static_cast<std::size_t>(r)][j].work, layer);
+      const Op& op = ops[static_cast<std::size_t>(r)][j];
+      auto& t = kernel(r, shape.name, shape.category, op.work, layer);
+      note(r, t, {op.launch});
       if (first_expert) t.after(*weights_expert[static_cast<std::size_t>(r)]);
     }
     if (first_expert) weights_pending = false;

@@ -13,6 +13,7 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,10 @@ class StepBuilder {
   const FusedParts* parts(std::size_t task_id) const;
   // Every HBM buffer of the step, per rank, against the tasks that allocate and free it.
   const BufferLog& buffers() const { return mem_; }
+  // Keeps what a real GPU would launch for each kernel task of `rank` (call before build()).
+  void record_launches(std::int64_t rank) { launch_rank_ = rank; }
+  // The launches of a recorded task (several for a fused task), or null.
+  const std::vector<Launch>* launches(std::size_t task_id) const;
 
  private:
   using PerRank = std::vector<sim::Task*>;
@@ -77,6 +82,8 @@ class StepBuilder {
   PerRank marker(Stream s, const char* name, std::int32_t layer);
   PerRank build_optimizer(const PerRank& grads_home);
   sim::Task& cpu(std::int64_t rank, const char* name, double seconds_alone);
+  // A host↔device copy on the D2H or H2D stream.
+  sim::Task& copy(std::int64_t rank, bool to_host, const char* name, std::int32_t layer, double bytes);
   // Buffers of gathered weights: the flat all-gather output (allocated when the gather starts,
   // in the all-gather pool) is copied out into the weight tensors when `use_begin` starts
   // (compute pool); those are freed when `use_end` ends (FSDP2 reshard).
@@ -97,6 +104,9 @@ class StepBuilder {
   std::vector<FusedParts> fused_;
   std::deque<std::string> names_;          // names of fused tasks (tasks hold const char*)
   BufferLog mem_;
+  std::int64_t launch_rank_ = -1;
+  std::map<std::size_t, std::vector<Launch>> launches_;
+  void note(std::int64_t rank, const sim::Task& t, std::vector<Launch> l);
   // Buffers kept from forward to layer i's backward, freed when its backward ends ([r·L + i]).
   std::vector<std::vector<std::size_t>> held_;
   std::vector<std::size_t> local_shard_;   // node-local dense reshard of layer i, [r·L + i]

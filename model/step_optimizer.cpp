@@ -109,8 +109,7 @@ StepBuilder::PerRank StepBuilder::build_optimizer(const PerRank& grads_home) {
       } else {
         // Momentum to the GPU, Newton–Schulz as GEMMs at the matrices' size, result back.
         const double expert_bytes = 4 * owned_expert * h * f;
-        auto& up = task(r, kH2D, "ns_to_gpu", kCopyH2D, -1);
-        hardware::run_copy(up, c_, static_cast<int>(r), hardware::CopyDir::h2d, expert_bytes);
+        auto& up = copy(r, false, "ns_to_gpu", -1, expert_bytes);
         up.after(*cpu_last);
         const double per_flop = cost_.gemm_s(std::min(h, f), std::min(h, f), std::max(h, f)) /
                                 (2 * std::min(h, f) * std::min(h, f) * std::max(h, f));
@@ -121,8 +120,7 @@ StepBuilder::PerRank StepBuilder::build_optimizer(const PerRank& grads_home) {
                                                  dense_flops / (2 * dense_own * dense_rows)
                                            : 0.0}, -1);
         nd.after(*gather[static_cast<std::size_t>(r)]);
-        auto& down = task(r, kD2H, "ns_to_host", kCopyD2H, -1);
-        hardware::run_copy(down, c_, static_cast<int>(r), hardware::CopyDir::d2h, expert_bytes + 4 * dense_own);
+        auto& down = copy(r, true, "ns_to_host", -1, expert_bytes + 4 * dense_own);
         down.after(nd);
         // Momentum of the owned matrices in HBM while Newton–Schulz runs (allocated by the copy).
         mem_.free(r, mem_.alloc(r, "newton_schulz_momentum", kPoolOffload, expert_bytes + 4 * dense_own,

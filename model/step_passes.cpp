@@ -27,6 +27,7 @@ void StepBuilder::forward(std::vector<PerRank>& begin, std::vector<PerRank>& end
   const double rope = rope_cache_bytes(job_);
   for (std::int64_t r = 0; r < ranks_; ++r) {
     auto& k = kernel(r, "embedding", kElementwise, {cost_.elementwise_s(4 * work_[r].tokens * h)}, -1);
+    note(r, k, {elementwise_launch(4 * work_[r].tokens * h)});
     k.after(*emb[static_cast<std::size_t>(r)]);
     unshard(r, V * h * kBf16, V * h * kBf16, *emb[static_cast<std::size_t>(r)], k, k);
     mem_.alloc(r, "rope_caches", kPoolCompute, rope, k, BufferLog::kStart);  // kept all step
@@ -66,8 +67,7 @@ void StepBuilder::forward(std::vector<PerRank>& begin, std::vector<PerRank>& end
                                      *end[i][ri], BufferLog::kEnd);
       const auto out = mem_.alloc(r, "layer_output", kPoolCompute, b.layer_out, *end[i][ri], BufferLog::kEnd);
       if (i < off) {
-        auto& t = task(r, kD2H, "offload_activation", kCopyD2H, i);
-        hardware::run_copy(t, c_, static_cast<int>(r), hardware::CopyDir::d2h, work_[r].tokens * h * 2);
+        auto& t = copy(r, true, "offload_activation", i, work_[r].tokens * h * 2);
         t.after(*end[i][ri]);
         d2h_all[k] = &t;
         mem_.free(r, out, t, BufferLog::kEnd);  // returns to the pool once the copy is done
@@ -100,6 +100,9 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
     hf.after(*head_ag[static_cast<std::size_t>(r)]);
     auto& loss = kernel(r, "loss", kElementwise, {cost_.elementwise_s(3 * T * V * 4)}, L);
     auto& hb = kernel(r, "head_backward", kOtherGemm, {2 * fwd}, L);
+    note(r, hf, {gemm_launch(T, V, h)});
+    note(r, loss, {elementwise_launch(3 * T * V * 4)});
+    note(r, hb, {gemm_launch(T, V, h, 2)});
     unshard(r, V * h * kBf16, V * h * kBf16, *head_ag[static_cast<std::size_t>(r)], hf, hb);
     // Logits and their gradient, chunked over tokens (a fused linear cross-entropy) [est].
     const double chunk = std::min(T, kLossChunkTokens) * V * (kBf16 + kFp32);
@@ -129,8 +132,7 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
     Fetch f{PerRank(static_cast<std::size_t>(ranks_), nullptr), {}, {}};
     if (i < off)
       for (std::int64_t r = 0; r < ranks_; ++r) {
-        auto& x = task(r, kH2D, "reload_activation", kCopyH2D, i);
-        hardware::run_copy(x, c_, static_cast<int>(r), hardware::CopyDir::h2d, work_[r].tokens * h * 2);
+        auto& x = copy(r, false, "reload_activation", i, work_[r].tokens * h * 2);
         x.after(*d2h_all[static_cast<std::size_t>(r * L + i)]);
         x.after(*issue_at[static_cast<std::size_t>(r)]);
         f.h2d[static_cast<std::size_t>(r)] = &x;
@@ -214,8 +216,9 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
       if (!a2a) continue;
       // The owner converts the received bf16 slices to fp32 and sums them.
       const double recv = comm.expert_reduce * (expert_pg - 1) / expert_pg;
-      auto& s = kernel(r, "grad_fp32_sum", kElementwise,
-                       {cost_.elementwise_s(recv + 2 * recv / (expert_pg) )}, i, kSideStream);
+      const double sum_bytes = recv + 2 * recv / expert_pg;
+      auto& s = kernel(r, "grad_fp32_sum", kElementwise, {cost_.elementwise_s(sum_bytes)}, i, kSideStream);
+      note(r, s, {elementwise_launch(sum_bytes)});
       s.after(*rse[ri]);
       const auto rb = mem_.alloc(r, "grad_all_to_all_recv",
                                  t.grad_a2a_recv_pool == "compute" ? kPoolCompute : kPoolReduceScatter,
@@ -232,8 +235,7 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
       after_all(reduced, rse);
     }
     for (std::int64_t r = 0; r < ranks_; ++r) {
-      auto& x = task(r, kD2H, "grad_to_host", kCopyD2H, i);
-      hardware::run_copy(x, c_, static_cast<int>(r), hardware::CopyDir::d2h, shard_bytes);
+      auto& x = copy(r, true, "grad_to_host", i, shard_bytes);
       x.after(*rsd[static_cast<std::size_t>(r)]);
       x.after(*reduced[static_cast<std::size_t>(r)]);
       // The reduced shard (reduce-scatter stream) lives until copied home; with the norm hook
@@ -248,7 +250,8 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
   }
   // Embedding gradient (a scatter-add from the token ids), reduced and sent home.
   for (std::int64_t r = 0; r < ranks_; ++r)
-    kernel(r, "embedding_backward", kElementwise, {cost_.elementwise_s(4 * work_[r].tokens * h)}, -1);
+    note(r, kernel(r, "embedding_backward", kElementwise, {cost_.elementwise_s(4 * work_[r].tokens * h)}, -1),
+         {elementwise_launch(4 * work_[r].tokens * h)});
   auto emb_rs = collective(dense_pg_, kDensePg, CollKind::reduce_scatter, V * h * 4, ctas.dense,
                            "embedding_grad_reduce_scatter", kCollDenseReduce, -1);
   const auto bw_end = marker(kCompute, "backward_end", -1);
@@ -259,8 +262,7 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
     for (std::size_t hnd : reduced_free_at[ri][-1]) mem_.free(r, hnd, *bw_end[ri], BufferLog::kEnd);
   }
   for (std::int64_t r = 0; r < ranks_; ++r) {
-    auto& x = task(r, kD2H, "grad_to_host", kCopyD2H, -1);
-    hardware::run_copy(x, c_, static_cast<int>(r), hardware::CopyDir::d2h, V * h * 4 / R);
+    auto& x = copy(r, true, "grad_to_host", -1, V * h * 4 / R);
     x.after(*emb_rs[static_cast<std::size_t>(r)]);
   }
   grads_home = marker(kD2H, "grads_on_host", -1);

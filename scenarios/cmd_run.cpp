@@ -16,8 +16,12 @@ int cmd_run(const CommonArgs& args, const RunArgs& run, std::ostream& out) {
   o.trace = !run.trace_file.empty();
   o.trace_ranks = run.trace_ranks;
   o.event_limit = args.max_events;
+  o.plan_rank = run.plan_file.empty() ? -1 : run.plan_rank;
   auto r = simulate(loaded, o);
+  if (o.plan_rank >= 0 && r.plan.is_null())
+    throw InputError(args.scenario, "--plan-rank", fmt::format("rank {} is not simulated", run.plan_rank));
   if (o.trace) reports::write_atomic(run.trace_file, r.trace);
+  if (o.plan_rank >= 0) reports::write_atomic(run.plan_file, r.plan.dump(1) + "\n");
   if (args.json) {
     Json j = r.json;
     j["resolved_scenario"] = loaded.resolved;

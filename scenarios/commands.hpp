@@ -23,6 +23,8 @@ struct CommonArgs {
 struct RunArgs {
   std::string trace_file;
   std::vector<int> trace_ranks;
+  std::string plan_file;  // write one rank's launch plan here (scenarios/plan.hpp)
+  int plan_rank = 0;
 };
 
 struct LadderArgs {

@@ -44,6 +44,9 @@ int main(int argc, char** argv) {
   run->add_option("--trace", run_args.trace_file, "write a Chrome trace (Perfetto) of the step");
   run->add_option("--trace-ranks", run_args.trace_ranks, "ranks in the trace (default 0)")
       ->delimiter(',');
+  run->add_option("--plan", run_args.plan_file,
+                  "write one rank's forward+backward launch plan (for calibrate/micro_step.py)");
+  run->add_option("--plan-rank", run_args.plan_rank, "rank of --plan (default 0)");
   MemoryArgs mem_args;
   auto* memory = app.add_subcommand("memory", "HBM per allocator pool and Grace memory per rank");
   add_common(memory, common);

@@ -12,6 +12,7 @@
 #include "model/memory_replay.hpp"
 #include "model/step_graph.hpp"
 #include "reports/metrics.hpp"
+#include "scenarios/plan.hpp"
 #include "reports/trace.hpp"
 #include "sim/engine.hpp"
 #include "sim/fluid.hpp"
@@ -102,6 +103,7 @@ std::unique_ptr<Pass> run_pass(const Scenario& s, const RunOptions& opts, double
                                const std::vector<std::vector<model::AllocRetry>>* retries) {
   auto p = std::make_unique<Pass>(s);
   p->engine.set_event_limit(opts.event_limit);
+  p->builder.record_launches(opts.plan_rank);
   p->marks = p->builder.build();
   if (retries) model::inject_retries(p->graph, p->cluster, *retries);
   const int gpus = p->cluster.gpus();
@@ -272,6 +274,8 @@ RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
                      {"fluid_solves", fluid.solves()}, {"passes", any ? 2 : 1}};
 
   RunResult out;
+  if (opts.plan_rank >= 0 && opts.plan_rank < gpus)
+    out.plan = step_plan(s, graph, builder, marks, opts.plan_rank);
   if (opts.alloc_events_rank >= 0 && opts.alloc_events_rank < gpus) {
     const auto r = opts.alloc_events_rank;
     const auto& bufs = builder.buffers().rank(r);

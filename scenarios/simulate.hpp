@@ -14,6 +14,7 @@ struct RunOptions {
   bool trace = false;
   std::uint64_t event_limit = 2'000'000'000;
   int alloc_events_rank = -1;  // ≥ 0: export that rank's allocation sequence
+  int plan_rank = -1;          // ≥ 0: export that rank's launch plan (scenarios/plan.hpp)
 };
 
 struct RunResult {
@@ -23,6 +24,7 @@ struct RunResult {
   // {"capacity_bytes", "expandable_segments", "pools": [...], "events": [["alloc", id, bytes,
   // pool, name] | ["free", id]]}.
   Json alloc_events;
+  Json plan;  // scenarios/plan.hpp, when asked for
 };
 
 RunResult simulate(const Loaded& loaded, const RunOptions& opts);

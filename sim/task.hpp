@@ -33,6 +33,7 @@ class Task {
   void after(Task& pred);  // `pred` must finish before this task starts
   void finish();           // called by the owner when the work is done
   State state() const { return state_; }
+  const std::vector<Task*>& successors() const { return successors_; }
   Time start_time() const { return start_; }
   Time end_time() const { return end_; }
   std::size_t id() const { return id_; }

@@ -1,0 +1,115 @@
+#include "scenarios/plan.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <queue>
+#include <stdexcept>
+
+namespace twin::scenarios {
+
+namespace {
+
+using model::Launch;
+
+const char* kind_name(Launch::Kind k) {
+  switch (k) {
+    case Launch::kGemm: return "gemm";
+    case Launch::kGroupedGemm: return "grouped_gemm";
+    case Launch::kAttention: return "attention";
+    case Launch::kElementwise: return "elementwise";
+    case Launch::kCollective: return "collective";
+    case Launch::kCopyH2D: return "copy_h2d";
+    case Launch::kCopyD2H: return "copy_d2h";
+    case Launch::kNone: break;
+  }
+  return "none";
+}
+
+Json launch_json(const Launch& l, std::int32_t category, double seconds) {
+  Json j{{"kind", kind_name(l.kind)}, {"category", model::category_name(category)}};
+  switch (l.kind) {
+    case Launch::kGemm: j.update({{"m", l.m}, {"n", l.n}, {"k", l.k}, {"repeat", l.repeat}}); break;
+    case Launch::kGroupedGemm:
+      j.update({{"rows_per_group", l.m}, {"groups", l.groups}, {"n", l.n}, {"k", l.k}, {"repeat", l.repeat}});
+      break;
+    case Launch::kAttention: j.update({{"sliding", l.sliding}, {"backward", l.backward}}); break;
+    case Launch::kElementwise: j.update({{"bytes", l.bytes}, {"repeat", l.repeat}}); break;
+    case Launch::kCollective: j.update({{"ctas", l.ctas}, {"seconds", seconds}}); break;
+    case Launch::kCopyH2D:
+    case Launch::kCopyD2H: j.update({{"bytes", l.bytes}}); break;
+    case Launch::kNone: break;
+  }
+  return j;
+}
+
+Json attention_json(const model::AttentionKind& a) {
+  return {{"q_heads", a.q_heads}, {"kv_heads", a.kv_heads}, {"qk_head_dim", a.qk_head_dim},
+          {"v_head_dim", a.v_head_dim}, {"window_tokens", a.window_tokens}};
+}
+
+}  // namespace
+
+Json step_plan(const Scenario& s, const sim::TaskGraph& g, const model::StepBuilder& b,
+               const model::StepMarks& marks, int rank) {
+  const auto end = marks.backward_end.at(static_cast<std::size_t>(rank))->end_time();
+  // The exported tasks, by graph id → plan id (ids in a topological order, smallest id first).
+  std::map<std::size_t, std::size_t> in;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const auto& t = g[i];
+    if (t.lane / model::kStreamCount != rank || t.lane % model::kStreamCount == model::kCpu) continue;
+    if (t.start_time() < end || &t == marks.backward_end[static_cast<std::size_t>(rank)]) in[i] = 0;
+  }
+  std::map<std::size_t, int> pending;
+  std::map<std::size_t, std::vector<std::size_t>> preds;
+  for (const auto& [i, _] : in)
+    for (const auto* succ : g[i].successors())
+      if (in.count(succ->id())) ++pending[succ->id()], preds[succ->id()].push_back(i);
+  std::priority_queue<std::size_t, std::vector<std::size_t>, std::greater<>> ready;
+  for (const auto& [i, _] : in)
+    if (!pending.count(i)) ready.push(i);
+  std::vector<std::size_t> order;
+  while (!ready.empty()) {
+    const auto i = ready.top();
+    ready.pop();
+    in[i] = order.size();
+    order.push_back(i);
+    for (const auto* succ : g[i].successors())
+      if (in.count(succ->id()) && --pending[succ->id()] == 0) ready.push(succ->id());
+  }
+  Json tasks = Json::array();
+  for (const auto i : order) {
+    const auto& t = g[i];
+    const double dur = (t.end_time() - t.start_time()).to_s();
+    Json after = Json::array();
+    for (const auto p : preds[i]) after.push_back(in[p]);
+    Json launches = Json::array();
+    if (const auto* ls = b.launches(i)) {
+      const auto* parts = b.parts(i);
+      for (std::size_t k = 0; k < ls->size(); ++k) {
+        launches.push_back(launch_json((*ls)[k], parts ? parts->parts[k].first : t.category, dur));
+        if (parts) launches.back()["alone_s"] = parts->parts[k].second;  // splits the fused time
+      }
+    } else if (t.category != model::kMarker) {
+      throw std::logic_error(fmt::format("plan: task {} ({}) has no launch", i, t.name));
+    }
+    tasks.push_back({{"id", in[i]}, {"name", t.name},
+                     {"stream", model::stream_name(t.lane % model::kStreamCount)},
+                     {"category", model::category_name(t.category)}, {"layer", t.index},
+                     {"start_s", t.start_time().to_s()}, {"end_s", t.end_time().to_s()},
+                     {"after", after}, {"launches", launches}});
+  }
+  const auto& m = s.job.model;
+  const auto& w = b.workload().at(static_cast<std::size_t>(rank));
+  return {{"scenario", s.name},
+          {"profile", s.hw.name},
+          {"rank", rank},
+          {"tokens", w.tokens},
+          {"documents", w.segments},
+          {"attention", {{"full", attention_json(m.full)}, {"sliding", attention_json(m.sliding)}}},
+          {"moe", {{"kernel", s.job.training.moe_kernel}, {"tile_scheduler", s.job.training.moe_tile_scheduler}}},
+          {"step_end_s", end.to_s()},
+          {"tasks", tasks}};
+}
+
+}  // namespace twin::scenarios

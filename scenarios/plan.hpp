@@ -1,0 +1,21 @@
+// One rank's step as a launch plan for real hardware (`twin run --plan FILE`): the kernels,
+// copies and collectives of the forward and backward passes with their shapes, streams and
+// dependencies, and the twin's times for each. calibrate/micro_step.py executes it on one GPU
+// (an SM-holding kernel of the twin's collective duration standing in for each NCCL
+// collective) and compares the measured times with the twin's (issue #6, micro-training step).
+#pragma once
+
+#include "model/step_graph.hpp"
+#include "scenarios/loader.hpp"
+#include "sim/task.hpp"
+
+namespace twin::scenarios {
+
+// Tasks of `rank` on GPU streams that start before its last gradient reached the host; each:
+// {"id", "name", "stream", "category", "layer", "start_s", "end_s", "after": [ids],
+//  "launches": [{"kind": "gemm"|"grouped_gemm"|"attention"|"elementwise"|"collective"|
+//                "copy_h2d"|"copy_d2h", shape fields, "category"}]}; markers have no launches.
+Json step_plan(const Scenario& s, const sim::TaskGraph& g, const model::StepBuilder& b,
+               const model::StepMarks& marks, int rank);
+
+}  // namespace twin::scenarios
