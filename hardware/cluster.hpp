@@ -5,6 +5,9 @@
 #pragma once
 
 #include <memory>
+#include <memory_resource>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "hardware/gpu.hpp"
@@ -56,6 +59,16 @@ class Cluster {
     return p.get();
   }
   const NcclOptions& nccl() const { return nccl_; }
+  // Makes a trivially destructible T that lives as long as the cluster, from a monotonic arena:
+  // what a task's on_ready needs without one heap allocation per task.
+  template <class T, class... A>
+  T* make(A&&... args) {
+    static_assert(std::is_trivially_destructible_v<T>);
+    return new (arena_.allocate(sizeof(T), alignof(T))) T{std::forward<A>(args)...};
+  }
+  // A slot for collective.cpp's cache of collective plans (opaque here: hardware/collective.hpp
+  // builds on this header).
+  std::shared_ptr<void>& plan_cache() { return plan_cache_; }
   sim::Engine& engine() { return engine_; }
   sim::Fluid& fluid() { return fluid_; }
 
@@ -73,6 +86,8 @@ class Cluster {
   int copies_ = 1;
   bool fabric_inert_ = false;
   std::vector<std::shared_ptr<void>> kept_;
+  std::pmr::monotonic_buffer_resource arena_;
+  std::shared_ptr<void> plan_cache_;
 };
 
 }  // namespace twin::hardware

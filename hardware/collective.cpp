@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <stdexcept>
+#include <tuple>
 
 namespace twin::hardware {
 
@@ -198,12 +199,34 @@ struct CollectiveState {
   }
 };
 
+// Plans of one byte, by everything but the size: the links and latency of a collective do not
+// depend on its bytes and its amount is proportional to them. A step repeats the same
+// collectives every layer, so most plans come from here.
+using PlanKey = std::tuple<CollKind, int, bool, std::vector<int>>;
+using PlanCache = std::map<PlanKey, CollectivePlan>;
+
+CollectivePlan cached_plan(Cluster& c, const CollectiveSpec& spec) {
+  auto& slot = c.plan_cache();
+  if (!slot) slot = std::make_shared<PlanCache>();
+  auto& cache = *static_cast<PlanCache*>(slot.get());
+  PlanKey key{spec.kind, spec.default_ctas, spec.across_copies, spec.ranks};
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    CollectiveSpec one = spec;
+    one.bytes = 1;
+    it = cache.emplace(std::move(key), plan_collective(c, one)).first;
+  }
+  CollectivePlan plan = it->second;
+  plan.amount *= spec.bytes;
+  return plan;
+}
+
 }  // namespace
 
 void run_collective(const std::vector<sim::Task*>& tasks, Cluster& c, CollectiveSpec spec) {
   if (tasks.size() != spec.ranks.size()) throw std::invalid_argument("one task per rank");
   auto* st = c.keep(std::make_shared<CollectiveState>(
-      CollectiveState{&c, plan_collective(c, spec), tasks, spec.ranks, std::vector<int>(tasks.size(), 0)}));
+      CollectiveState{&c, cached_plan(c, spec), tasks, spec.ranks, std::vector<int>(tasks.size(), 0)}));
   for (std::uint32_t i = 0; i < tasks.size(); ++i)
     tasks[i]->on_ready = [st, i](sim::Task&) { st->ready(i); };
 }

@@ -47,10 +47,28 @@ void run_dynamic(sim::Task& t, Cluster& c, Gpu& g, KernelWork w) {
 
 }  // namespace
 
+namespace {
+struct KernelCall {
+  Cluster* c;
+  int gpu;
+  KernelWork w;
+};
+struct CopyCall {
+  Cluster* c;
+  int gpu;
+  CopyDir dir;
+  double bytes;
+};
+}  // namespace
+
+// The calls live in the cluster's arena: a capture of one pointer fits std::function's inline
+// buffer, so a task costs no allocation of its own (a step has about a million).
 void run_kernel(sim::Task& t, Cluster& c, int gpu, KernelWork w) {
-  t.on_ready = [&c, gpu, w](sim::Task& task) mutable {
-    if (w.alone_s <= 0) return task.finish();
-    Gpu& g = c.gpu(gpu);
+  t.on_ready = [k = c.make<KernelCall>(&c, gpu, w)](sim::Task& task) {
+    if (k->w.alone_s <= 0) return task.finish();
+    Cluster& c = *k->c;
+    Gpu& g = c.gpu(k->gpu);
+    KernelWork w = k->w;
     w.alone_s /= g.speed();
     switch (w.cls) {
       case KernelClass::grid: return run_grid(task, c, g, w);
@@ -61,8 +79,10 @@ void run_kernel(sim::Task& t, Cluster& c, int gpu, KernelWork w) {
 }
 
 void run_copy(sim::Task& t, Cluster& c, int gpu, CopyDir dir, double bytes) {
-  t.on_ready = [&c, gpu, dir, bytes](sim::Task& task) {
+  t.on_ready = [k = c.make<CopyCall>(&c, gpu, dir, bytes)](sim::Task& task) {
+    const auto [cp, gpu, dir, bytes] = *k;
     if (bytes <= 0) return task.finish();
+    Cluster& c = *cp;
     const auto& l = c.links(gpu);
     const auto hbm = l.hbm;
     sim::Fluid::Use uses[2] = {{hbm, 2.0}, {hbm, 0.0}};  // d2d: read + write

@@ -63,8 +63,9 @@ Json step_plan(const Scenario& s, const sim::TaskGraph& g, const model::StepBuil
   std::map<std::size_t, int> pending;
   std::map<std::size_t, std::vector<std::size_t>> preds;
   for (const auto& [i, _] : in)
-    for (const auto* succ : g[i].successors())
-      if (in.count(succ->id())) ++pending[succ->id()], preds[succ->id()].push_back(i);
+    g[i].each_successor([&](const sim::Task& succ) {
+      if (in.count(succ.id())) ++pending[succ.id()], preds[succ.id()].push_back(i);
+    });
   std::priority_queue<std::size_t, std::vector<std::size_t>, std::greater<>> ready;
   for (const auto& [i, _] : in)
     if (!pending.count(i)) ready.push(i);
@@ -74,8 +75,9 @@ Json step_plan(const Scenario& s, const sim::TaskGraph& g, const model::StepBuil
     ready.pop();
     in[i] = order.size();
     order.push_back(i);
-    for (const auto* succ : g[i].successors())
-      if (in.count(succ->id()) && --pending[succ->id()] == 0) ready.push(succ->id());
+    g[i].each_successor([&](const sim::Task& succ) {
+      if (in.count(succ.id()) && --pending[succ.id()] == 0) ready.push(succ.id());
+    });
   }
   Json tasks = Json::array();
   for (const auto i : order) {

@@ -7,7 +7,13 @@ namespace twin::sim {
 void Task::after(Task& pred) {
   if (pred.state_ == State::done) return;
   if (state_ != State::blocked) throw std::logic_error("dependency added to a started task");
-  pred.successors_.push_back(this);
+  auto& edges = graph_->edges_;
+  if (edges.size() >= 0xffffffffULL) throw std::length_error("too many task dependencies");
+  edges.push_back({this, 0});
+  const auto e = static_cast<std::uint32_t>(edges.size());
+  if (pred.last_edge_) edges[pred.last_edge_ - 1].next = e;
+  else pred.first_edge_ = e;
+  pred.last_edge_ = e;
   ++pending_;
 }
 
@@ -27,8 +33,11 @@ void Task::finish() {
   end_ = graph_->engine_.now();
   ++graph_->finished_;
   graph_->on_finish(*this);
-  for (Task* s : successors_)
+  auto& edges = graph_->edges_;
+  for (std::uint32_t e = first_edge_; e != 0; e = edges[e - 1].next) {
+    Task* s = edges[e - 1].to;
     if (--s->pending_ == 0) graph_->ready_queue_.push_back(s);
+  }
   graph_->drain();
 }
 

@@ -33,7 +33,9 @@ class Task {
   void after(Task& pred);  // `pred` must finish before this task starts
   void finish();           // called by the owner when the work is done
   State state() const { return state_; }
-  const std::vector<Task*>& successors() const { return successors_; }
+  // Calls f(const Task&) for each successor, in the order they were added.
+  template <class F>
+  void each_successor(F&& f) const;
   Time start_time() const { return start_; }
   Time end_time() const { return end_; }
   std::size_t id() const { return id_; }
@@ -45,7 +47,8 @@ class Task {
   TaskGraph* graph_ = nullptr;
   std::size_t id_ = 0;
   std::uint32_t pending_ = 0;
-  std::vector<Task*> successors_;
+  // Successors as a list in the graph's edge pool (index + 1; 0 = none): no allocation per task.
+  std::uint32_t first_edge_ = 0, last_edge_ = 0;
   State state_ = State::blocked;
   Time start_{}, end_{};
 };
@@ -73,10 +76,20 @@ class TaskGraph {
   friend class Task;
   Engine& engine_;
   void drain();
+  struct Edge {
+    Task* to;
+    std::uint32_t next;  // index + 1 of the next edge of the same task; 0 = last
+  };
+  std::vector<Edge> edges_;
   std::deque<Task> tasks_;  // stable addresses
   std::deque<Task*> ready_queue_;
   bool draining_ = false;
   std::size_t finished_ = 0;
 };
+
+template <class F>
+void Task::each_successor(F&& f) const {
+  for (std::uint32_t e = first_edge_; e != 0; e = graph_->edges_[e - 1].next) f(*graph_->edges_[e - 1].to);
+}
 
 }  // namespace twin::sim
