@@ -66,6 +66,7 @@ Fluid::FlowId Fluid::start(double amount, std::span<const Use> uses, double boun
   ++f.version;
   ++active_;
   for (const auto& u : f.uses) resources_[u.resource].flows.push_back({id, u.weight});
+  count_demand(id, +1);
   mark_dirty(f);
   if (f.uses.empty()) dirty_isolated_.push_back(id);
   return id;
@@ -75,7 +76,9 @@ void Fluid::set_bound(FlowId id, double bound) {
   Flow& f = flows_[id];
   if (!f.active || f.bound == bound) return;
   advance(f);
+  count_demand(id, -1);
   f.bound = bound;
+  count_demand(id, +1);
   mark_dirty(f);
   if (f.uses.empty()) dirty_isolated_.push_back(id);
 }
@@ -142,13 +145,17 @@ void Fluid::solve_isolated(FlowId id) {
 // through it and progressive filling ignores it — exactly the same rates, smaller components.
 bool Fluid::slack(ResourceId r) const {
   const auto& R = resources_[r];
-  double demand = 0;
-  for (const auto& on : R.flows) {
-    const double b = flows_[on.flow].bound;
-    if (!std::isfinite(b)) return false;
-    demand += on.weight * b;
+  return R.unbounded == 0 && R.demand <= R.usable() * (1 - 1e-9);
+}
+
+void Fluid::count_demand(FlowId id, double sign) {
+  const Flow& f = flows_[id];
+  const bool finite = std::isfinite(f.bound);
+  for (const auto& u : f.uses) {
+    auto& R = resources_[u.resource];
+    if (!finite) sign > 0 ? ++R.unbounded : --R.unbounded;
+    else R.demand += sign * u.weight * f.bound;
   }
-  return demand <= R.usable() * (1 - 1e-9);
 }
 
 void Fluid::solve_component(ResourceId seed, std::vector<FlowId>& flows,
@@ -314,9 +321,11 @@ void Fluid::complete(std::uint64_t key) {
 void Fluid::detach(FlowId id) {
   Flow& f = flows_[id];
   mark_dirty(f);
+  count_demand(id, -1);
   for (const auto& u : f.uses) {
     auto& v = resources_[u.resource].flows;
     v.erase(std::find_if(v.begin(), v.end(), [id](const Resource::On& on) { return on.flow == id; }));
+    if (v.empty()) resources_[u.resource].demand = 0;  // no rounding drift left behind
   }
   f.active = false;
   f.rate = 0;

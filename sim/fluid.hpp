@@ -89,6 +89,10 @@ class Fluid {
       double weight;
     };
     std::vector<On> flows;  // active flows using it, with their weights
+    // Σ weight·bound of its flows with a finite bound, and how many have none: what slack()
+    // needs, kept as flows come, go and change bound (so the test reads no flow).
+    double demand = 0;
+    std::uint32_t unbounded = 0;
     bool dirty = false;
     // scratch for the solver
     double rem = 0, wsum = 0;
@@ -101,6 +105,8 @@ class Fluid {
     double saturated_total_s = 0;
   };
   void set_saturated(Resource& r, bool now_saturated);
+  // Adds (sign +1) or removes (−1) a flow's bound from the demand of the resources it uses.
+  void count_demand(FlowId id, double sign);
   struct Flow {
     double remaining = 0;
     double rate = 0;
