@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <set>
 #include <memory>
@@ -27,7 +28,13 @@ using reports::Interval;
 
 struct RankTimes {
   std::vector<Interval> compute, comm;
-  std::map<std::string, double> gpu_time;
+  // Seconds per task category, and whether the rank ran any task of it (reports list those).
+  std::array<double, model::kCategoryCount> gpu_time{};
+  std::array<bool, model::kCategoryCount> ran{};
+  void add(std::int32_t category, double s) {
+    gpu_time[static_cast<std::size_t>(category)] += s;
+    ran[static_cast<std::size_t>(category)] = true;
+  }
 };
 
 Json breakdown_json(const RankTimes& rt, double step) {
@@ -238,9 +245,9 @@ RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
       double alone = 0;
       for (const auto& [c, a] : fp->parts) alone += a;
       for (const auto& [c, a] : fp->parts)
-        times[rank].gpu_time[model::category_name(c)] += alone > 0 ? dur * a / alone : 0;
+        times[rank].add(c, alone > 0 ? dur * a / alone : 0);
     } else if (t.category != model::kMarker) {
-      times[rank].gpu_time[model::category_name(t.category)] += dur;
+      times[rank].add(t.category, dur);
     }
   }
   std::size_t slowest = 0;
@@ -261,7 +268,10 @@ RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
   j["breakdown_s"] = {{"rank0", breakdown_json(times[0], step)},
                       {"slowest", breakdown_json(times[slowest], step)}};
   Json gt = Json::object();
-  for (const auto& [k, v] : times[0].gpu_time) gt[k] = v;
+  std::map<std::string, double> by_name;  // reports list categories by name
+  for (std::int32_t c = 0; c < model::kCategoryCount; ++c)
+    if (times[0].ran[static_cast<std::size_t>(c)]) by_name[model::category_name(c)] = times[0].gpu_time[static_cast<std::size_t>(c)];
+  for (const auto& [k, v] : by_name) gt[k] = v;
   j["gpu_time_s"] = gt;
   j["optimizer_step_s"] = (marks.optimizer_end[0]->end_time() - marks.backward_end[0]->end_time()).to_s();
   j["exposed_comm_s"] = j["breakdown_s"]["rank0"]["comm_wait"];

@@ -225,16 +225,23 @@ void Fluid::progressive_filling(const std::vector<FlowId>& flows,
     R.unfixed = 0;
     R.binding = true;
   }
-  for (FlowId id : flows) {
-    Flow& f = flows_[id];
+  // Only the uses on binding resources matter below: keep them once (a collective's flow
+  // crosses hundreds of links, few of which bind).
+  binding_uses_.clear();
+  binding_begin_.assign(1, 0);
+  for (std::size_t i = 0; i < flows.size(); ++i) {
+    Flow& f = flows_[flows[i]];
     f.fixed = false;
     f.rate = 0;
+    f.slot = static_cast<std::uint32_t>(i);
     for (const auto& u : f.uses) {
       auto& R = resources_[u.resource];
       if (!R.binding) continue;
       R.wsum += u.weight * f.share;
       ++R.unfixed;
+      binding_uses_.push_back(u);
     }
+    binding_begin_.push_back(static_cast<std::uint32_t>(binding_uses_.size()));
   }
   for (ResourceId r : res)
     if (resources_[r].unfixed > 0) active.push_back(r);
@@ -242,10 +249,9 @@ void Fluid::progressive_filling(const std::vector<FlowId>& flows,
   auto fix = [&](Flow& f) {
     f.fixed = true;
     f.rate = level * f.share;
-    for (const auto& u : f.uses) {
-      auto& R = resources_[u.resource];
-      if (!R.binding) continue;
-      R.wsum -= u.weight * f.share;
+    for (auto k = binding_begin_[f.slot]; k < binding_begin_[f.slot + 1]; ++k) {
+      auto& R = resources_[binding_uses_[k].resource];
+      R.wsum -= binding_uses_[k].weight * f.share;
       --R.unfixed;
     }
   };

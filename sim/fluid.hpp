@@ -119,6 +119,7 @@ class Fluid {
     bool active = false;
     std::uint32_t mark = 0;
     bool fixed = false;
+    std::uint32_t slot = 0;  // scratch: its index in the component being solved
   };
 
   void mark_dirty(const Flow& f);
@@ -144,6 +145,10 @@ class Fluid {
   std::vector<double> old_rates_;
   std::vector<ResourceId> active_res_, saturated_res_;
   std::vector<FlowId> unfixed_flows_;
+  // Scratch of progressive filling: the uses of the component's flows on binding resources,
+  // flow by flow (slot i's are binding_uses_[binding_begin_[i] .. binding_begin_[i+1])).
+  std::vector<Use> binding_uses_;
+  std::vector<std::uint32_t> binding_begin_;
   std::uint32_t epoch_ = 0;
   std::size_t active_ = 0;
   std::uint64_t solves_ = 0;
