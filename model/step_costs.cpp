@@ -86,6 +86,8 @@ LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankW
 
   LayerOps ops;
   auto& fw = ops.forward;
+  fw.reserve(12);
+  ops.backward.reserve(12);
   fw.push_back(ew("attn_norm_rope", norms));
   fw.push_back(gemm("qkv_proj", T, qkv_out, h));
   fw.push_back(attention("attention_fwd", attn_fwd, false));

@@ -10,9 +10,11 @@ namespace twin::model {
 using hardware::CollKind;
 
 namespace {
-std::vector<std::vector<Op>> per_rank(const std::vector<LayerOps>& ops, std::vector<Op> LayerOps::*part) {
+// One part of every rank's ops, moved out (each part is run once).
+std::vector<std::vector<Op>> per_rank(std::vector<LayerOps>& ops, std::vector<Op> LayerOps::*part) {
   std::vector<std::vector<Op>> out;
-  for (const auto& o : ops) out.push_back(o.*part);
+  out.reserve(ops.size());
+  for (auto& o : ops) out.push_back(std::move(o.*part));
   return out;
 }
 }  // namespace
@@ -45,6 +47,7 @@ void StepBuilder::forward(std::vector<PerRank>& begin, std::vector<PerRank>& end
     begin[i] = marker(kCompute, "layer_forward", i);
     after_all(begin[i], agd);
     std::vector<LayerOps> ops;
+    ops.reserve(static_cast<std::size_t>(ranks_));
     for (std::int64_t r = 0; r < ranks_; ++r) ops.push_back(layer_ops(job_, cost_, work_[r], i));
     run_ops(per_rank(ops, &LayerOps::forward), i, age);
     end[i] = marker(kCompute, "layer_forward_end", i);
@@ -167,9 +170,11 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
     after_all(begin, cur.h2d);
     if (i > 0) next = prefetch(i - 1, begin);
     std::vector<LayerOps> ops;
+    ops.reserve(static_cast<std::size_t>(ranks_));
     for (std::int64_t r = 0; r < ranks_; ++r) ops.push_back(layer_ops(job_, cost_, work_[r], i));
-    if (!ops[0].recompute.empty()) run_ops(per_rank(ops, &LayerOps::recompute), i, cur.expert);
-    run_ops(per_rank(ops, &LayerOps::backward), i, ops[0].recompute.empty() ? cur.expert : PerRank{});
+    const bool recompute = !ops[0].recompute.empty();
+    if (recompute) run_ops(per_rank(ops, &LayerOps::recompute), i, cur.expert);
+    run_ops(per_rank(ops, &LayerOps::backward), i, recompute ? PerRank{} : cur.expert);
     // Post-backward: the compute stream waits for the previous layer's reductions.
     auto boundary = marker(kCompute, "post_backward", i);
     after_all(boundary, prev_reduce);
