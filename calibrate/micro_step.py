@@ -155,6 +155,9 @@ class Kernels:
             f = self.copy(l, kind == "copy_d2h")
         elif kind == "collective":
             f = self.hold(l, stream)
+        elif kind == "alloc_retry":
+            raise ValueError("plan: the twin predicts allocator retries here; a retry (synchronise, "
+                             "free cached blocks) has no stand-in yet — pick a setting without them")
         else:
             raise ValueError(f"plan: unknown launch kind {kind!r}")
         whole = int(reps)

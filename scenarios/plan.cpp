@@ -92,6 +92,10 @@ Json step_plan(const Scenario& s, const sim::TaskGraph& g, const model::StepBuil
         launches.push_back(launch_json((*ls)[k], parts ? parts->parts[k].first : t.category, dur));
         if (parts) launches.back()["alone_s"] = parts->parts[k].second;  // splits the fused time
       }
+    } else if (t.category == model::kAllocRetry) {
+      // A caching-allocator retry (model/memory_replay.hpp): a device synchronisation and frees.
+      launches.push_back({{"kind", "alloc_retry"}, {"category", model::category_name(t.category)},
+                          {"seconds", dur}});
     } else if (t.category != model::kMarker) {
       throw std::logic_error(fmt::format("plan: task {} ({}) has no launch", i, t.name));
     }

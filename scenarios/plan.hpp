@@ -14,7 +14,8 @@ namespace twin::scenarios {
 // Tasks of `rank` on GPU streams that start before its last gradient reached the host; each:
 // {"id", "name", "stream", "category", "layer", "start_s", "end_s", "after": [ids],
 //  "launches": [{"kind": "gemm"|"grouped_gemm"|"attention"|"elementwise"|"collective"|
-//                "copy_h2d"|"copy_d2h", shape fields, "category"}]}; markers have no launches.
+//                "copy_h2d"|"copy_d2h"|"alloc_retry", shape fields, "category"}]}; markers have no
+//  launches.
 Json step_plan(const Scenario& s, const sim::TaskGraph& g, const model::StepBuilder& b,
                const model::StepMarks& marks, int rank);
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <unistd.h>
 
@@ -141,6 +142,42 @@ TEST_SUITE("scenarios.step") {
     CHECK(tps({slow, "training.expert_gather_dtype=bf16"}) < base);  // twice the gathered bytes
     CHECK(tps({slow, "training.grad_reduce=fp32_reduce_scatter"}) < base);
     CHECK(tps({"hardware.node.nic_GBps=0.5"}) < base);
+  }
+  TEST_CASE("launch plan: one rank's forward and backward, executable in order") {
+    RunOptions o;
+    o.plan_rank = 3;
+    const auto r = simulate(small(), o);
+    const auto& plan = r.plan;
+    REQUIRE(plan.is_object());
+    CHECK(plan["rank"] == 3);
+    const auto& tasks = plan["tasks"];
+    REQUIRE(tasks.size() > 50);
+    std::map<std::string, int> kinds;
+    double end = 0;
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+      const auto& t = tasks[i];
+      CHECK(t["id"] == i);
+      for (const auto& p : t["after"]) CHECK(p.get<std::size_t>() < i);  // a topological order
+      CHECK(t["stream"] != "cpu");
+      const double dur = t["end_s"].get<double>() - t["start_s"].get<double>();
+      for (const auto& l : t["launches"]) {
+        ++kinds[l["kind"]];
+        if (l["kind"] == "collective") {
+          CHECK(l["ctas"].get<int>() >= 1);
+          CHECK(l["seconds"].get<double>() == doctest::Approx(dur));
+        }
+      }
+      if (t["category"] != "marker") CHECK(!t["launches"].empty());
+      end = std::max(end, t["end_s"].get<double>());
+    }
+    // Rank 3's last gradient reaches the host at step_end_s, after which only the optimizer runs.
+    CHECK(end == doctest::Approx(plan["step_end_s"].get<double>()));
+    for (const char* k : {"gemm", "grouped_gemm", "attention", "elementwise", "collective", "copy_d2h"})
+      CHECK(kinds[k] > 0);
+    // The documents are the rank's rows: they cover its tokens.
+    double tokens = 0;
+    for (const auto& d : plan["documents"]) tokens += d.get<double>();
+    CHECK(tokens == plan["tokens"].get<double>());
   }
 }
 
