@@ -62,10 +62,12 @@ Json step_plan(const Scenario& s, const sim::TaskGraph& g, const model::StepBuil
   }
   std::map<std::size_t, int> pending;
   std::map<std::size_t, std::vector<std::size_t>> preds;
-  for (const auto& [i, _] : in)
+  for (const auto& entry : in) {
+    const std::size_t i = entry.first;  // not a structured binding: clang < 16 cannot capture one
     g[i].each_successor([&](const sim::Task& succ) {
       if (in.count(succ.id())) ++pending[succ.id()], preds[succ.id()].push_back(i);
     });
+  }
   std::priority_queue<std::size_t, std::vector<std::size_t>, std::greater<>> ready;
   for (const auto& [i, _] : in)
     if (!pending.count(i)) ready.push(i);
