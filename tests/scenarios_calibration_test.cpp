@@ -96,15 +96,17 @@ namespace {
 
 // The engine's time for one collective of `bytes` over GPUs 0 and 1 of one node of `hw`.
 double engine_collective_ms(const hardware::Profile& hw, hardware::CollKind kind, double bytes,
-                            int max_ctas) {
+                            int max_ctas, int gpus = 2) {
   sim::Engine e;
   sim::Fluid f(e);
   sim::TaskGraph g(e);
   hardware::Cluster c(e, f, hw, static_cast<int>(hw.node.gpus), {max_ctas, {}});
   // NCCL's own channels on this machine (from the run's log): 24 collective, 32 p2p.
   const int def = kind == hardware::CollKind::all_to_all ? 32 : 24;
-  std::vector<sim::Task*> ts{&g.add("c0"), &g.add("c1")};
-  hardware::run_collective(ts, c, {kind, {0, 1}, bytes, def});
+  std::vector<sim::Task*> ts;
+  std::vector<int> ranks;
+  for (int r = 0; r < gpus; ++r) ts.push_back(&g.add("c")), ranks.push_back(r);
+  hardware::run_collective(ts, c, {kind, ranks, bytes, def});
   g.start();
   e.run();
   return ts[0]->end_time().to_s() * 1e3;
@@ -149,6 +151,49 @@ TEST_CASE("engine collectives against NCCL measured on 2 H200 (sizes not used fo
     }
   }
   MESSAGE(fmt::format("worst error at 1 GiB: {:.1f}%", 100 * worst));
+}
+
+TEST_CASE("engine collectives against NCCL measured on 4 H200 (no point used for fitting)") {
+  // twin-calibrate --only nccl on nvidia-h200-x4 (NVSwitch, every pair NV18, NCCL 2.28.3; NCCL
+  // launched at most 24 collective / 32 p2p channels, as on 2 GPUs), 2026-11-29:
+  // reports/calibration/h200x4-2026-11-29-nccl.json. The engine's per-CTA rate and NVLink
+  // bandwidth were fitted on 2 GPUs; on 4 every point is a prediction.
+  const auto root = std::filesystem::path(TWIN_SOURCE_DIR);
+  const auto loaded = scenarios::load_scenario(root / "scenarios/europa.json",
+                                               {root, {"hardware.profile=h200-measured"}});
+  const auto& hw = loaded.scenario.hw;
+  const auto j = scenarios::read_json_file(root / "reports/calibration/h200x4-2026-11-29-nccl.json");
+  REQUIRE(j["measurements"]["nccl"]["gpus"] == 4);
+  const auto& rows = j["measurements"]["nccl"]["results"];
+  REQUIRE(rows.size() >= 100);
+  const bool table = std::getenv("TWIN_CALIBRATION_TABLE") != nullptr;
+  if (table) fmt::print("| collective | maxCTAs | bytes | measured ms | engine ms | error |\n|---|---:|---:|---:|---:|---:|\n");
+  double worst = 0;
+  for (const auto& r : rows) {
+    const double bytes = r["bytes"];
+    const std::string name = r["collective"];
+    const auto kind = name == "all_gather"       ? hardware::CollKind::all_gather
+                      : name == "reduce_scatter" ? hardware::CollKind::reduce_scatter
+                      : name == "all_reduce"     ? hardware::CollKind::all_reduce
+                                                 : hardware::CollKind::all_to_all;
+    const double measured = r["median_ms"];
+    const double model = engine_collective_ms(hw, kind, bytes, r["max_ctas"], 4);
+    const double err = (model - measured) / measured;
+    if (table)
+      fmt::print("| {} | {} | {} | {:.3f} | {:.3f} | {:+.1f}% |\n", name, r["max_ctas"].get<int>(),
+                 static_cast<long long>(bytes), measured, model, 100 * err);
+    CAPTURE(name);
+    CAPTURE(bytes);
+    CAPTURE(r["max_ctas"].get<int>());
+    // ≥ 1 GiB: NVLink-bound (≥ 24 CTAs) within 15%. With fewer CTAs the engine's one per-CTA
+    // rate (fitted on 2 GPUs) is slow: on 4 GPUs NCCL moves 1.2× (all-gather, all-to-all) to
+    // 1.55× (reduce-scatter, all-reduce) of it per CTA — within 60%, a budget, not a fit.
+    if (bytes >= 1073741824.0) {
+      CHECK(std::abs(err) <= (r["max_ctas"].get<int>() >= 24 ? 0.15 : 0.60));
+      if (r["max_ctas"].get<int>() >= 24) worst = std::max(worst, std::abs(err));
+    }
+  }
+  MESSAGE(fmt::format("4 GPUs: worst error at >= 1 GiB and >= 24 CTAs: {:.1f}%", 100 * worst));
 }
 
 TEST_CASE("a host copy beside a long GEMM: engine against the H200 measurement") {
