@@ -18,7 +18,8 @@ start and end and every launch are timed with CUDA events; the median run is rep
 
 Compared (the twin's figures come from the plan itself):
   step: first task start to last task end, twin vs measured;
-  per category: summed launch times (a fused twin task split by its parts' times alone).
+  per category: summed launch times against the plan's `twin_s` per launch (a fused twin task's
+  time split by its parts' times alone, as `twin run` reports GPU time).
 
 Usage, on a GPU machine with PyTorch and the library built by calibrate/build-device.sh:
   python3 calibrate/micro_step.py --plan plan.json --lib build-device/libtwin_kernels_c.so \
@@ -210,17 +211,6 @@ def run_once(tasks):
              [ta.elapsed_time(tb) * 1e-3 for ta, tb in ls]) for a, b, ls in marks]
 
 
-def twin_launch_seconds(t):
-    """The twin's seconds per launch of a task: a fused task's duration split by the parts'
-    times alone, as `twin run` reports GPU time (the plan carries each part's share)."""
-    dur = t["end_s"] - t["start_s"]
-    ls = t["launches"]
-    if len(ls) <= 1:
-        return [dur] * len(ls)
-    total = sum(l.get("alone_s", 0) for l in ls)
-    return [dur * l.get("alone_s", 0) / total if total > 0 else dur / len(ls) for l in ls]
-
-
 def compare(plan, runs):
     steps = [max(e for _, e, _ in r) - min(s for s, _, _ in r) for r in runs]
     median = sorted(range(len(runs)), key=lambda i: steps[i])[len(runs) // 2]
@@ -229,9 +219,9 @@ def compare(plan, runs):
     tw_step = max(t["end_s"] for t in plan["tasks"]) - tw_start
     cats = {}
     for t, (s, e, ls) in zip(plan["tasks"], real):
-        for l, twin_s, real_s in zip(t["launches"], twin_launch_seconds(t), ls):
+        for l, real_s in zip(t["launches"], ls):
             c = cats.setdefault(l["category"], {"twin_s": 0.0, "measured_s": 0.0, "launches": 0})
-            c["twin_s"] += twin_s
+            c["twin_s"] += l["twin_s"]
             c["measured_s"] += real_s
             c["launches"] += 1
     for c in cats.values():

@@ -43,6 +43,14 @@ inline std::int32_t lane_of(std::int64_t rank, Stream s) {
 // proportion to each part's time alone.
 struct FusedParts {
   std::vector<std::pair<Category, double>> parts;  // (category, alone seconds)
+  // Calls f(category, seconds) for each part: its share of the task's `seconds`, in proportion
+  // to the parts' times alone (0 for all if they take none).
+  template <class F>
+  void split(double seconds, F&& f) const {
+    double alone = 0;
+    for (const auto& [c, a] : parts) alone += a;
+    for (const auto& [c, a] : parts) f(c, alone > 0 ? seconds * a / alone : 0.0);
+  }
 };
 
 struct StepMarks {

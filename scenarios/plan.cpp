@@ -89,10 +89,17 @@ Json step_plan(const Scenario& s, const sim::TaskGraph& g, const model::StepBuil
     for (const auto p : preds[i]) after.push_back(in[p]);
     Json launches = Json::array();
     if (const auto* ls = b.launches(i)) {
+      // Each launch with the twin's seconds for it: a fused task's time split as `twin run`
+      // reports GPU time per category.
       const auto* parts = b.parts(i);
+      std::vector<double> twin_s(ls->size(), dur);
+      if (parts) {
+        std::size_t k = 0;
+        parts->split(dur, [&](std::int32_t, double share) { twin_s[k++] = share; });
+      }
       for (std::size_t k = 0; k < ls->size(); ++k) {
         launches.push_back(launch_json((*ls)[k], parts ? parts->parts[k].first : t.category, dur));
-        if (parts) launches.back()["alone_s"] = parts->parts[k].second;  // splits the fused time
+        launches.back()["twin_s"] = twin_s[k];
       }
     } else if (t.category == model::kAllocRetry) {
       // A caching-allocator retry (model/memory_replay.hpp): a device synchronisation and frees.

@@ -242,10 +242,7 @@ RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
     if (model::is_collective(t.category)) times[rank].comm.push_back(iv);
     const double dur = static_cast<double>(iv.end_ns - iv.begin_ns) * 1e-9;
     if (const auto* fp = builder.parts(i)) {
-      double alone = 0;
-      for (const auto& [c, a] : fp->parts) alone += a;
-      for (const auto& [c, a] : fp->parts)
-        times[rank].add(c, alone > 0 ? dur * a / alone : 0);
+      fp->split(dur, [&](std::int32_t c, double share) { times[rank].add(c, share); });
     } else if (t.category != model::kMarker) {
       times[rank].add(t.category, dur);
     }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <fmt/format.h>
 
@@ -94,7 +95,7 @@ TEST_CASE("engine kernel classes reproduce the measured SM-contention curves") {
 
 namespace {
 
-// The engine's time for one collective of `bytes` over GPUs 0 and 1 of one node of `hw`.
+// The engine's time for one collective of `bytes` over GPUs 0 … gpus−1 of one node of `hw`.
 double engine_collective_ms(const hardware::Profile& hw, hardware::CollKind kind, double bytes,
                             int max_ctas, int gpus = 2) {
   sim::Engine e;
@@ -112,42 +113,62 @@ double engine_collective_ms(const hardware::Profile& hw, hardware::CollKind kind
   return ts[0]->end_time().to_s() * 1e3;
 }
 
-}  // namespace
+// One NCCL measurement of twin-calibrate beside the engine's time for it.
+struct CollectivePoint {
+  std::string name;
+  int max_ctas;
+  double bytes, measured_ms, engine_ms, err;
+};
 
-TEST_CASE("engine collectives against NCCL measured on 2 H200 (sizes not used for fitting)") {
+// Every point of a twin-calibrate NCCL table below `max_bytes`, replayed by the engine on `gpus`
+// GPUs of one node of the h200-measured profile. TWIN_CALIBRATION_TABLE=1 prints them as the
+// Markdown tables of reports/calibration/.
+std::vector<CollectivePoint> engine_vs_nccl(const scenarios::Json& rows, int gpus, double max_bytes) {
   const auto root = std::filesystem::path(TWIN_SOURCE_DIR);
   const auto loaded = scenarios::load_scenario(root / "scenarios/europa.json",
                                                {root, {"hardware.profile=h200-measured"}});
   const auto& hw = loaded.scenario.hw;
-  const auto j = scenarios::read_json_file(root / "hardware/profiles/h200-measured.json");
-  const auto& rows = j["measurements"]["nccl"]["results"];
-  REQUIRE(rows.size() >= 100);
   const bool table = std::getenv("TWIN_CALIBRATION_TABLE") != nullptr;
   if (table) fmt::print("| collective | maxCTAs | bytes | measured ms | engine ms | error |\n|---|---:|---:|---:|---:|---:|\n");
-  double worst = 0;
+  std::vector<CollectivePoint> out;
   for (const auto& r : rows) {
     const double bytes = r["bytes"];
-    if (bytes >= 4294967296.0) continue;  // the 4 GiB points were used for the fit
+    if (bytes >= max_bytes) continue;
     const std::string name = r["collective"];
     const auto kind = name == "all_gather"       ? hardware::CollKind::all_gather
                       : name == "reduce_scatter" ? hardware::CollKind::reduce_scatter
                       : name == "all_reduce"     ? hardware::CollKind::all_reduce
                                                  : hardware::CollKind::all_to_all;
-    const double measured = r["median_ms"], model = engine_collective_ms(hw, kind, bytes, r["max_ctas"]);
-    const double err = (model - measured) / measured;
+    const int ctas = r["max_ctas"];
+    const double measured = r["median_ms"], model = engine_collective_ms(hw, kind, bytes, ctas, gpus);
+    out.push_back({name, ctas, bytes, measured, model, (model - measured) / measured});
     if (table)
-      fmt::print("| {} | {} | {} | {:.3f} | {:.3f} | {:+.1f}% |\n", name, r["max_ctas"].get<int>(),
-                 static_cast<long long>(bytes), measured, model, 100 * err);
-    CAPTURE(name);
-    CAPTURE(bytes);
-    CAPTURE(r["max_ctas"].get<int>());
+      fmt::print("| {} | {} | {} | {:.3f} | {:.3f} | {:+.1f}% |\n", name, ctas,
+                 static_cast<long long>(bytes), measured, model, 100 * out.back().err);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("engine collectives against NCCL measured on 2 H200 (sizes not used for fitting)") {
+  const auto j = scenarios::read_json_file(std::filesystem::path(TWIN_SOURCE_DIR) /
+                                           "hardware/profiles/h200-measured.json");
+  const auto& rows = j["measurements"]["nccl"]["results"];
+  REQUIRE(rows.size() >= 100);
+  double worst = 0;
+  // The 4 GiB points were used for the fit: left out.
+  for (const auto& p : engine_vs_nccl(rows, 2, 4294967296.0)) {
+    CAPTURE(p.name);
+    CAPTURE(p.bytes);
+    CAPTURE(p.max_ctas);
     // Bandwidth regime (1 GiB): within 30% — the engine has one per-CTA rate for every kind of
     // collective, while NCCL's all-reduce moves ~1.3× and its send/recv ~0.9× the all-gather's
     // per CTA. Smaller messages carry pipeline start-up the latency model lacks (256 MiB: up to
     // −31%) and a host synchronisation in the measurement: reported, not asserted.
-    if (bytes >= 1073741824.0) {
-      CHECK(std::abs(err) <= 0.30);
-      worst = std::max(worst, std::abs(err));
+    if (p.bytes >= 1073741824.0) {
+      CHECK(std::abs(p.err) <= 0.30);
+      worst = std::max(worst, std::abs(p.err));
     }
   }
   MESSAGE(fmt::format("worst error at 1 GiB: {:.1f}%", 100 * worst));
@@ -158,39 +179,22 @@ TEST_CASE("engine collectives against NCCL measured on 4 H200 (no point used for
   // launched at most 24 collective / 32 p2p channels, as on 2 GPUs), 2026-11-29:
   // reports/calibration/h200x4-2026-11-29-nccl.json. The engine's per-CTA rate and NVLink
   // bandwidth were fitted on 2 GPUs; on 4 every point is a prediction.
-  const auto root = std::filesystem::path(TWIN_SOURCE_DIR);
-  const auto loaded = scenarios::load_scenario(root / "scenarios/europa.json",
-                                               {root, {"hardware.profile=h200-measured"}});
-  const auto& hw = loaded.scenario.hw;
-  const auto j = scenarios::read_json_file(root / "reports/calibration/h200x4-2026-11-29-nccl.json");
+  const auto j = scenarios::read_json_file(std::filesystem::path(TWIN_SOURCE_DIR) /
+                                           "reports/calibration/h200x4-2026-11-29-nccl.json");
   REQUIRE(j["measurements"]["nccl"]["gpus"] == 4);
   const auto& rows = j["measurements"]["nccl"]["results"];
   REQUIRE(rows.size() >= 100);
-  const bool table = std::getenv("TWIN_CALIBRATION_TABLE") != nullptr;
-  if (table) fmt::print("| collective | maxCTAs | bytes | measured ms | engine ms | error |\n|---|---:|---:|---:|---:|---:|\n");
   double worst = 0;
-  for (const auto& r : rows) {
-    const double bytes = r["bytes"];
-    const std::string name = r["collective"];
-    const auto kind = name == "all_gather"       ? hardware::CollKind::all_gather
-                      : name == "reduce_scatter" ? hardware::CollKind::reduce_scatter
-                      : name == "all_reduce"     ? hardware::CollKind::all_reduce
-                                                 : hardware::CollKind::all_to_all;
-    const double measured = r["median_ms"];
-    const double model = engine_collective_ms(hw, kind, bytes, r["max_ctas"], 4);
-    const double err = (model - measured) / measured;
-    if (table)
-      fmt::print("| {} | {} | {} | {:.3f} | {:.3f} | {:+.1f}% |\n", name, r["max_ctas"].get<int>(),
-                 static_cast<long long>(bytes), measured, model, 100 * err);
-    CAPTURE(name);
-    CAPTURE(bytes);
-    CAPTURE(r["max_ctas"].get<int>());
+  for (const auto& p : engine_vs_nccl(rows, 4, std::numeric_limits<double>::infinity())) {
+    CAPTURE(p.name);
+    CAPTURE(p.bytes);
+    CAPTURE(p.max_ctas);
     // ≥ 1 GiB: NVLink-bound (≥ 24 CTAs) within 15%. With fewer CTAs the engine's one per-CTA
     // rate (fitted on 2 GPUs) is slow: on 4 GPUs NCCL moves 1.2× (all-gather, all-to-all) to
     // 1.55× (reduce-scatter, all-reduce) of it per CTA — within 60%, a budget, not a fit.
-    if (bytes >= 1073741824.0) {
-      CHECK(std::abs(err) <= (r["max_ctas"].get<int>() >= 24 ? 0.15 : 0.60));
-      if (r["max_ctas"].get<int>() >= 24) worst = std::max(worst, std::abs(err));
+    if (p.bytes >= 1073741824.0) {
+      CHECK(std::abs(p.err) <= (p.max_ctas >= 24 ? 0.15 : 0.60));
+      if (p.max_ctas >= 24) worst = std::max(worst, std::abs(p.err));
     }
   }
   MESSAGE(fmt::format("4 GPUs: worst error at >= 1 GiB and >= 24 CTAs: {:.1f}%", 100 * worst));
@@ -259,11 +263,7 @@ TEST_CASE("the micro-training step: twin against its real execution on our H200"
     for (const auto& t : plan["tasks"]) {
       begin = std::min(begin, t["start_s"].get<double>());
       end = std::max(end, t["end_s"].get<double>());
-      const double dur = t["end_s"].get<double>() - t["start_s"].get<double>();
-      double alone = 0;
-      for (const auto& l : t["launches"]) alone += l.value("alone_s", 0.0);
-      for (const auto& l : t["launches"])
-        twin_s[l["category"]] += t["launches"].size() == 1 ? dur : dur * l["alone_s"].get<double>() / alone;
+      for (const auto& l : t["launches"]) twin_s[l["category"]] += l["twin_s"].get<double>();
     }
     const double err = (end - begin) / measured["step"]["measured_s"].get<double>() - 1;
     MESSAGE(fmt::format("{}: whole step {:+.1f}%", run.file, 100 * err));
