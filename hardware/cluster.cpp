@@ -50,6 +50,12 @@ void Cluster::attach_fabric(const PlacementOptions& o, int copies) {
   for (int n : placement_) fabric_inert_ = fabric_inert_ && fabric_->group_of(n) == fabric_->group_of(placement_[0]);
 }
 
+void Cluster::merge_link(sim::Fluid::ResourceId r, sim::Fluid::ResourceId into) {
+  while (solver_resource_.size() <= r)
+    solver_resource_.push_back(static_cast<sim::Fluid::ResourceId>(solver_resource_.size()));
+  solver_resource_[r] = into;
+}
+
 sim::Fluid::ResourceId Cluster::pair(int a, int b) const {
   if (a == b || node_of(a) != node_of(b)) throw std::invalid_argument("not an NVLink pair");
   return pairs_[static_cast<std::size_t>(a * gpus_per_node_ + b % gpus_per_node_)];

@@ -51,6 +51,12 @@ class Cluster {
   const std::vector<int>& placement() const { return placement_; }
 
   double fluid_capacity(sim::Fluid::ResourceId r) const { return fluid_.capacity(r); }
+  // The solver resource that carries link r's flows: r itself, or the resource of the class of
+  // alike links r was merged into (collective.hpp merge_alike_links). Ask it for r's saturation.
+  sim::Fluid::ResourceId solver_resource(sim::Fluid::ResourceId r) const {
+    return r < solver_resource_.size() ? solver_resource_[r] : r;
+  }
+  void merge_link(sim::Fluid::ResourceId r, sim::Fluid::ResourceId into);
   const Profile& profile() const { return profile_; }
   // Keeps an activity's state alive as long as the cluster (its callbacks hold a raw pointer).
   template <class T>
@@ -88,6 +94,7 @@ class Cluster {
   std::vector<std::shared_ptr<void>> kept_;
   std::pmr::monotonic_buffer_resource arena_;
   std::shared_ptr<void> plan_cache_;
+  std::vector<sim::Fluid::ResourceId> solver_resource_;  // by link; shorter: unmerged
 };
 
 }  // namespace twin::hardware

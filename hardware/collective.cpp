@@ -159,11 +159,40 @@ CollectivePlan plan_collective(const Cluster& c, const CollectiveSpec& s) {
 
 namespace {
 
+// Plans of one byte, by everything but the size: the links and latency of a collective do not
+// depend on its bytes and its amount is proportional to them. A step repeats the same
+// collectives every layer, so most plans come from here. A map: plans keep their addresses.
+using PlanKey = std::tuple<CollKind, int, bool, std::vector<int>>;
+struct PlanCache {
+  std::map<PlanKey, CollectivePlan> plans;
+  bool merged = false;  // merge_alike_links ran: no new plan may come
+};
+
+PlanCache& plan_cache(Cluster& c) {
+  auto& slot = c.plan_cache();
+  if (!slot) slot = std::make_shared<PlanCache>();
+  return *static_cast<PlanCache*>(slot.get());
+}
+
+const CollectivePlan& cached_plan(Cluster& c, const CollectiveSpec& spec) {
+  auto& cache = plan_cache(c);
+  PlanKey key{spec.kind, spec.default_ctas, spec.across_copies, spec.ranks};
+  auto it = cache.plans.find(key);
+  if (it == cache.plans.end()) {
+    if (cache.merged) throw std::logic_error("a collective was bound after its links were merged");
+    CollectiveSpec one = spec;
+    one.bytes = 1;
+    it = cache.plans.emplace(std::move(key), plan_collective(c, one)).first;
+  }
+  return it->second;
+}
+
 // One collective in flight. Callbacks capture only (State*, index), which fits std::function's
 // inline buffer: no allocation per task (a step has ~10⁶ of them). The cluster keeps it alive.
 struct CollectiveState {
   Cluster* c;
-  CollectivePlan plan;
+  const CollectivePlan* plan;  // of one byte, in the cluster's cache
+  double amount;               // A of this collective
   std::vector<sim::Task*> tasks;
   std::vector<int> ranks;
   std::vector<int> got;  // CTAs granted per rank so far
@@ -171,64 +200,83 @@ struct CollectiveState {
   std::int64_t t0 = 0;
 
   void ready(std::uint32_t i) {
-    c->gpu(ranks[i]).request(plan.ctas, Gpu::Holder::nccl, [this, i](int k) { granted(i, k); });
+    c->gpu(ranks[i]).request(plan->ctas, Gpu::Holder::nccl, [this, i](int k) { granted(i, k); });
   }
   void granted(std::uint32_t i, int k) {
-    if ((got[i] += k) == plan.ctas && ++launched == ranks.size()) begin();
+    if ((got[i] += k) == plan->ctas && ++launched == ranks.size()) begin();
   }
   // Data moves once every rank holds all its CTAs.
   void begin() {
     t0 = c->engine().now().count_ns();
-    for (const auto& h : plan.hbm) c->fluid().reserve(h.resource, h.weight * plan.solo_Bps);
-    if (plan.amount <= 0 || plan.uses.empty()) return after_data();
-    c->fluid().start(plan.amount, plan.uses, plan.bound, [this] { after_data(); }, plan.bound);
+    for (const auto& h : plan->hbm) c->fluid().reserve(h.resource, h.weight * plan->solo_Bps);
+    if (amount <= 0 || plan->uses.empty()) return after_data();
+    const auto& uses = plan->solver_uses.empty() ? plan->uses : plan->solver_uses;
+    c->fluid().start(amount, uses, plan->bound, [this] { after_data(); }, plan->bound);
   }
   void after_data() {
-    for (const auto& h : plan.hbm) c->fluid().reserve(h.resource, -h.weight * plan.solo_Bps);
+    for (const auto& h : plan->hbm) c->fluid().reserve(h.resource, -h.weight * plan->solo_Bps);
     if (Dragonfly* f = c->fabric())
-      for (const auto& u : plan.uses)
+      for (const auto& u : plan->uses)
         if (f->is_fabric(u.resource))
-          f->record(u.resource, u.weight * plan.amount, t0, c->engine().now().count_ns());
-    c->engine().after(plan.latency, [this] { end(); }, sim::Priority::completion);
+          f->record(u.resource, u.weight * amount, t0, c->engine().now().count_ns());
+    c->engine().after(plan->latency, [this] { end(); }, sim::Priority::completion);
   }
   void end() {
     for (std::size_t i = 0; i < ranks.size(); ++i) {
-      c->gpu(ranks[i]).release(plan.ctas, Gpu::Holder::nccl);
+      c->gpu(ranks[i]).release(plan->ctas, Gpu::Holder::nccl);
       tasks[i]->finish();
     }
   }
 };
 
-// Plans of one byte, by everything but the size: the links and latency of a collective do not
-// depend on its bytes and its amount is proportional to them. A step repeats the same
-// collectives every layer, so most plans come from here.
-using PlanKey = std::tuple<CollKind, int, bool, std::vector<int>>;
-using PlanCache = std::map<PlanKey, CollectivePlan>;
-
-CollectivePlan cached_plan(Cluster& c, const CollectiveSpec& spec) {
-  auto& slot = c.plan_cache();
-  if (!slot) slot = std::make_shared<PlanCache>();
-  auto& cache = *static_cast<PlanCache*>(slot.get());
-  PlanKey key{spec.kind, spec.default_ctas, spec.across_copies, spec.ranks};
-  auto it = cache.find(key);
-  if (it == cache.end()) {
-    CollectiveSpec one = spec;
-    one.bytes = 1;
-    it = cache.emplace(std::move(key), plan_collective(c, one)).first;
-  }
-  CollectivePlan plan = it->second;
-  plan.amount *= spec.bytes;
-  return plan;
-}
-
 }  // namespace
 
 void run_collective(const std::vector<sim::Task*>& tasks, Cluster& c, CollectiveSpec spec) {
   if (tasks.size() != spec.ranks.size()) throw std::invalid_argument("one task per rank");
-  auto* st = c.keep(std::make_shared<CollectiveState>(
-      CollectiveState{&c, cached_plan(c, spec), tasks, spec.ranks, std::vector<int>(tasks.size(), 0)}));
+  const auto& plan = cached_plan(c, spec);
+  auto* st = c.keep(std::make_shared<CollectiveState>(CollectiveState{
+      &c, &plan, plan.amount * spec.bytes, tasks, spec.ranks, std::vector<int>(tasks.size(), 0)}));
   for (std::uint32_t i = 0; i < tasks.size(); ++i)
     tasks[i]->on_ready = [st, i](sim::Task&) { st->ready(i); };
+}
+
+void merge_alike_links(Cluster& c) {
+  auto& cache = plan_cache(c);
+  if (cache.merged) return;
+  cache.merged = true;
+  // Each link's uses by the plans, as (plan number, weight) in plan order, with its capacity.
+  using Usage = std::pair<double, std::vector<std::pair<std::size_t, double>>>;
+  std::map<sim::Fluid::ResourceId, Usage> usage;
+  std::size_t k = 0;
+  for (const auto& [key, plan] : cache.plans) {
+    for (const auto& u : plan.uses) {
+      auto& x = usage[u.resource];
+      x.first = c.fluid_capacity(u.resource);
+      x.second.emplace_back(k, u.weight);
+    }
+    ++k;
+  }
+  std::map<Usage, std::vector<sim::Fluid::ResourceId>> classes;  // ordered: deterministic
+  for (auto& [r, x] : usage) classes[std::move(x)].push_back(r);
+  for (const auto& [x, members] : classes) {
+    if (members.size() < 2) continue;
+    const auto into = c.fluid().add_resource(
+        x.first, c.fluid().name(members.front()) + " and " + std::to_string(members.size() - 1) + " alike");
+    for (auto r : members) c.merge_link(r, into);
+  }
+  // Every member of a class has the same weight in each plan: keep the first of each class.
+  std::vector<std::size_t> taken_by(c.fluid().resource_count(), 0);  // plan number + 1
+  k = 0;
+  for (auto& [key, plan] : cache.plans) {
+    ++k;
+    plan.solver_uses.clear();
+    for (const auto& u : plan.uses) {
+      const auto r = c.solver_resource(u.resource);
+      if (taken_by[r] == k) continue;
+      taken_by[r] = k;
+      plan.solver_uses.push_back({r, u.weight});
+    }
+  }
 }
 
 }  // namespace twin::hardware

@@ -57,7 +57,9 @@ struct CollectiveSpec {
 struct CollectivePlan {
   int ctas = 1;
   double amount = 0;  // A
-  std::vector<sim::Fluid::Use> uses;
+  std::vector<sim::Fluid::Use> uses;  // every link, per rank
+  // The same with alike links merged (merge_alike_links): what the solver is given; empty: `uses`.
+  std::vector<sim::Fluid::Use> solver_uses;
   std::vector<sim::Fluid::Use> hbm;  // HBM bytes per byte of A, per GPU
   double bound = 0;   // bytes/s of A
   double solo_Bps = 0;  // rate alone: min(bound, every link's capacity / weight)
@@ -70,6 +72,13 @@ CollectivePlan plan_collective(const Cluster& c, const CollectiveSpec& spec);
 
 // Binds tasks[i] (on GPU spec.ranks[i]) to one collective.
 void run_collective(const std::vector<sim::Task*>& tasks, Cluster& c, CollectiveSpec spec);
+
+// Once every collective is bound (a step's graph is built): links that every planned collective
+// uses with the same weight, and of the same capacity, always carry the same flows at the same
+// rates — the NICs of one ring's members, the NVLinks of one group. Each such class becomes one
+// solver resource (Cluster::solver_resource), so a ring over 384 GPUs is a flow over a few
+// resources instead of 1,500; rates are unchanged. Collectives bound afterwards are refused.
+void merge_alike_links(Cluster& c);
 
 // A CPU (gloo-style) all-reduce of `bytes` among the host threads of `ranks`: no SMs, no GPU
 // links. It starts when the last participant arrives and takes recursive doubling's

@@ -151,7 +151,7 @@ Json network_json(const Scenario& s, Pass& p, double step) {
     for (const auto& [a, b] : u.busy_ns) iv.push_back({a, b});
     const double busy = reports::merge(iv), cap = p.fluid.capacity(r);
     links.push_back({f->name(r), u.bytes, busy, busy > 0 ? u.bytes / (cap * busy) : 0,
-                     u.bytes / (cap * step), p.fluid.saturated_s(r)});
+                     u.bytes / (cap * step), p.fluid.saturated_s(p.cluster.solver_resource(r))});
   }
   std::sort(links.begin(), links.end(), [](const Link& a, const Link& b) {
     if (a.saturated != b.saturated) return a.saturated > b.saturated;

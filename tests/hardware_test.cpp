@@ -173,6 +173,48 @@ TEST_SUITE("hardware.collectives") {
     r.engine.run();
     CHECK(ts[0]->end_time().to_s() == doctest::Approx(0.005 + 12e-6));
   }
+  TEST_CASE("merging alike links keeps every time and groups only links used alike") {
+    // Rings over nodes 0-3 and 0-1 (GPU 0 of each node) and an all-to-all inside node 0, all
+    // at once: nodes 0 and 1's NICs carry two rings, nodes 2 and 3's one.
+    auto run = [](bool merge, std::vector<double>& ends) {
+      Rig r(16);
+      std::vector<std::vector<sim::Task*>> ts(3);
+      const std::vector<CollectiveSpec> specs{{CollKind::all_gather, {0, 4, 8, 12}, 4e9, 16},
+                                              {CollKind::reduce_scatter, {0, 4}, 3e9, 8},
+                                              {CollKind::all_to_all, {0, 1, 2, 3}, 3e9, 16}};
+      for (std::size_t i = 0; i < specs.size(); ++i) {
+        for (std::size_t k = 0; k < specs[i].ranks.size(); ++k) ts[i].push_back(&r.graph.add("c"));
+        run_collective(ts[i], r.cluster, specs[i]);
+      }
+      if (merge) merge_alike_links(r.cluster);
+      r.graph.start();
+      r.engine.run();
+      for (const auto& v : ts) ends.push_back(v[0]->end_time().to_s());
+      return std::vector<sim::Fluid::ResourceId>{
+          r.cluster.solver_resource(r.cluster.links(0).nic_out),
+          r.cluster.solver_resource(r.cluster.links(4).nic_out),
+          r.cluster.solver_resource(r.cluster.links(8).nic_out),
+          r.cluster.solver_resource(r.cluster.links(12).nic_out),
+          r.cluster.solver_resource(r.cluster.links(12).nic_in),
+          r.cluster.solver_resource(r.cluster.links(0).nvl_out), r.cluster.links(8).h2d,
+          r.cluster.solver_resource(r.cluster.links(8).h2d)};
+    };
+    std::vector<double> apart, merged;
+    run(false, apart);
+    const auto nic = run(true, merged);
+    CHECK(merged == apart);  // bit for bit
+    CHECK(nic[0] == nic[1]);
+    CHECK(nic[2] == nic[3]);
+    CHECK(nic[0] != nic[2]);
+    CHECK(nic[3] == nic[4]);  // out and in of a ring member carry the same flows
+    CHECK(nic[5] != nic[0]);
+    CHECK(nic[7] == nic[6]);  // used by no collective: itself
+    Rig r(8);
+    merge_alike_links(r.cluster);
+    std::vector<sim::Task*> late{&r.graph.add("ag0"), &r.graph.add("ag4")};
+    CHECK_THROWS_AS(run_collective(late, r.cluster, {CollKind::all_gather, {0, 4}, 1e9, 16}),
+                    std::logic_error);
+  }
   TEST_CASE("a static persistent GEMM next to a long collective ends later than a dynamic one") {
     auto gemm_end = [](KernelClass cls) {
       Rig r(8);
