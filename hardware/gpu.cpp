@@ -53,7 +53,9 @@ void Gpu::serve() {
     const int k = std::min(free_, r.missing);
     r.missing -= k;
     hold(k, r.who);
-    Grant grant = r.grant;
+    // The grant may request or release (and so touch waiting_): call it from a local. A whole
+    // grant, the usual case, moves it; a partial one copies it (the request stays).
+    Grant grant = r.missing == 0 ? std::move(r.grant) : r.grant;
     if (r.missing == 0) waiting_.pop_front();
     grant(k);
   }

@@ -13,35 +13,48 @@ void run_grid(sim::Task& t, Cluster& c, Gpu& g, KernelWork w) {
                   [&t] { t.finish(); }, g.sm_count());
 }
 
+// The state of a persistent kernel lives in the cluster's arena and callbacks capture only a
+// pointer to it (and a count): they fit std::function's inline buffer, no allocation per kernel.
+struct StaticRun {
+  sim::Task* t;
+  Cluster* c;
+  Gpu* g;
+  sim::Time block_time;
+  int blocks;
+  int done;
+};
+
 void run_static(sim::Task& t, Cluster& c, Gpu& g, KernelWork w) {
-  auto done = std::make_shared<int>(0);
-  const int blocks = g.sm_count();
-  const sim::Time block_time = sim::Time::s(w.alone_s);
-  g.request(blocks, Gpu::Holder::persistent, [&t, &c, &g, done, blocks, block_time](int k) {
-    c.engine().after(block_time, [&t, &g, done, blocks, k] {
-      g.release(k, Gpu::Holder::persistent);
-      if ((*done += k) == blocks) t.finish();
+  auto* st = c.make<StaticRun>(&t, &c, &g, sim::Time::s(w.alone_s), g.sm_count(), 0);
+  g.request(st->blocks, Gpu::Holder::persistent, [st](int k) {
+    st->c->engine().after(st->block_time, [st, k] {
+      st->g->release(k, Gpu::Holder::persistent);
+      if ((st->done += k) == st->blocks) st->t->finish();
     }, sim::Priority::completion);
   });
 }
 
+struct DynamicRun {
+  sim::Task* t;
+  Cluster* c;
+  Gpu* g;
+  int held;
+  sim::Fluid::FlowId flow;
+  Gpu::RequestId req;
+};
+
 void run_dynamic(sim::Task& t, Cluster& c, Gpu& g, KernelWork w) {
-  struct State {
-    int held = 0;
-    sim::Fluid::FlowId flow = 0;
-    Gpu::RequestId req = 0;
-  };
-  auto st = std::make_shared<State>();
+  auto* st = c.make<DynamicRun>(&t, &c, &g, 0, sim::Fluid::FlowId{0}, Gpu::RequestId{0});
   const double sm_s = w.alone_s * g.sm_count();
   const sim::Fluid::Use hbm[] = {{g.hbm_resource(), w.hbm_bytes / sm_s}};
-  st->flow = c.fluid().start(sm_s, std::span(hbm, w.hbm_bytes > 0 ? 1 : 0), 0.0, [&t, &g, st] {
-    g.cancel(st->req);  // blocks still waiting find the tile counter exhausted
-    g.release(st->held, Gpu::Holder::persistent);
-    t.finish();
+  st->flow = c.fluid().start(sm_s, std::span(hbm, w.hbm_bytes > 0 ? 1 : 0), 0.0, [st] {
+    st->g->cancel(st->req);  // blocks still waiting find the tile counter exhausted
+    st->g->release(st->held, Gpu::Holder::persistent);
+    st->t->finish();
   }, g.sm_count());
-  st->req = g.request(g.sm_count(), Gpu::Holder::persistent, [&c, st](int k) {
+  st->req = g.request(g.sm_count(), Gpu::Holder::persistent, [st](int k) {
     st->held += k;
-    c.fluid().set_bound(st->flow, st->held);
+    st->c->fluid().set_bound(st->flow, st->held);
   });
 }
 

@@ -60,6 +60,10 @@ const std::vector<Launch>* StepBuilder::launches(std::size_t task_id) const {
   return it == launches_.end() ? nullptr : &it->second;
 }
 
+void StepBuilder::note(std::int64_t rank, const sim::Task& t, std::initializer_list<Launch> l) {
+  if (rank == launch_rank_) launches_[t.id()] = l;
+}
+
 void StepBuilder::note(std::int64_t rank, const sim::Task& t, std::vector<Launch> l) {
   if (rank == launch_rank_) launches_[t.id()] = std::move(l);
 }
@@ -78,16 +82,19 @@ void StepBuilder::fuse(std::size_t j0, std::size_t j1, const std::vector<std::ve
   const char* n = names_.emplace_back(std::move(name)).c_str();
   for (std::int64_t r = 0; r < ranks_; ++r) {
     FusedParts fp;
+    fp.parts.reserve(j1 - j0);
     double alone = 0;
-    std::vector<Launch> ls;
     for (std::size_t j = j0; j < j1; ++j) {
       const Op& op = ops[static_cast<std::size_t>(r)][j];
       fp.parts.emplace_back(op.category, op.work.alone_s);
       alone += op.work.alone_s;
-      ls.push_back(op.launch);
     }
     auto& t = kernel(r, n, kFused, {alone, 0, hardware::KernelClass::grid}, layer);
-    note(r, t, std::move(ls));
+    if (r == launch_rank_) {
+      std::vector<Launch> ls;
+      for (std::size_t j = j0; j < j1; ++j) ls.push_back(ops[static_cast<std::size_t>(r)][j].launch);
+      note(r, t, std::move(ls));
+    }
     if (fused_index_.size() <= t.id()) fused_index_.resize(t.id() + 1, -1);
     fused_index_[t.id()] = static_cast<std::int32_t>(fused_.size());
     fused_.push_back(std::move(fp));

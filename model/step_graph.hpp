@@ -114,6 +114,8 @@ class StepBuilder {
   BufferLog mem_;
   std::int64_t launch_rank_ = -1;
   std::map<std::size_t, std::vector<Launch>> launches_;
+  // Records t's launches when `rank` is the one recorded (a list: no allocation otherwise).
+  void note(std::int64_t rank, const sim::Task& t, std::initializer_list<Launch> l);
   void note(std::int64_t rank, const sim::Task& t, std::vector<Launch> l);
   // Buffers kept from forward to layer i's backward, freed when its backward ends ([r·L + i]).
   std::vector<std::vector<std::size_t>> held_;

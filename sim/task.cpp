@@ -45,19 +45,18 @@ void Task::finish() {
 void TaskGraph::drain() {
   if (draining_) return;
   draining_ = true;
-  while (!ready_queue_.empty()) {
-    Task* t = ready_queue_.front();
-    ready_queue_.pop_front();
-    t->ready();
-  }
+  while (ready_head_ < ready_queue_.size()) ready_queue_[ready_head_++]->ready();
+  ready_queue_.clear();
+  ready_head_ = 0;
   draining_ = false;
 }
 
 Task& TaskGraph::add(const char* name, std::int32_t lane, std::int32_t category,
                      std::int32_t index) {
-  Task& t = tasks_.emplace_back();
+  if (size_ == blocks_.size() * kBlock) blocks_.push_back(std::make_unique<Task[]>(kBlock));
+  Task& t = (*this)[size_];
   t.graph_ = this;
-  t.id_ = tasks_.size() - 1;
+  t.id_ = size_++;
   t.name = name;
   t.lane = lane;
   t.category = category;
@@ -67,8 +66,10 @@ Task& TaskGraph::add(const char* name, std::int32_t lane, std::int32_t category,
 
 void TaskGraph::start() {
   std::vector<Task*> roots;
-  for (auto& t : tasks_)
+  for (std::size_t i = 0; i < size_; ++i) {
+    Task& t = (*this)[i];
     if (t.pending_ == 0 && t.state_ == Task::State::blocked) roots.push_back(&t);
+  }
   for (Task* t : roots) ready_queue_.push_back(t);
   drain();
 }

@@ -6,8 +6,8 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -63,10 +63,10 @@ class TaskGraph {
            std::int32_t index = -1);
   // Starts every task without predecessors (at the engine's current time).
   void start();
-  std::size_t size() const { return tasks_.size(); }
+  std::size_t size() const { return size_; }
   std::size_t finished() const { return finished_; }
-  Task& operator[](std::size_t i) { return tasks_[i]; }
-  const Task& operator[](std::size_t i) const { return tasks_[i]; }
+  Task& operator[](std::size_t i) { return blocks_[i >> kBlockBits][i & (kBlock - 1)]; }
+  const Task& operator[](std::size_t i) const { return blocks_[i >> kBlockBits][i & (kBlock - 1)]; }
   Engine& engine() { return engine_; }
 
   Signal<const Task&> on_start;
@@ -81,8 +81,13 @@ class TaskGraph {
     std::uint32_t next;  // index + 1 of the next edge of the same task; 0 = last
   };
   std::vector<Edge> edges_;
-  std::deque<Task> tasks_;  // stable addresses
-  std::deque<Task*> ready_queue_;
+  // Tasks in blocks of kBlock: stable addresses, one allocation per 4,096 tasks.
+  static constexpr unsigned kBlockBits = 12;
+  static constexpr std::size_t kBlock = std::size_t{1} << kBlockBits;
+  std::vector<std::unique_ptr<Task[]>> blocks_;
+  std::size_t size_ = 0;
+  std::vector<Task*> ready_queue_;  // drained from ready_head_ on
+  std::size_t ready_head_ = 0;
   bool draining_ = false;
   std::size_t finished_ = 0;
 };
