@@ -1,6 +1,7 @@
 #include "model/memory_replay.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -24,22 +25,27 @@ std::int64_t at(const sim::Task& t, bool end) {
 
 std::vector<AllocEvent> alloc_sequence(const BufferLog& log, std::int64_t rank) {
   const auto& bufs = log.rank(rank);
-  std::vector<std::pair<std::pair<std::int64_t, std::uint32_t>, AllocEvent>> ev;
+  // Sorted by (time, record number), which is unique per rank; compact keys sort fast.
+  struct Key {
+    std::int64_t t;
+    std::uint32_t seq;
+    std::uint32_t buffer_alloc;  // buffer index · 2 + (1: allocation, 0: free)
+  };
+  if (bufs.size() >= (std::size_t{1} << 31)) throw std::length_error("too many buffers on one rank");
+  std::vector<Key> ev;
   ev.reserve(2 * bufs.size());
   for (std::size_t i = 0; i < bufs.size(); ++i) {
     const Buffer& b = bufs[i];
     if (b.bytes <= 0) continue;
-    const auto t = at(*b.alloc, b.alloc_at_end);
-    ev.push_back({{t, b.alloc_seq}, {t, i, true}});
-    if (b.free) {
-      const auto f = at(*b.free, b.free_at_end);
-      ev.push_back({{f, b.free_seq}, {f, i, false}});
-    }
+    const auto code = static_cast<std::uint32_t>(2 * i);
+    ev.push_back({at(*b.alloc, b.alloc_at_end), b.alloc_seq, code + 1});
+    if (b.free) ev.push_back({at(*b.free, b.free_at_end), b.free_seq, code});
   }
-  std::sort(ev.begin(), ev.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::sort(ev.begin(), ev.end(),
+            [](const Key& x, const Key& y) { return x.t != y.t ? x.t < y.t : x.seq < y.seq; });
   std::vector<AllocEvent> out;
   out.reserve(ev.size());
-  for (const auto& e : ev) out.push_back(e.second);
+  for (const auto& e : ev) out.push_back({e.t, e.buffer_alloc / 2, (e.buffer_alloc & 1) != 0});
   return out;
 }
 

@@ -66,7 +66,14 @@ double rope_cache_bytes(const Job& job) {
 std::size_t BufferLog::alloc(std::int64_t rank, const char* name, std::int32_t pool, double bytes,
                              const sim::Task& t, At at) {
   auto& v = by_rank_[static_cast<std::size_t>(rank)];
-  v.push_back({name, pool, bytes, &t, at == kEnd, nullptr, true, seq_[static_cast<std::size_t>(rank)]++, 0});
+  Buffer b;
+  b.name = name;
+  b.bytes = bytes;
+  b.alloc = &t;
+  b.alloc_seq = seq_[static_cast<std::size_t>(rank)]++;
+  b.pool = pool;
+  b.alloc_at_end = at == kEnd;
+  v.push_back(b);
   return v.size() - 1;
 }
 

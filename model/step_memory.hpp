@@ -57,15 +57,15 @@ double rope_cache_bytes(const Job& job);
 // a buffer whose free task is null lives to the end of the step. Events at the same simulated
 // time happen in the order they were recorded (`alloc_seq`, `free_seq`): the builder records
 // them in program order.
-struct Buffer {
+struct Buffer {  // 48 bytes: a step records ~10⁶
   const char* name = "";
-  std::int32_t pool = kPoolCompute;
   double bytes = 0;
   const sim::Task* alloc = nullptr;
-  bool alloc_at_end = false;
   const sim::Task* free = nullptr;
-  bool free_at_end = true;
   std::uint32_t alloc_seq = 0, free_seq = 0;
+  std::int32_t pool = kPoolCompute;
+  bool alloc_at_end = false;
+  bool free_at_end = true;
 };
 
 class BufferLog {

@@ -9,12 +9,12 @@ void Task::after(Task& pred) {
   if (state_ != State::blocked) throw std::logic_error("dependency added to a started task");
   auto& edges = graph_->edges_;
   if (edges.size() >= 0xffffffffULL) throw std::length_error("too many task dependencies");
-  edges.push_back({this, 0});
+  edges.push_back({static_cast<std::uint32_t>(id_), 0});
   const auto e = static_cast<std::uint32_t>(edges.size());
   if (pred.last_edge_) edges[pred.last_edge_ - 1].next = e;
   else pred.first_edge_ = e;
   pred.last_edge_ = e;
-  ++pending_;
+  ++graph_->pending_[id_];
 }
 
 void Task::ready() {
@@ -33,10 +33,10 @@ void Task::finish() {
   end_ = graph_->engine_.now();
   ++graph_->finished_;
   graph_->on_finish(*this);
-  auto& edges = graph_->edges_;
-  for (std::uint32_t e = first_edge_; e != 0; e = edges[e - 1].next) {
-    Task* s = edges[e - 1].to;
-    if (--s->pending_ == 0) graph_->ready_queue_.push_back(s);
+  auto& g = *graph_;
+  for (std::uint32_t e = first_edge_; e != 0; e = g.edges_[e - 1].next) {
+    const std::uint32_t s = g.edges_[e - 1].to;
+    if (--g.pending_[s] == 0) g.ready_queue_.push_back(&g[s]);
   }
   graph_->drain();
 }
@@ -53,10 +53,12 @@ void TaskGraph::drain() {
 
 Task& TaskGraph::add(const char* name, std::int32_t lane, std::int32_t category,
                      std::int32_t index) {
+  if (size_ >= 0xffffffffULL) throw std::length_error("too many tasks");
   if (size_ == blocks_.size() * kBlock) blocks_.push_back(std::make_unique<Task[]>(kBlock));
+  pending_.push_back(0);
   Task& t = (*this)[size_];
   t.graph_ = this;
-  t.id_ = size_++;
+  t.id_ = static_cast<std::uint32_t>(size_++);
   t.name = name;
   t.lane = lane;
   t.category = category;
@@ -68,7 +70,7 @@ void TaskGraph::start() {
   std::vector<Task*> roots;
   for (std::size_t i = 0; i < size_; ++i) {
     Task& t = (*this)[i];
-    if (t.pending_ == 0 && t.state_ == Task::State::blocked) roots.push_back(&t);
+    if (pending_[i] == 0 && t.state_ == Task::State::blocked) roots.push_back(&t);
   }
   for (Task* t : roots) ready_queue_.push_back(t);
   drain();

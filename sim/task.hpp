@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/engine.hpp"
@@ -28,6 +29,11 @@ class Task {
   std::int32_t lane = -1;      // e.g. a rank's stream
   std::int32_t category = -1;  // e.g. a kernel category
   std::int32_t index = -1;     // e.g. a layer
+
+ private:
+  std::uint32_t id_ = 0;  // here: fills the padding before on_ready (a step has ~10⁶ tasks)
+
+ public:
   std::function<void(Task&)> on_ready;
 
   void after(Task& pred);  // `pred` must finish before this task starts
@@ -45,8 +51,6 @@ class Task {
   friend class TaskGraph;
   void ready();
   TaskGraph* graph_ = nullptr;
-  std::size_t id_ = 0;
-  std::uint32_t pending_ = 0;
   // Successors as a list in the graph's edge pool (index + 1; 0 = none): no allocation per task.
   std::uint32_t first_edge_ = 0, last_edge_ = 0;
   State state_ = State::blocked;
@@ -77,10 +81,13 @@ class TaskGraph {
   Engine& engine_;
   void drain();
   struct Edge {
-    Task* to;
+    std::uint32_t to;    // task id
     std::uint32_t next;  // index + 1 of the next edge of the same task; 0 = last
   };
   std::vector<Edge> edges_;
+  // Unfinished predecessors per task id, apart from the tasks: finishing a task touches its
+  // successors' counters, which stay in cache here (a step has ~10⁶ tasks of ~100 bytes).
+  std::vector<std::uint32_t> pending_;
   // Tasks in blocks of kBlock: stable addresses, one allocation per 4,096 tasks.
   static constexpr unsigned kBlockBits = 12;
   static constexpr std::size_t kBlock = std::size_t{1} << kBlockBits;
@@ -94,7 +101,8 @@ class TaskGraph {
 
 template <class F>
 void Task::each_successor(F&& f) const {
-  for (std::uint32_t e = first_edge_; e != 0; e = graph_->edges_[e - 1].next) f(*graph_->edges_[e - 1].to);
+  for (std::uint32_t e = first_edge_; e != 0; e = graph_->edges_[e - 1].next)
+    f(std::as_const(*graph_)[graph_->edges_[e - 1].to]);
 }
 
 }  // namespace twin::sim
