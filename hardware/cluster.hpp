@@ -16,6 +16,7 @@
 #include "hardware/topology.hpp"
 #include "hardware/profile.hpp"
 #include "sim/fluid.hpp"
+#include "sim/large_pages.hpp"
 
 namespace twin::hardware {
 
@@ -92,7 +93,7 @@ class Cluster {
   int copies_ = 1;
   bool fabric_inert_ = false;
   std::vector<std::shared_ptr<void>> kept_;
-  std::pmr::monotonic_buffer_resource arena_;
+  std::pmr::monotonic_buffer_resource arena_{&sim::large_pages()};
   std::shared_ptr<void> plan_cache_;
   std::vector<sim::Fluid::ResourceId> solver_resource_;  // by link; shorter: unmerged
 };

@@ -1,5 +1,6 @@
 #include "sim/task.hpp"
 
+#include <new>
 #include <stdexcept>
 
 namespace twin::sim {
@@ -54,9 +55,10 @@ void TaskGraph::drain() {
 Task& TaskGraph::add(const char* name, std::int32_t lane, std::int32_t category,
                      std::int32_t index) {
   if (size_ >= 0xffffffffULL) throw std::length_error("too many tasks");
-  if (size_ == blocks_.size() * kBlock) blocks_.push_back(std::make_unique<Task[]>(kBlock));
+  if (size_ == blocks_.size() * kBlock)
+    blocks_.push_back(static_cast<Task*>(large_pages().allocate(kBlock * sizeof(Task), alignof(Task))));
   pending_.push_back(0);
-  Task& t = (*this)[size_];
+  Task& t = *new (&(*this)[size_]) Task;
   t.graph_ = this;
   t.id_ = static_cast<std::uint32_t>(size_++);
   t.name = name;
@@ -64,6 +66,11 @@ Task& TaskGraph::add(const char* name, std::int32_t lane, std::int32_t category,
   t.category = category;
   t.index = index;
   return t;
+}
+
+TaskGraph::~TaskGraph() {
+  for (std::size_t i = 0; i < size_; ++i) (*this)[i].~Task();
+  for (Task* b : blocks_) large_pages().deallocate(b, kBlock * sizeof(Task), alignof(Task));
 }
 
 void TaskGraph::start() {

@@ -7,12 +7,13 @@
 
 #include <cstdint>
 #include <functional>
-#include <memory>
+#include <memory_resource>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "sim/engine.hpp"
+#include "sim/large_pages.hpp"
 #include "sim/signal.hpp"
 
 namespace twin::sim {
@@ -62,6 +63,7 @@ class TaskGraph {
   explicit TaskGraph(Engine& engine) : engine_(engine) {}
   TaskGraph(const TaskGraph&) = delete;
   TaskGraph& operator=(const TaskGraph&) = delete;
+  ~TaskGraph();
 
   Task& add(const char* name, std::int32_t lane = -1, std::int32_t category = -1,
            std::int32_t index = -1);
@@ -84,14 +86,15 @@ class TaskGraph {
     std::uint32_t to;    // task id
     std::uint32_t next;  // index + 1 of the next edge of the same task; 0 = last
   };
-  std::vector<Edge> edges_;
+  std::pmr::vector<Edge> edges_{&large_pages()};
   // Unfinished predecessors per task id, apart from the tasks: finishing a task touches its
   // successors' counters, which stay in cache here (a step has ~10⁶ tasks of ~100 bytes).
-  std::vector<std::uint32_t> pending_;
-  // Tasks in blocks of kBlock: stable addresses, one allocation per 4,096 tasks.
-  static constexpr unsigned kBlockBits = 12;
+  std::pmr::vector<std::uint32_t> pending_{&large_pages()};
+  // Tasks in blocks of kBlock (6 MiB) from large_pages(): stable addresses, few page faults.
+  // A task is constructed when added, so an unused block's memory is never touched.
+  static constexpr unsigned kBlockBits = 16;
   static constexpr std::size_t kBlock = std::size_t{1} << kBlockBits;
-  std::vector<std::unique_ptr<Task[]>> blocks_;
+  std::vector<Task*> blocks_;
   std::size_t size_ = 0;
   std::vector<Task*> ready_queue_;  // drained from ready_head_ on
   std::size_t ready_head_ = 0;
