@@ -27,7 +27,7 @@ void* LargePages::do_allocate(std::size_t bytes, std::size_t align) {
 }
 
 void LargePages::do_deallocate(void* p, std::size_t bytes, std::size_t align) {
-  if (!large(bytes) || align > kHugePage) return ::operator delete(p, bytes, std::align_val_t{align});
+  if (!large(bytes) || align > kHugePage) return ::operator delete(p, std::align_val_t{align});
   std::free(p);
 }
 
