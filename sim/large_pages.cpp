@@ -10,24 +10,49 @@
 namespace twin::sim {
 
 namespace {
-bool large(std::size_t bytes) { return bytes >= LargePages::kHugePage; }
+bool large(std::size_t bytes, std::size_t align) {
+  return bytes >= LargePages::kHugePage && align <= LargePages::kHugePage;
+}
 std::size_t rounded(std::size_t bytes) {
   return (bytes + LargePages::kHugePage - 1) / LargePages::kHugePage * LargePages::kHugePage;
 }
 }  // namespace
 
+LargePages::~LargePages() {
+  for (const auto& [size, p] : kept_) std::free(p);
+}
+
 void* LargePages::do_allocate(std::size_t bytes, std::size_t align) {
-  if (!large(bytes) || align > kHugePage) return ::operator new(bytes, std::align_val_t{align});
-  void* p = std::aligned_alloc(kHugePage, rounded(bytes));
+  if (!large(bytes, align)) return ::operator new(bytes, std::align_val_t{align});
+  const std::size_t size = rounded(bytes);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = kept_.find(size); it != kept_.end()) {
+      void* p = it->second;
+      kept_.erase(it);
+      kept_bytes_ -= size;
+      return p;
+    }
+  }
+  void* p = std::aligned_alloc(kHugePage, size);
   if (!p) throw std::bad_alloc();
 #if defined(MADV_HUGEPAGE)
-  madvise(p, rounded(bytes), MADV_HUGEPAGE);  // advice only: without THP it changes nothing
+  madvise(p, size, MADV_HUGEPAGE);  // advice only: without THP it changes nothing
 #endif
   return p;
 }
 
 void LargePages::do_deallocate(void* p, std::size_t bytes, std::size_t align) {
-  if (!large(bytes) || align > kHugePage) return ::operator delete(p, std::align_val_t{align});
+  if (!large(bytes, align)) return ::operator delete(p, std::align_val_t{align});
+  const std::size_t size = rounded(bytes);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (kept_bytes_ + size <= kKeepBytes) {
+      kept_.emplace(size, p);
+      kept_bytes_ += size;
+      return;
+    }
+  }
   std::free(p);
 }
 
