@@ -1,11 +1,13 @@
 // Tier 1: the engine on hand-solvable cases; each derivation is in the comment.
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <string>
 #include <thread>
 
 #include "sim/engine.hpp"
 #include "sim/fluid.hpp"
+#include "sim/large_pages.hpp"
 #include "sim/task.hpp"
 
 using namespace twin::sim;
@@ -179,6 +181,23 @@ TEST_SUITE("sim.task") {
     g.start();
     e.run();
     CHECK(g.finished() == 200000);
+    // Across the blocks of 65,536 tasks: ids and addresses as added.
+    for (std::size_t i : {65535u, 65536u, 131072u, 199999u}) CHECK(g[i].id() == i);
+    CHECK(&g[199999] == prev);
+  }
+  TEST_CASE("large pages: aligned, and a freed block is handed out again for the same size") {
+    auto& r = large_pages();
+    const std::size_t big = 13 * LargePages::kHugePage + 1;  // a size nothing else asks for
+    void* a = r.allocate(big, 64);
+    CHECK(reinterpret_cast<std::uintptr_t>(a) % LargePages::kHugePage == 0);
+    static_cast<char*>(a)[big - 1] = 1;  // usable to its end
+    r.deallocate(a, big, 64);
+    void* b = r.allocate(big, 64);
+    CHECK(b == a);
+    r.deallocate(b, big, 64);
+    void* small = r.allocate(1000, 8);  // below 2 MiB: operator new
+    CHECK(small != nullptr);
+    r.deallocate(small, 1000, 8);
   }
   TEST_CASE("determinism: the same graph gives identical trace bytes") {
     CHECK(run_chain(500) == run_chain(500));
