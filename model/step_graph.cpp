@@ -50,9 +50,10 @@ StepBuilder::StepBuilder(const Job& job, hardware::Cluster& cluster, sim::TaskGr
   replicas_are_copies_ = cluster.copies() > 1;
 }
 
-const FusedParts* StepBuilder::parts(std::size_t task_id) const {
-  if (task_id >= fused_index_.size() || fused_index_[task_id] < 0) return nullptr;
-  return &fused_[static_cast<std::size_t>(fused_index_[task_id])];
+std::optional<FusedParts> StepBuilder::parts(std::size_t task_id) const {
+  if (task_id >= fused_index_.size() || fused_index_[task_id] < 0) return std::nullopt;
+  const auto k = static_cast<std::size_t>(fused_index_[task_id]);
+  return FusedParts{{fused_parts_.data() + fused_begin_[k], fused_begin_[k + 1] - fused_begin_[k]}};
 }
 
 const std::vector<Launch>* StepBuilder::launches(std::size_t task_id) const {
@@ -81,12 +82,10 @@ void StepBuilder::fuse(std::size_t j0, std::size_t j1, const std::vector<std::ve
   for (std::size_t j = j0; j < j1; ++j) name += (j > j0 ? "+" : "") + std::string(ops[0][j].name);
   const char* n = names_.emplace_back(std::move(name)).c_str();
   for (std::int64_t r = 0; r < ranks_; ++r) {
-    FusedParts fp;
-    fp.parts.reserve(j1 - j0);
     double alone = 0;
     for (std::size_t j = j0; j < j1; ++j) {
       const Op& op = ops[static_cast<std::size_t>(r)][j];
-      fp.parts.emplace_back(op.category, op.work.alone_s);
+      fused_parts_.emplace_back(op.category, op.work.alone_s);
       alone += op.work.alone_s;
     }
     auto& t = kernel(r, n, kFused, {alone, 0, hardware::KernelClass::grid}, layer);
@@ -96,8 +95,8 @@ void StepBuilder::fuse(std::size_t j0, std::size_t j1, const std::vector<std::ve
       note(r, t, std::move(ls));
     }
     if (fused_index_.size() <= t.id()) fused_index_.resize(t.id() + 1, -1);
-    fused_index_[t.id()] = static_cast<std::int32_t>(fused_.size());
-    fused_.push_back(std::move(fp));
+    fused_index_[t.id()] = static_cast<std::int32_t>(fused_begin_.size() - 1);
+    fused_begin_.push_back(static_cast<std::uint32_t>(fused_parts_.size()));
   }
 }
 

@@ -15,6 +15,8 @@
 #include <deque>
 #include <map>
 #include <string>
+#include <optional>
+#include <span>
 #include <vector>
 
 #include "hardware/cluster.hpp"
@@ -42,7 +44,7 @@ inline std::int32_t lane_of(std::int64_t rank, Stream s) {
 // simulate. The task keeps its parts so that reports can attribute its time by category, in
 // proportion to each part's time alone.
 struct FusedParts {
-  std::vector<std::pair<Category, double>> parts;  // (category, alone seconds)
+  std::span<const std::pair<Category, double>> parts;  // (category, alone seconds)
   // Calls f(category, seconds) for each part: its share of the task's `seconds`, in proportion
   // to the parts' times alone (0 for all if they take none).
   template <class F>
@@ -63,8 +65,8 @@ class StepBuilder {
   StepBuilder(const Job& job, hardware::Cluster& cluster, sim::TaskGraph& graph);
   StepMarks build();
   const std::vector<RankWorkload>& workload() const { return work_; }
-  // Parts of a fused task (category kFused), by task id; null for other tasks.
-  const FusedParts* parts(std::size_t task_id) const;
+  // Parts of a fused task (category kFused), by task id; none for other tasks.
+  std::optional<FusedParts> parts(std::size_t task_id) const;
   // Every HBM buffer of the step, per rank, against the tasks that allocate and free it.
   const BufferLog& buffers() const { return mem_; }
   // Keeps what a real GPU would launch for each kernel task of `rank` (call before build()).
@@ -108,8 +110,11 @@ class StepBuilder {
   std::vector<std::array<sim::Task*, kStreamCount>> last_;
   std::vector<std::vector<int>> dense_pg_, expert_pg_, ep_pg_, node_pg_, replica_pg_;
   bool replicas_are_copies_ = false;  // one replica simulated: its all-reduce runs across copies
-  std::vector<std::int32_t> fused_index_;  // task id → index in fused_, or −1
-  std::vector<FusedParts> fused_;
+  // Fused tasks' parts, flat: task id → its parts fused_parts_[fused_begin_[k] .. +count],
+  // k = fused_index_[id] (−1: not fused; the count is fused_begin_[k + 1] − fused_begin_[k]).
+  std::vector<std::int32_t> fused_index_;
+  std::vector<std::uint32_t> fused_begin_{0};
+  std::vector<std::pair<Category, double>> fused_parts_;
   std::deque<std::string> names_;          // names of fused tasks (tasks hold const char*)
   BufferLog mem_;
   std::int64_t launch_rank_ = -1;

@@ -91,7 +91,7 @@ Json step_plan(const Scenario& s, const sim::TaskGraph& g, const model::StepBuil
     if (const auto* ls = b.launches(i)) {
       // Each launch with the twin's seconds for it: a fused task's time split as `twin run`
       // reports GPU time per category.
-      const auto* parts = b.parts(i);
+      const auto parts = b.parts(i);
       std::vector<double> twin_s(ls->size(), dur);
       if (parts) {
         std::size_t k = 0;

@@ -241,7 +241,7 @@ RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
     if (model::is_gpu_compute(t.category)) times[rank].compute.push_back(iv);
     if (model::is_collective(t.category)) times[rank].comm.push_back(iv);
     const double dur = static_cast<double>(iv.end_ns - iv.begin_ns) * 1e-9;
-    if (const auto* fp = builder.parts(i)) {
+    if (const auto fp = builder.parts(i)) {
       fp->split(dur, [&](std::int32_t c, double share) { times[rank].add(c, share); });
     } else if (t.category != model::kMarker) {
       times[rank].add(t.category, dur);
