@@ -11,6 +11,9 @@
 #include <map>
 #include <memory_resource>
 #include <mutex>
+#include <new>
+#include <utility>
+#include <vector>
 
 namespace twin::sim {
 
@@ -32,5 +35,36 @@ class LargePages final : public std::pmr::memory_resource {
 
 // The one instance.
 LargePages& large_pages();
+
+// An append-only array in chunks of 2^kBits elements from large_pages(): elements never move
+// (stable addresses), growing never copies, and memory is touched only as elements are added
+// (a vector's doubling touches up to twice its final size, a cost on first touch).
+template <class T, unsigned kBits>
+class Chunked {
+ public:
+  static constexpr std::size_t kChunk = std::size_t{1} << kBits;
+  Chunked() = default;
+  Chunked(const Chunked&) = delete;
+  Chunked& operator=(const Chunked&) = delete;
+  ~Chunked() {
+    for (std::size_t i = 0; i < size_; ++i) (*this)[i].~T();
+    for (T* c : chunks_) large_pages().deallocate(c, kChunk * sizeof(T), alignof(T));
+  }
+  std::size_t size() const { return size_; }
+  T& operator[](std::size_t i) { return chunks_[i >> kBits][i & (kChunk - 1)]; }
+  const T& operator[](std::size_t i) const { return chunks_[i >> kBits][i & (kChunk - 1)]; }
+  template <class... A>
+  T& emplace_back(A&&... args) {
+    if (size_ == chunks_.size() * kChunk)
+      chunks_.push_back(static_cast<T*>(large_pages().allocate(kChunk * sizeof(T), alignof(T))));
+    T* p = new (&(*this)[size_]) T{std::forward<A>(args)...};
+    ++size_;
+    return *p;
+  }
+
+ private:
+  std::vector<T*> chunks_;
+  std::size_t size_ = 0;
+};
 
 }  // namespace twin::sim

@@ -10,7 +10,7 @@ void Task::after(Task& pred) {
   if (state_ != State::blocked) throw std::logic_error("dependency added to a started task");
   auto& edges = graph_->edges_;
   if (edges.size() >= 0xffffffffULL) throw std::length_error("too many task dependencies");
-  edges.push_back({static_cast<std::uint32_t>(id_), 0});
+  edges.emplace_back(static_cast<std::uint32_t>(id_), 0u);
   const auto e = static_cast<std::uint32_t>(edges.size());
   if (pred.last_edge_) edges[pred.last_edge_ - 1].next = e;
   else pred.first_edge_ = e;
@@ -54,13 +54,11 @@ void TaskGraph::drain() {
 
 Task& TaskGraph::add(const char* name, std::int32_t lane, std::int32_t category,
                      std::int32_t index) {
-  if (size_ >= 0xffffffffULL) throw std::length_error("too many tasks");
-  if (size_ == blocks_.size() * kBlock)
-    blocks_.push_back(static_cast<Task*>(large_pages().allocate(kBlock * sizeof(Task), alignof(Task))));
-  pending_.push_back(0);
-  Task& t = *new (&(*this)[size_]) Task;
+  if (tasks_.size() >= 0xffffffffULL) throw std::length_error("too many tasks");
+  pending_.emplace_back(0u);
+  Task& t = tasks_.emplace_back();
   t.graph_ = this;
-  t.id_ = static_cast<std::uint32_t>(size_++);
+  t.id_ = static_cast<std::uint32_t>(tasks_.size() - 1);
   t.name = name;
   t.lane = lane;
   t.category = category;
@@ -68,14 +66,9 @@ Task& TaskGraph::add(const char* name, std::int32_t lane, std::int32_t category,
   return t;
 }
 
-TaskGraph::~TaskGraph() {
-  for (std::size_t i = 0; i < size_; ++i) (*this)[i].~Task();
-  for (Task* b : blocks_) large_pages().deallocate(b, kBlock * sizeof(Task), alignof(Task));
-}
-
 void TaskGraph::start() {
   std::vector<Task*> roots;
-  for (std::size_t i = 0; i < size_; ++i) {
+  for (std::size_t i = 0; i < tasks_.size(); ++i) {
     Task& t = (*this)[i];
     if (pending_[i] == 0 && t.state_ == Task::State::blocked) roots.push_back(&t);
   }

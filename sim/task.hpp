@@ -7,7 +7,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <memory_resource>
 #include <string>
 #include <utility>
 #include <vector>
@@ -63,16 +62,15 @@ class TaskGraph {
   explicit TaskGraph(Engine& engine) : engine_(engine) {}
   TaskGraph(const TaskGraph&) = delete;
   TaskGraph& operator=(const TaskGraph&) = delete;
-  ~TaskGraph();
 
   Task& add(const char* name, std::int32_t lane = -1, std::int32_t category = -1,
            std::int32_t index = -1);
   // Starts every task without predecessors (at the engine's current time).
   void start();
-  std::size_t size() const { return size_; }
+  std::size_t size() const { return tasks_.size(); }
   std::size_t finished() const { return finished_; }
-  Task& operator[](std::size_t i) { return blocks_[i >> kBlockBits][i & (kBlock - 1)]; }
-  const Task& operator[](std::size_t i) const { return blocks_[i >> kBlockBits][i & (kBlock - 1)]; }
+  Task& operator[](std::size_t i) { return tasks_[i]; }
+  const Task& operator[](std::size_t i) const { return tasks_[i]; }
   Engine& engine() { return engine_; }
 
   Signal<const Task&> on_start;
@@ -86,16 +84,12 @@ class TaskGraph {
     std::uint32_t to;    // task id
     std::uint32_t next;  // index + 1 of the next edge of the same task; 0 = last
   };
-  std::pmr::vector<Edge> edges_{&large_pages()};
+  // Chunks of 2 MiB (edges, counters) and 6 MiB (tasks: stable addresses).
+  Chunked<Edge, 18> edges_;
   // Unfinished predecessors per task id, apart from the tasks: finishing a task touches its
   // successors' counters, which stay in cache here (a step has ~10⁶ tasks of ~100 bytes).
-  std::pmr::vector<std::uint32_t> pending_{&large_pages()};
-  // Tasks in blocks of kBlock (6 MiB) from large_pages(): stable addresses, few page faults.
-  // A task is constructed when added, so an unused block's memory is never touched.
-  static constexpr unsigned kBlockBits = 16;
-  static constexpr std::size_t kBlock = std::size_t{1} << kBlockBits;
-  std::vector<Task*> blocks_;
-  std::size_t size_ = 0;
+  Chunked<std::uint32_t, 19> pending_;
+  Chunked<Task, 16> tasks_;
   std::vector<Task*> ready_queue_;  // drained from ready_head_ on
   std::size_t ready_head_ = 0;
   bool draining_ = false;
