@@ -20,7 +20,7 @@ void Task::after(Task& pred) {
 
 void Task::ready() {
   state_ = State::running;
-  start_ = graph_->engine_.now();
+  graph_->times_[id_].start = graph_->engine_.now();
   graph_->on_start(*this);
   if (on_ready)
     on_ready(*this);
@@ -31,7 +31,7 @@ void Task::ready() {
 void Task::finish() {
   if (state_ != State::running) throw std::logic_error(std::string("task finished twice or before start: ") + name);
   state_ = State::done;
-  end_ = graph_->engine_.now();
+  graph_->times_[id_].end = graph_->engine_.now();
   ++graph_->finished_;
   graph_->on_finish(*this);
   auto& g = *graph_;
@@ -56,6 +56,7 @@ Task& TaskGraph::add(const char* name, std::int32_t lane, std::int32_t category,
                      std::int32_t index) {
   if (tasks_.size() >= 0xffffffffULL) throw std::length_error("too many tasks");
   pending_.emplace_back(0u);
+  times_.emplace_back();
   Task& t = tasks_.emplace_back();
   t.graph_ = this;
   t.id_ = static_cast<std::uint32_t>(tasks_.size() - 1);
