@@ -24,7 +24,7 @@ std::int64_t at(const sim::Task& t, bool end) {
 }  // namespace
 
 std::vector<AllocEvent> alloc_sequence(const BufferLog& log, std::int64_t rank) {
-  const auto& bufs = log.rank(rank);
+  const auto bufs = log.rank(rank);
   // Sorted by (time, record number), which is unique per rank; compact keys sort fast.
   struct Key {
     std::int64_t t;
@@ -50,7 +50,7 @@ std::vector<AllocEvent> alloc_sequence(const BufferLog& log, std::int64_t rank) 
 }
 
 HbmReplay replay_hbm(const BufferLog& log, std::int64_t rank, const CachingAllocator::Options& opts) {
-  const auto& bufs = log.rank(rank);
+  const auto bufs = log.rank(rank);
   CachingAllocator a(opts, kPoolCount);
   std::vector<std::int64_t> block(bufs.size(), -1);
   HbmReplay out;

@@ -1,5 +1,7 @@
 #include "model/step_memory.hpp"
 
+#include <stdexcept>
+
 #include <algorithm>
 
 #include "model/accounting.hpp"
@@ -65,20 +67,21 @@ double rope_cache_bytes(const Job& job) {
 
 std::size_t BufferLog::alloc(std::int64_t rank, const char* name, std::int32_t pool, double bytes,
                              const sim::Task& t, At at) {
-  auto& v = by_rank_[static_cast<std::size_t>(rank)];
-  Buffer b;
+  auto& ids = by_rank_[static_cast<std::size_t>(rank)];
+  if (all_.size() >= 0xffffffffULL) throw std::length_error("too many buffers");
+  Buffer& b = all_.emplace_back();
   b.name = name;
   b.bytes = bytes;
   b.alloc = &t;
   b.alloc_seq = seq_[static_cast<std::size_t>(rank)]++;
   b.pool = pool;
   b.alloc_at_end = at == kEnd;
-  v.push_back(b);
-  return v.size() - 1;
+  ids.push_back(static_cast<std::uint32_t>(all_.size() - 1));
+  return ids.size() - 1;
 }
 
 void BufferLog::free(std::int64_t rank, std::size_t handle, const sim::Task& t, At at) {
-  auto& b = by_rank_[static_cast<std::size_t>(rank)][handle];
+  Buffer& b = all_[by_rank_[static_cast<std::size_t>(rank)][handle]];
   b.free = &t;
   b.free_at_end = at == kEnd;
   b.free_seq = seq_[static_cast<std::size_t>(rank)]++;

@@ -10,6 +10,7 @@
 
 #include "model/job.hpp"
 #include "model/workload.hpp"
+#include "sim/large_pages.hpp"
 #include "sim/task.hpp"
 
 namespace twin::model {
@@ -73,15 +74,30 @@ class BufferLog {
   explicit BufferLog(std::int64_t ranks)
       : by_rank_(static_cast<std::size_t>(ranks)), seq_(static_cast<std::size_t>(ranks), 0) {}
   enum At : bool { kStart = false, kEnd = true };
-  // Records a buffer; returns its handle for free().
+  // Records a buffer; returns its handle for free(): its index among the rank's buffers.
   std::size_t alloc(std::int64_t rank, const char* name, std::int32_t pool, double bytes,
                     const sim::Task& t, At at);
   void free(std::int64_t rank, std::size_t handle, const sim::Task& t, At at);
-  const std::vector<Buffer>& rank(std::int64_t r) const { return by_rank_[static_cast<std::size_t>(r)]; }
+  // One rank's buffers, in the order recorded.
+  class Rank {
+   public:
+    std::size_t size() const { return ids_->size(); }
+    const Buffer& operator[](std::size_t i) const { return (*all_)[(*ids_)[i]]; }
+
+   private:
+    friend class BufferLog;
+    Rank(const sim::Chunked<Buffer, 17>& all, const std::vector<std::uint32_t>& ids) : all_(&all), ids_(&ids) {}
+    const sim::Chunked<Buffer, 17>* all_;
+    const std::vector<std::uint32_t>* ids_;
+  };
+  Rank rank(std::int64_t r) const { return {all_, by_rank_[static_cast<std::size_t>(r)]}; }
   std::int64_t ranks() const { return static_cast<std::int64_t>(by_rank_.size()); }
 
  private:
-  std::vector<std::vector<Buffer>> by_rank_;
+  // Every rank's buffers in one append-only array (6 MiB chunks on large pages: a step
+  // records ~10⁶), and per rank their places in it.
+  sim::Chunked<Buffer, 17> all_;
+  std::vector<std::vector<std::uint32_t>> by_rank_;
   std::vector<std::uint32_t> seq_;
 };
 

@@ -285,7 +285,7 @@ RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
     out.plan = step_plan(s, graph, builder, marks, opts.plan_rank);
   if (opts.alloc_events_rank >= 0 && opts.alloc_events_rank < gpus) {
     const auto r = opts.alloc_events_rank;
-    const auto& bufs = builder.buffers().rank(r);
+    const auto bufs = builder.buffers().rank(r);
     Json ev = Json::array(), pools = Json::array();
     for (const auto& e : model::alloc_sequence(builder.buffers(), r)) {
       const auto& b = bufs[e.buffer];
