@@ -18,9 +18,6 @@ namespace twin::model {
 namespace {
 using sim::kGiB;
 
-std::int64_t at(const sim::Task& t, bool end) {
-  return (end ? t.end_time() : t.start_time()).count_ns();
-}
 }  // namespace
 
 std::vector<AllocEvent> alloc_sequence(const BufferLog& log, std::int64_t rank) {
@@ -38,8 +35,8 @@ std::vector<AllocEvent> alloc_sequence(const BufferLog& log, std::int64_t rank) 
     const Buffer& b = bufs[i];
     if (b.bytes <= 0) continue;
     const auto code = static_cast<std::uint32_t>(2 * i);
-    ev.push_back({at(*b.alloc, b.alloc_at_end), b.alloc_seq, code + 1});
-    if (b.free) ev.push_back({at(*b.free, b.free_at_end), b.free_seq, code});
+    ev.push_back({log.alloc_ns(b), b.alloc_seq, code + 1});
+    if (b.freed()) ev.push_back({log.free_ns(b), b.free_seq, code});
   }
   std::sort(ev.begin(), ev.end(),
             [](const Key& x, const Key& y) { return x.t != y.t ? x.t < y.t : x.seq < y.seq; });
@@ -61,7 +58,7 @@ HbmReplay replay_hbm(const BufferLog& log, std::int64_t rank, const CachingAlloc
       continue;
     }
     const auto r = a.malloc(static_cast<std::int64_t>(b.bytes), b.pool);
-    if (r.retried) out.retries.push_back({b.alloc->id(), e.time_ns, r.segments_released, r.bytes_released});
+    if (r.retried) out.retries.push_back({b.alloc_task, e.time_ns, r.segments_released, r.bytes_released});
     if (r.block < 0 && !out.oom) {
       out.oom = true;
       out.failed = fmt::format("{} ({:.2f} GiB, {} pool)", b.name, b.bytes / kGiB, pool_name(b.pool));

@@ -72,7 +72,9 @@ std::size_t BufferLog::alloc(std::int64_t rank, const char* name, std::int32_t p
   Buffer& b = all_.emplace_back();
   b.name = name;
   b.bytes = bytes;
-  b.alloc = &t;
+  if (graph_ && graph_ != &t.graph()) throw std::logic_error("buffers of tasks of two graphs");
+  graph_ = &t.graph();
+  b.alloc_task = static_cast<std::uint32_t>(t.id());
   b.alloc_seq = seq_[static_cast<std::size_t>(rank)]++;
   b.pool = pool;
   b.alloc_at_end = at == kEnd;
@@ -82,7 +84,8 @@ std::size_t BufferLog::alloc(std::int64_t rank, const char* name, std::int32_t p
 
 void BufferLog::free(std::int64_t rank, std::size_t handle, const sim::Task& t, At at) {
   Buffer& b = all_[by_rank_[static_cast<std::size_t>(rank)][handle]];
-  b.free = &t;
+  if (graph_ != &t.graph()) throw std::logic_error("buffers of tasks of two graphs");
+  b.free_task = static_cast<std::uint32_t>(t.id());
   b.free_at_end = at == kEnd;
   b.free_seq = seq_[static_cast<std::size_t>(rank)]++;
 }

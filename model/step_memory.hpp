@@ -58,15 +58,16 @@ double rope_cache_bytes(const Job& job);
 // a buffer whose free task is null lives to the end of the step. Events at the same simulated
 // time happen in the order they were recorded (`alloc_seq`, `free_seq`): the builder records
 // them in program order.
-struct Buffer {  // 48 bytes: a step records ~10⁶
+struct Buffer {  // 40 bytes: a step records ~10⁶
+  static constexpr std::uint32_t kNone = 0xffffffffU;
   const char* name = "";
   double bytes = 0;
-  const sim::Task* alloc = nullptr;
-  const sim::Task* free = nullptr;
+  std::uint32_t alloc_task = 0, free_task = kNone;  // task ids in the step's graph
   std::uint32_t alloc_seq = 0, free_seq = 0;
   std::int32_t pool = kPoolCompute;
   bool alloc_at_end = false;
   bool free_at_end = true;
+  bool freed() const { return free_task != kNone; }
 };
 
 class BufferLog {
@@ -86,17 +87,24 @@ class BufferLog {
 
    private:
     friend class BufferLog;
-    Rank(const sim::Chunked<Buffer, 17>& all, const std::vector<std::uint32_t>& ids) : all_(&all), ids_(&ids) {}
-    const sim::Chunked<Buffer, 17>* all_;
+    Rank(const sim::Chunked<Buffer, 18>& all, const std::vector<std::uint32_t>& ids) : all_(&all), ids_(&ids) {}
+    const sim::Chunked<Buffer, 18>* all_;
     const std::vector<std::uint32_t>* ids_;
   };
   Rank rank(std::int64_t r) const { return {all_, by_rank_[static_cast<std::size_t>(r)]}; }
+  // When a buffer is allocated and freed (its task's start or end), in ns of simulated time.
+  std::int64_t alloc_ns(const Buffer& b) const { return at(b.alloc_task, b.alloc_at_end); }
+  std::int64_t free_ns(const Buffer& b) const { return at(b.free_task, b.free_at_end); }
   std::int64_t ranks() const { return static_cast<std::int64_t>(by_rank_.size()); }
 
  private:
   // Every rank's buffers in one append-only array (6 MiB chunks on large pages: a step
   // records ~10⁶), and per rank their places in it.
-  sim::Chunked<Buffer, 17> all_;
+  sim::Chunked<Buffer, 18> all_;
+  const sim::TaskGraph* graph_ = nullptr;  // of the tasks recorded
+  std::int64_t at(std::uint32_t task, bool end) const {
+    return (end ? graph_->end_of(task) : graph_->start_of(task)).count_ns();
+  }
   std::vector<std::vector<std::uint32_t>> by_rank_;
   std::vector<std::uint32_t> seq_;
 };

@@ -70,6 +70,9 @@ class TaskGraph {
   std::size_t finished() const { return finished_; }
   Task& operator[](std::size_t i) { return tasks_[i]; }
   const Task& operator[](std::size_t i) const { return tasks_[i]; }
+  // Task i's start and end, without touching the task.
+  Time start_of(std::size_t i) const { return times_[i].start; }
+  Time end_of(std::size_t i) const { return times_[i].end; }
   Engine& engine() { return engine_; }
 
   Signal<const Task&> on_start;
