@@ -14,9 +14,9 @@
 #include <cstdint>
 #include <deque>
 #include <map>
-#include <string>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "hardware/cluster.hpp"

@@ -1,8 +1,7 @@
 #include "model/step_memory.hpp"
 
-#include <stdexcept>
-
 #include <algorithm>
+#include <stdexcept>
 
 #include "model/accounting.hpp"
 #include "model/step_costs.hpp"

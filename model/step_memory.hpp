@@ -55,7 +55,7 @@ inline constexpr double kLossChunkTokens = 4096;
 double rope_cache_bytes(const Job& job);
 
 // One buffer: allocated when `alloc` starts (or ends), freed when `free` starts (or ends);
-// a buffer whose free task is null lives to the end of the step. Events at the same simulated
+// a buffer never freed (free_task kNone) lives to the end of the step. Events at the same simulated
 // time happen in the order they were recorded (`alloc_seq`, `free_seq`): the builder records
 // them in program order.
 struct Buffer {  // 40 bytes: a step records ~10⁶
