@@ -54,10 +54,10 @@ inline constexpr double kLossChunkTokens = 4096;
 // a shared cache the model holds rope_caches of them, else one per RoPE layer.
 double rope_cache_bytes(const Job& job);
 
-// One buffer: allocated when `alloc` starts (or ends), freed when `free` starts (or ends);
-// a buffer never freed (free_task kNone) lives to the end of the step. Events at the same simulated
-// time happen in the order they were recorded (`alloc_seq`, `free_seq`): the builder records
-// them in program order.
+// One buffer: allocated when task `alloc_task` starts (or ends), freed when `free_task` starts
+// (or ends); one never freed (free_task kNone) lives to the end of the step. Events at the same
+// simulated time happen in the order they were recorded (`alloc_seq`, `free_seq`): the builder
+// records them in program order.
 struct Buffer {  // 40 bytes: a step records ~10⁶
   static constexpr std::uint32_t kNone = 0xffffffffU;
   const char* name = "";
