@@ -15,10 +15,7 @@
 
 namespace twin::model {
 
-namespace {
 using sim::kGiB;
-
-}  // namespace
 
 std::vector<AllocEvent> alloc_sequence(const BufferLog& log, std::int64_t rank) {
   const auto bufs = log.rank(rank);

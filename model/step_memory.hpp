@@ -98,7 +98,7 @@ class BufferLog {
   std::int64_t ranks() const { return static_cast<std::int64_t>(by_rank_.size()); }
 
  private:
-  // Every rank's buffers in one append-only array (6 MiB chunks on large pages: a step
+  // Every rank's buffers in one append-only array (10 MiB chunks on large pages: a step
   // records ~10⁶), and per rank their places in it.
   sim::Chunked<Buffer, 18> all_;
   const sim::TaskGraph* graph_ = nullptr;  // of the tasks recorded

@@ -86,7 +86,7 @@ class TaskGraph {
     std::uint32_t to;    // task id
     std::uint32_t next;  // index + 1 of the next edge of the same task; 0 = last
   };
-  // Chunks of 2 MiB (edges, counters) and 6 MiB (tasks: stable addresses).
+  // Chunks of 2 MiB (edges, counters, times) and 5 MiB (tasks: stable addresses).
   Chunked<Edge, 18> edges_;
   // Unfinished predecessors per task id, apart from the tasks: finishing a task touches its
   // successors' counters, which stay in cache here (a step has ~10⁶ tasks of ~100 bytes).
