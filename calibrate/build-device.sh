@@ -18,7 +18,7 @@ mkdir -p "$out"
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 # The SM holder as a shared library for calibrate/micro_step.py (ctypes), cudart shared.
 "$nvcc" -O2 -std=c++17 -arch=sm_90 -I. -shared -Xcompiler -fPIC -cudart shared \
-  kernels/c_api.cu kernels/sm_hold.cu -o "$out/libtwin_kernels_c.so"
+  kernels/c_api.cu kernels/sm_hold.cu kernels/grouped_gemm.cu kernels/fp8_block.cu -o "$out/libtwin_kernels_c.so"
 echo "built $out/libtwin_kernels_c.so"
 [ "${1:-}" = "--lib" ] && exit 0
 cuda_home=$(dirname "$(dirname "$nvcc")")

@@ -1,7 +1,51 @@
-// A C interface to the kernels for programs outside C++ (calibrate/micro_step.py loads it with
-// ctypes and passes PyTorch's stream handles): returns the launch's cudaError_t.
+// A C interface to the kernels for programs outside C++ (calibrate/micro_step.py and
+// calibrate/contention_bench.py load it with ctypes and pass PyTorch's stream handles and device
+// pointers): each returns the launch's cudaError_t.
 #include "kernels/twin_kernels.cuh"
 
-extern "C" int twin_sm_hold(int blocks, long long ns, void* stream) {
-  return static_cast<int>(twin::kernels::launch_sm_hold(blocks, ns, static_cast<cudaStream_t>(stream)));
+namespace k = twin::kernels;
+
+namespace {
+cudaStream_t stream(void* s) { return static_cast<cudaStream_t>(s); }
+}  // namespace
+
+extern "C" {
+
+int twin_sm_hold(int blocks, long long ns, void* s) {
+  return static_cast<int>(k::launch_sm_hold(blocks, ns, stream(s)));
 }
+
+int twin_sm_hold_until(int blocks, int* started, int* smids, const int* stop, long long max_ns, void* s) {
+  return static_cast<int>(k::launch_sm_hold_until(blocks, started, smids, stop, max_ns, stream(s)));
+}
+
+int twin_wait_count(const int* counter, int target, long long max_ns, void* s) {
+  return static_cast<int>(k::launch_wait_count(counter, target, max_ns, stream(s)));
+}
+
+// The project's persistent grouped GEMM (static or dynamic tile lists), `blocks` blocks.
+int twin_grouped_gemm(const void* A, const void* B, void* C, const int* row_offset,
+                      const int* tile_offset, int groups, int n, int kdim, int* tile_counter,
+                      int dynamic, int blocks, void* s) {
+  const k::GroupedGemm g{static_cast<const __nv_bfloat16*>(A), static_cast<const __nv_bfloat16*>(B),
+                         static_cast<__nv_bfloat16*>(C), row_offset, tile_offset, groups, n, kdim,
+                         tile_counter};
+  return static_cast<int>(k::launch_grouped_gemm(g, dynamic != 0, blocks, stream(s)));
+}
+
+int twin_fp8_quantize(const void* in, void* out, float* scales, size_t n, void* s) {
+  return static_cast<int>(k::launch_fp8_quantize(static_cast<const __nv_bfloat16*>(in),
+                                                 static_cast<__nv_fp8_e4m3*>(out), scales, n, stream(s)));
+}
+
+int twin_fp8_dequantize(const void* in, const float* scales, void* out, size_t n, void* s) {
+  return static_cast<int>(k::launch_fp8_dequantize(static_cast<const __nv_fp8_e4m3*>(in), scales,
+                                                   static_cast<__nv_bfloat16*>(out), n, stream(s)));
+}
+
+int twin_bf16_sum_fp32(const void* slices, int count, size_t n, float* out, void* s) {
+  return static_cast<int>(k::launch_bf16_sum_fp32(static_cast<const __nv_bfloat16*>(slices), count, n,
+                                                  out, stream(s)));
+}
+
+}  // extern "C"

@@ -14,6 +14,15 @@ namespace twin::kernels {
 // memory — spinning on the global timer for `ns` nanoseconds: an NCCL CTA stand-in.
 cudaError_t launch_sm_hold(int blocks, long long ns, cudaStream_t s);
 
+// The holder of the contention measurements (calibrate/contention_bench.py): like sm_hold, but
+// each block writes its SM id to smids[block] and adds 1 to *started when it runs, then spins
+// until *stop ≠ 0 (at most max_ns). launch_wait_count (one thread) spins until
+// *counter ≥ target: put on the measured stream, it starts the kernel only once every holder
+// block is resident, and smids proves which SMs (and how many distinct ones) were held.
+cudaError_t launch_sm_hold_until(int blocks, int* started, int* smids, const int* stop,
+                                 long long max_ns, cudaStream_t s);
+cudaError_t launch_wait_count(const int* counter, int target, long long max_ns, cudaStream_t s);
+
 // A persistent grouped GEMM like the MoE expert GEMMs: for each group g (expert),
 // C_g = A_g · B_g with A_g the rows [row_offset[g], row_offset[g+1]) of A (M×K, row-major),
 // B_g the g-th K×N block of B (row-major), C like A with N columns; bf16 in and out, fp32

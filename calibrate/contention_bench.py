@@ -1,0 +1,636 @@
+#!/usr/bin/env python3
+"""SM contention, kernel class by kernel class (issue #15, measurement).
+
+For every kernel class the training step launches — bandwidth-bound elementwise work, cuBLAS
+bf16 and FP8 GEMMs, torch._grouped_mm and the project's static/dynamic persistent grouped
+GEMMs, attention forward/backward (cuDNN SDPA, FlexAttention), Newton–Schulz — at the model's
+shapes and two or three other sizes, this times the kernel alone and while k SMs are held the way
+NCCL holds them: one CTA per SM asking for 200 KiB of shared memory (so that no compute block
+fits beside it), spinning until told to stop. Each holder block writes its %smid and bumps a
+counter; the measured stream first runs a one-thread kernel that waits for the counter to reach
+k, so the kernel starts only when all k holders are resident, and the recorded SM ids prove that
+k distinct SMs were held (`held_distinct` in every row).
+
+Also, per case:
+  - beside a copy-engine device-to-device copy stream (NCCL-like HBM traffic, no SM held):
+    the kernel's slowdown and the copy's bandwidth (alone, beside the kernel);
+  - the kernel's launch configuration from the PyTorch profiler (CUPTI): grid, block, registers,
+    shared memory, blocks per SM — the inputs of the twin's wave model (hardware/contention.hpp).
+
+Timing: CUDA events around each launch, a warm-up inside every hold, the median of `reps`
+launches (reps chosen so that reps × time alone ≈ 60 ms, 3..25). Rows are written after each case,
+so a run cut short keeps what it measured.
+
+Usage, on a GPU machine with PyTorch and build-device/libtwin_kernels_c.so
+(calibrate/build-device.sh --lib):
+  python3 calibrate/contention_bench.py --lib build-device/libtwin_kernels_c.so \
+      --out contention.json [--held 0,8,32] [--only gemm,elementwise] [--budget-s 480]
+"""
+import argparse
+import ctypes
+import datetime
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:  # --help needs no PyTorch
+    torch = None
+
+HELD_DEFAULT = [0, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 100, 112, 124]
+HIDDEN, EXPERT_HIDDEN, EXPERTS_PER_GPU, VOCAB = 6144, 1792, 96, 256000
+Q_HEADS, KV_HEADS, QK_DIM, V_DIM = 64, 4, 192, 128
+QKV_OUT = Q_HEADS * QK_DIM + KV_HEADS * (QK_DIM + V_DIM)  # 13,568
+
+
+# --- the holder ---------------------------------------------------------------------------------
+class Holder:
+    """Holds k SMs (verified) while the measured stream runs."""
+
+    MAX_NS = 30_000_000_000  # a lost stop ends the holder after 30 s
+
+    def __init__(self, lib, sms):
+        self.lib = lib
+        self.sms = sms
+        self.started = torch.zeros(1, dtype=torch.int32, device="cuda")
+        self.stop = torch.zeros(1, dtype=torch.int32, device="cuda")
+        self.smids = torch.full((sms,), -1, dtype=torch.int32, device="cuda")
+        self.stream = torch.cuda.Stream()
+        self.k = 0
+
+    def hold(self, k, work):
+        self.k = k
+        self.started.zero_(); self.stop.zero_(); self.smids.fill_(-1)
+        torch.cuda.synchronize()
+        if k == 0:
+            return
+        ok = self.lib.twin_sm_hold_until(k, ptr(self.started), ptr(self.smids), ptr(self.stop),
+                                         self.MAX_NS, stream_ptr(self.stream))
+        if ok != 0:
+            raise RuntimeError(f"holder launch failed: cudaError {ok}")
+        ok = self.lib.twin_wait_count(ptr(self.started), k, self.MAX_NS, stream_ptr(work))
+        if ok != 0:
+            raise RuntimeError(f"wait launch failed: cudaError {ok}")
+
+    def release(self, work):
+        with torch.cuda.stream(work):
+            self.stop.fill_(1)
+        torch.cuda.synchronize()
+        if self.k == 0:
+            return 0
+        ids = self.smids[: self.k].tolist()
+        if int(self.started.item()) != self.k or min(ids) < 0:
+            raise RuntimeError(f"holder: {self.started.item()} of {self.k} blocks ran")
+        return len(set(ids))
+
+
+def ptr(t):
+    return ctypes.c_void_p(t.data_ptr())
+
+
+def stream_ptr(s):
+    return ctypes.c_void_p(s.cuda_stream)
+
+
+def load_lib(path):
+    lib = ctypes.CDLL(path)
+    P, I, LL, SZ = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong, ctypes.c_size_t
+    lib.twin_sm_hold_until.argtypes = [I, P, P, P, LL, P]
+    lib.twin_wait_count.argtypes = [P, I, LL, P]
+    lib.twin_grouped_gemm.argtypes = [P, P, P, P, P, I, I, I, P, I, I, P]
+    lib.twin_fp8_quantize.argtypes = [P, P, P, SZ, P]
+    lib.twin_fp8_dequantize.argtypes = [P, P, P, SZ, P]
+    lib.twin_bf16_sum_fp32.argtypes = [P, I, SZ, P, P]
+    return lib
+
+
+def checked(rc, what):
+    if rc != 0:
+        raise RuntimeError(f"{what}: cudaError {rc}")
+
+
+# --- timing -------------------------------------------------------------------------------------
+def timed_launches(fn, work, reps):
+    """Median ms of `reps` launches of fn on `work` after one warm-up (all inside a hold)."""
+    evs = []
+    with torch.cuda.stream(work):
+        fn()
+        for _ in range(reps):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record(work); fn(); b.record(work)
+            evs.append((a, b))
+    return evs
+
+
+def median_ms(evs):
+    return statistics.median(a.elapsed_time(b) for a, b in evs)
+
+
+class Copier:
+    """A copy-engine device-to-device copy stream (cudaMemcpyAsync through Tensor.copy_)."""
+
+    def __init__(self, mib=512):
+        n = mib << 20
+        self.src = torch.randint(0, 255, (n,), dtype=torch.uint8, device="cuda")
+        self.dst = torch.empty_like(self.src)
+        self.stream = torch.cuda.Stream()
+        self.bytes = 2 * n  # read + write
+        self.alone_ms = self.time(8)
+
+    def launch(self, count):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        with torch.cuda.stream(self.stream):
+            a.record(self.stream)
+            for _ in range(count):
+                self.dst.copy_(self.src)
+            b.record(self.stream)
+        return a, b
+
+    def time(self, count, after=None):
+        """ms per copy; waits only for its own stream (a holder may be spinning meanwhile)."""
+        if after is not None:
+            self.stream.wait_stream(after)
+        self.launch(1)
+        a, b = self.launch(count)
+        b.synchronize()
+        return a.elapsed_time(b) / count
+
+    def GBps(self, ms):
+        return self.bytes / (ms * 1e-3) / 1e9
+
+
+# --- the kernels --------------------------------------------------------------------------------
+BF16 = None
+
+
+def rand(*shape, dtype=None):
+    return (torch.randn(*shape, device="cuda") * 0.1).to(dtype or BF16)
+
+
+class Case:
+    """One kernel at one shape: `make()` returns a launch function; flops/bytes for the record."""
+
+    def __init__(self, cls, kernel, shape, make, flops=0.0, bytes_=0.0):
+        self.cls, self.kernel, self.shape, self.make = cls, kernel, shape, make
+        self.flops, self.bytes = flops, bytes_
+
+    @property
+    def name(self):
+        return self.kernel + "[" + ",".join(f"{k}={v}" for k, v in self.shape.items()) + "]"
+
+
+def elementwise_cases():
+    cs = []
+    h = HIDDEN
+    for T in (4096, 16384, 65536):
+        def add(T=T):
+            a, b = rand(T, h), rand(T, h)
+            out = torch.empty_like(a)
+            return lambda: torch.add(a, b, out=out)
+        cs.append(Case("elementwise", "add", {"tokens": T}, add, bytes_=3 * T * h * 2))
+
+        def accum(T=T):
+            acc, x = rand(T, h, dtype=torch.float32), rand(T, h)
+            return lambda: acc.add_(x)
+        cs.append(Case("elementwise", "fp32_accumulate_bf16", {"tokens": T}, accum, bytes_=T * h * (8 + 2)))
+
+        def rms(T=T):
+            x, w = rand(T, h), rand(h)
+            return lambda: F.rms_norm(x, (h,), w, 1e-6)
+        cs.append(Case("elementwise", "rmsnorm_fwd", {"tokens": T}, rms, bytes_=2 * T * h * 2))
+
+        def rms_bwd(T=T):
+            x, w = rand(T, h).requires_grad_(), rand(h).requires_grad_()
+            y = F.rms_norm(x, (h,), w, 1e-6)
+            g = torch.randn_like(y)
+            return lambda: torch.autograd.grad(y, (x, w), g, retain_graph=True)
+        cs.append(Case("elementwise", "rmsnorm_bwd", {"tokens": T}, rms_bwd, bytes_=3 * T * h * 2))
+    for T in (4096, 65536):
+        def mul(T=T):
+            a, b = rand(T, h), rand(T, h)
+            out = torch.empty_like(a)
+            return lambda: torch.mul(a, b, out=out)
+        cs.append(Case("elementwise", "mul", {"tokens": T}, mul, bytes_=3 * T * h * 2))
+
+        def up(T=T):
+            x = rand(T, h)
+            out = torch.empty(T, h, device="cuda", dtype=torch.float32)
+            return lambda: out.copy_(x)
+        cs.append(Case("elementwise", "cast_bf16_fp32", {"tokens": T}, up, bytes_=T * h * 6))
+
+        def down(T=T):
+            x = rand(T, h, dtype=torch.float32)
+            out = torch.empty(T, h, device="cuda", dtype=BF16)
+            return lambda: out.copy_(x)
+        cs.append(Case("elementwise", "cast_fp32_bf16", {"tokens": T}, down, bytes_=T * h * 6))
+
+        def strided(T=T):
+            src = rand(T, h + 64)[:, :h]
+            dst = torch.empty(T, h, device="cuda", dtype=BF16)
+            return lambda: dst.copy_(src)
+        cs.append(Case("elementwise", "copy_strided", {"tokens": T}, strided, bytes_=2 * T * h * 2))
+
+        def memcpy(T=T):
+            src = rand(T, h)
+            dst = torch.empty_like(src)
+            return lambda: dst.copy_(src)
+        cs.append(Case("copy_engine", "copy_d2d_memcpy", {"tokens": T}, memcpy, bytes_=2 * T * h * 2))
+    for T in (4096, 16384, 65536):
+        rows = 2 * T  # token-expert pairs on a GPU: T·top_k / EP = 2T (SPEC.md §3, §4)
+        def swiglu(rows=rows):
+            g, u = rand(rows, EXPERT_HIDDEN), rand(rows, EXPERT_HIDDEN)
+            return lambda: F.silu(g) * u
+        cs.append(Case("elementwise", "swiglu_fwd", {"rows": rows}, swiglu, bytes_=3 * rows * EXPERT_HIDDEN * 2))
+
+        def swiglu_bwd(rows=rows):
+            g, u = rand(rows, EXPERT_HIDDEN).requires_grad_(), rand(rows, EXPERT_HIDDEN).requires_grad_()
+            y = F.silu(g) * u
+            gy = torch.randn_like(y)
+            return lambda: torch.autograd.grad(y, (g, u), gy, retain_graph=True)
+        cs.append(Case("elementwise", "swiglu_bwd", {"rows": rows}, swiglu_bwd, bytes_=5 * rows * EXPERT_HIDDEN * 2))
+    for T in (4096, 16384):
+        rows = 2 * T
+        def gather(T=T, rows=rows):
+            x = rand(T, h)
+            idx = torch.randint(0, T, (rows,), device="cuda")
+            return lambda: x.index_select(0, idx)
+        cs.append(Case("elementwise", "permute_gather", {"tokens": T}, gather, bytes_=2 * rows * h * 2))
+
+        def index_add(T=T, rows=rows):
+            out, src = rand(T, h), rand(rows, h)
+            idx = torch.randint(0, T, (rows,), device="cuda")
+            return lambda: out.index_add_(0, idx, src)
+        cs.append(Case("elementwise", "unpermute_index_add", {"tokens": T}, index_add, bytes_=(rows + 2 * T) * h * 2))
+
+        def sort(T=T):
+            ids = torch.randint(0, 384, (T * 8,), device="cuda", dtype=torch.int32)
+            return lambda: torch.sort(ids, stable=True)
+        cs.append(Case("elementwise", "route_sort", {"tokens": T}, sort, bytes_=T * 8 * 4 * 4))
+    for chunk in (512, 2048):
+        def ce(chunk=chunk):
+            logits = rand(chunk, VOCAB)
+            tgt = torch.randint(0, VOCAB, (chunk,), device="cuda")
+            return lambda: F.cross_entropy(logits, tgt)
+        cs.append(Case("elementwise", "cross_entropy_fwd", {"tokens": chunk}, ce, bytes_=chunk * VOCAB * 2))
+
+        def ce_bwd(chunk=chunk):
+            logits = rand(chunk, VOCAB).requires_grad_()
+            tgt = torch.randint(0, VOCAB, (chunk,), device="cuda")
+            loss = F.cross_entropy(logits, tgt)
+            return lambda: torch.autograd.grad(loss, logits, retain_graph=True)
+        cs.append(Case("elementwise", "cross_entropy_bwd", {"tokens": chunk}, ce_bwd, bytes_=2 * chunk * VOCAB * 2))
+    return cs
+
+
+def fp8_block_cases(lib):
+    cs = []
+    for n in (1 << 24, 1 << 27, 1 << 29):
+        def quant(n=n):
+            x = rand(n)
+            q = torch.empty(n, dtype=torch.uint8, device="cuda")
+            s = torch.empty(n // 128, dtype=torch.float32, device="cuda")
+            return lambda: checked(lib.twin_fp8_quantize(ptr(x), ptr(q), ptr(s), n,
+                                                         stream_ptr(torch.cuda.current_stream())), "quantize")
+        cs.append(Case("elementwise", "fp8_block_quantize", {"values": n}, quant, bytes_=n * 3 + n // 32))
+
+        def dequant(n=n):
+            q = torch.randint(0, 100, (n,), dtype=torch.uint8, device="cuda")
+            s = torch.rand(n // 128, dtype=torch.float32, device="cuda")
+            out = torch.empty(n, dtype=BF16, device="cuda")
+            return lambda: checked(lib.twin_fp8_dequantize(ptr(q), ptr(s), ptr(out), n,
+                                                           stream_ptr(torch.cuda.current_stream())), "dequantize")
+        cs.append(Case("elementwise", "fp8_block_dequantize", {"values": n}, dequant, bytes_=n * 3 + n // 32))
+    for n in (1 << 24, 1 << 26):
+        def fsum(n=n):
+            sl = rand(4 * n)
+            out = torch.empty(n, dtype=torch.float32, device="cuda")
+            return lambda: checked(lib.twin_bf16_sum_fp32(ptr(sl), 4, n, ptr(out),
+                                                          stream_ptr(torch.cuda.current_stream())), "sum")
+        cs.append(Case("elementwise", "bf16_sum_fp32", {"values": n, "slices": 4}, fsum, bytes_=n * (8 + 4)))
+    return cs
+
+
+def gemm_case(name, m, n, k, cls="gemm"):
+    def make():
+        a, b = rand(m, k), rand(k, n)
+        c = torch.empty(m, n, device="cuda", dtype=BF16)
+        return lambda: torch.mm(a, b, out=c)
+    return Case(cls, name, {"m": m, "n": n, "k": k}, make, flops=2.0 * m * n * k,
+                bytes_=2.0 * (m * k + k * n + m * n))
+
+
+def gemm_cases():
+    cs = []
+    for T in (4096, 16384, 65536):
+        cs.append(gemm_case("qkv_proj", T, QKV_OUT, HIDDEN))
+        cs.append(gemm_case("o_proj", T, HIDDEN, Q_HEADS * V_DIM))
+    for T in (4096, 16384):
+        cs.append(gemm_case("router", T, 384, HIDDEN))
+    cs.append(gemm_case("qkv_dgrad", 16384, HIDDEN, QKV_OUT))
+    cs.append(gemm_case("qkv_wgrad", QKV_OUT, HIDDEN, 16384))
+    for rows in (128, 352, 1376):
+        cs.append(gemm_case("expert_up", rows, 2 * EXPERT_HIDDEN, HIDDEN))
+        cs.append(gemm_case("expert_down", rows, HIDDEN, EXPERT_HIDDEN))
+    cs.append(gemm_case("square", 8192, 8192, 8192))
+    return cs
+
+
+def fp8_gemm_cases():
+    cs = []
+    for m, n, k in ((8192, 8192, 8192), (16384, QKV_OUT, HIDDEN), (1376, 2 * EXPERT_HIDDEN, HIDDEN)):
+        def make(m=m, n=n, k=k):
+            a = rand(m, k).to(torch.float8_e4m3fn)
+            b = rand(n, k).to(torch.float8_e4m3fn).t()  # column-major, as cuBLASLt wants
+            sa = torch.rand(m, 1, device="cuda", dtype=torch.float32) + 0.5
+            sb = torch.rand(1, n, device="cuda", dtype=torch.float32) + 0.5
+            return lambda: torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=BF16)
+        cs.append(Case("gemm_fp8", "scaled_mm_rowwise", {"m": m, "n": n, "k": k}, make,
+                       flops=2.0 * m * n * k, bytes_=m * k + k * n + 2.0 * m * n))
+    return cs
+
+
+def expert_rows(mean, groups, imbalance, seed=0):
+    """Rows per expert, multiples of 16 (grouped_mm's alignment), mean ≈ `mean`; imbalanced:
+    log-normal with coefficient of variation `imbalance`."""
+    if imbalance <= 0:
+        return [mean] * groups
+    g = torch.Generator().manual_seed(seed)
+    sigma = math.sqrt(math.log(1 + imbalance ** 2))
+    x = torch.exp(torch.randn(groups, generator=g) * sigma - sigma ** 2 / 2) * mean
+    return [max(16, 16 * int(round(v / 16))) for v in x.tolist()]
+
+
+def grouped_cases(lib):
+    cs = []
+    for rows, imb in ((352, 0.0), (1376, 0.0), (1376, 0.3)):
+        for proj, n, k in (("up", 2 * EXPERT_HIDDEN, HIDDEN), ("down", HIDDEN, EXPERT_HIDDEN)):
+            counts = expert_rows(rows, EXPERTS_PER_GPU, imb)
+            shape = {"rows_per_expert": rows, "imbalance_cv": imb, "n": n, "k": k, "experts": EXPERTS_PER_GPU}
+            flops = 2.0 * sum(counts) * n * k
+
+            def make(counts=counts, n=n, k=k):
+                a = rand(sum(counts), k)
+                b = rand(EXPERTS_PER_GPU, k, n)
+                offs = torch.tensor(counts, device="cuda", dtype=torch.int32).cumsum(0).to(torch.int32)
+                return lambda: torch._grouped_mm(a, b, offs=offs)
+            cs.append(Case("grouped_gemm", f"grouped_mm_{proj}", shape, make, flops=flops))
+            if proj == "up":
+                for dynamic in (False, True):
+                    cs.append(Case("grouped_gemm", "twin_grouped_" + ("dynamic" if dynamic else "static"),
+                                   shape, lambda counts=counts, n=n, k=k, d=dynamic:
+                                   twin_grouped(lib, counts, n, k, d), flops=flops))
+    return cs
+
+
+def twin_grouped(lib, counts, n, k, dynamic):
+    tm, tn = 128, 128  # kernels/twin_kernels.cuh kTileM, kTileN
+    tiles = [math.ceil(c / tm) * math.ceil(n / tn) for c in counts]
+    a, b = rand(sum(counts), k), rand(len(counts), k, n)
+    c = torch.empty(sum(counts), n, device="cuda", dtype=BF16)
+    ro = torch.tensor([0] + counts, dtype=torch.int32).cumsum(0).to(torch.int32).cuda()
+    to = torch.tensor([0] + tiles, dtype=torch.int32).cumsum(0).to(torch.int32).cuda()
+    counter = torch.zeros(1, dtype=torch.int32, device="cuda")
+
+    def run():
+        counter.zero_()
+        s = stream_ptr(torch.cuda.current_stream())
+        checked(lib.twin_grouped_gemm(ptr(a), ptr(b), ptr(c), ptr(ro), ptr(to), len(counts), n, k,
+                                      ptr(counter), int(dynamic), 132, s), "grouped gemm")
+    return run
+
+
+def attention_cases():
+    cs = []
+    for T in (4096, 16384):
+        flops = 2.0 * Q_HEADS * (QK_DIM + V_DIM) * T * (T + 1) / 2
+        for bwd in (False, True):
+            def make(T=T, bwd=bwd):
+                q = rand(1, Q_HEADS, T, QK_DIM).requires_grad_()
+                k = rand(1, KV_HEADS, T, QK_DIM).requires_grad_()
+                v = rand(1, KV_HEADS, T, V_DIM).requires_grad_()
+                run = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+                if not bwd:
+                    def fwd():
+                        with torch.no_grad():
+                            run()
+                    return fwd
+                y = run()
+                gy = torch.randn_like(y)
+                return lambda: torch.autograd.grad(y, (q, k, v), gy, retain_graph=True)
+            cs.append(Case("attention", "sdpa_" + ("bwd" if bwd else "fwd"), {"tokens": T, "causal": 1}, make,
+                           flops=flops * (2.5 if bwd else 1)))
+    return cs
+
+
+def flex_cases():
+    cs = []
+    T = 16384
+    for window in (0, 128):
+        for bwd in (False, True):
+            def make(window=window, bwd=bwd):
+                from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+                g = torch.Generator().manual_seed(0)
+                docs, left = [], T
+                while left > 0:  # the twin's default layout: log-normal, median 600, σ 1.6
+                    d = max(1, min(left, int(round(600 * math.exp(1.6 * torch.randn(1, generator=g).item())))))
+                    docs.append(d); left -= d
+                doc = torch.repeat_interleave(torch.arange(len(docs), dtype=torch.int32),
+                                              torch.tensor(docs)).cuda()
+                win = window or T + 1
+
+                def mask(b, h, qi, ki):
+                    return (doc[qi] == doc[ki]) & (qi >= ki) & (qi - ki < win)
+                bm = create_block_mask(mask, None, None, T, T, device="cuda")
+                flex = torch.compile(flex_attention, dynamic=False)
+                q = rand(1, Q_HEADS, T, QK_DIM).requires_grad_()
+                k = rand(1, KV_HEADS, T, QK_DIM).requires_grad_()
+                v = rand(1, KV_HEADS, T, V_DIM).requires_grad_()
+                if not bwd:
+                    def fwd():
+                        with torch.no_grad():
+                            flex(q, k, v, block_mask=bm, enable_gqa=True)
+                    return fwd
+                y = flex(q, k, v, block_mask=bm, enable_gqa=True)
+                gy = torch.randn_like(y)
+                return lambda: torch.autograd.grad(y, (q, k, v), gy, retain_graph=True)
+            cs.append(Case("attention", "flex_" + ("bwd" if bwd else "fwd"),
+                           {"tokens": T, "window": window, "docs": "lognormal_600_1.6"}, make))
+    return cs
+
+
+def newton_schulz_cases():
+    cs = []
+    for batch in (1, 16):
+        def make(batch=batch):
+            x = rand(batch, EXPERT_HIDDEN, HIDDEN)
+            a, b, c = 3.4445, -4.7750, 2.0315  # Muon's quintic coefficients
+
+            def ns():
+                X = x
+                for _ in range(5):
+                    A = X @ X.mT
+                    B = b * A + c * A @ A
+                    X = a * X + B @ X
+                return X
+            return ns
+        m, n = EXPERT_HIDDEN, HIDDEN
+        cs.append(Case("newton_schulz", "newton_schulz_5", {"batch": batch, "m": m, "n": n}, make,
+                       flops=batch * 5.0 * (4 * m * m * n + 2 * m ** 3)))
+    return cs
+
+
+# --- the driver ---------------------------------------------------------------------------------
+def launch_config(fn):
+    """The kernels one call of fn launches, from the PyTorch profiler (CUPTI)."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        prof.export_chrome_trace(f.name)
+        trace = json.load(open(f.name))
+    out = []
+    for e in trace.get("traceEvents", []):
+        if e.get("cat") != "kernel":
+            continue
+        a = e.get("args", {})
+        out.append({"name": e.get("name", "")[:160], "dur_us": e.get("dur"), "grid": a.get("grid"),
+                    "block": a.get("block"), "registers": a.get("registers per thread"),
+                    "smem_bytes": a.get("shared memory"), "blocks_per_sm": a.get("blocks per SM"),
+                    "warps_per_sm": a.get("warps per SM"),
+                    "occupancy_pct": a.get("est. achieved occupancy %")})
+    return out
+
+
+def measure_case(case, holder, copier, held, work, log):
+    # Made on the measured stream: autograd runs a backward on the stream of its forward.
+    with torch.cuda.stream(work):
+        fn = case.make()
+    torch.cuda.synchronize()
+    alone = median_ms(timed_launches(fn, work, 5))
+    reps = max(3, min(25, int(round(60.0 / max(alone, 1e-3)))))
+    rows = []
+    for k in held:
+        holder.hold(k, work)
+        try:
+            evs = timed_launches(fn, work, reps)
+        finally:
+            distinct = holder.release(work)
+        ms = median_ms(evs)
+        if k == 0:
+            alone = ms
+        rows.append({"held_sms": k, "held_distinct": distinct, "median_ms": ms,
+                     "slowdown": ms / alone, "reps": reps})
+    log(f"{case.cls:13s} {case.name:70s} alone {alone:9.3f} ms  " +
+        " ".join(f"{r['held_sms']}:{r['slowdown']:.2f}" for r in rows))
+    beside = None
+    if copier is not None:
+        span_ms = (reps + 1) * alone * 1.5 + 2
+        count = max(2, int(math.ceil(span_ms / copier.alone_ms)))
+        torch.cuda.synchronize()
+        ca, cb = copier.launch(count)
+        evs = timed_launches(fn, work, reps)
+        torch.cuda.synchronize()
+        ms = median_ms(evs)
+        beside = {"median_ms": ms, "slowdown": ms / alone, "copy_alone_GBps": copier.GBps(copier.alone_ms),
+                  "copy_beside_GBps": copier.GBps(ca.elapsed_time(cb) / count)}
+    try:
+        with torch.cuda.stream(work):
+            config = launch_config(fn)
+    except Exception as e:  # noqa: BLE001 — the curve stands without it
+        config = [{"error": repr(e)[:300]}]
+    del fn
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    return {"class": case.cls, "kernel": case.kernel, "shape": case.shape, "flops": case.flops,
+            "bytes": case.bytes, "alone_ms": alone, "points": rows, "beside_copy": beside,
+            "launches": config}
+
+
+def provenance(args):
+    p = torch.cuda.get_device_properties(0)
+    return {"gpu": p.name, "sm_count": p.multi_processor_count, "torch": torch.__version__,
+            "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "host": os.uname().nodename, "command": " ".join(sys.argv), "commit": args.commit,
+            "driver": nvidia_smi("driver_version"), "sm_clock_max_MHz": nvidia_smi("clocks.max.sm"),
+            "holder": "kernels/sm_hold.cu sm_hold_until: 1 block/SM, 32 threads, 200 KiB shared memory"}
+
+
+def nvidia_smi(field):
+    import subprocess
+    try:
+        return subprocess.run(["nvidia-smi", f"--query-gpu={field}", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=20).stdout.strip()
+    except Exception:  # noqa: BLE001 — provenance only
+        return "unknown"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lib", default="build-device/libtwin_kernels_c.so")
+    ap.add_argument("--out", default="contention.json")
+    ap.add_argument("--held", default=",".join(map(str, HELD_DEFAULT)), help="SMs held, comma-separated")
+    ap.add_argument("--only", default="", help="classes: elementwise,fp8_block,gemm,gemm_fp8,grouped,"
+                                               "attention,flex,newton_schulz")
+    ap.add_argument("--budget-s", type=float, default=1e9, help="stop starting cases after this")
+    ap.add_argument("--no-copy", action="store_true", help="skip the beside-a-copy measurement")
+    ap.add_argument("--commit", default="unknown")
+    args = ap.parse_args()
+    if torch is None or not torch.cuda.is_available():
+        print("contention_bench: no PyTorch with a CUDA GPU here: nothing measured", file=sys.stderr)
+        return 3
+    global BF16
+    BF16 = torch.bfloat16
+    torch.manual_seed(0)
+    lib = load_lib(args.lib)
+    held = [int(x) for x in args.held.split(",")]
+    groups = {"elementwise": elementwise_cases, "fp8_block": lambda: fp8_block_cases(lib),
+              "gemm": gemm_cases, "grouped": lambda: grouped_cases(lib), "attention": attention_cases,
+              "newton_schulz": newton_schulz_cases, "gemm_fp8": fp8_gemm_cases, "flex": flex_cases}
+    only = [g for g in args.only.split(",") if g] or list(groups)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    holder, work = Holder(lib, sms), torch.cuda.Stream()
+    copier = None if args.no_copy else Copier()
+    doc = {"provenance": provenance(args), "held_sms": held, "cases": [], "errors": [], "skipped": []}
+    if copier is not None:  # is the copy really on a copy engine? Its bandwidth with 124 SMs held:
+        holder.hold(min(124, sms - 8), work)
+        try:
+            ms = copier.time(4, after=work)
+        finally:
+            holder.release(work)
+        doc["copy_engine_check"] = {"alone_GBps": copier.GBps(copier.alone_ms), "with_124_held_GBps": copier.GBps(ms)}
+    t0 = time.time()
+    log = lambda s: print(s, flush=True)
+
+    def save():
+        tmp = args.out + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(doc, f, indent=1)
+        os.replace(tmp, args.out)
+    for g in only:
+        for case in groups[g]():
+            if time.time() - t0 > args.budget_s:
+                doc["skipped"].append(case.name)
+                continue
+            try:
+                doc["cases"].append(measure_case(case, holder, copier, held, work, log))
+            except Exception as e:  # noqa: BLE001 — reported; the other cases still run
+                doc["errors"].append(f"{case.name}: {e!r}"[:500])
+                log(f"ERROR {case.name}: {e!r}"[:300])
+                torch.cuda.synchronize()
+            save()
+    save()
+    log(f"{len(doc['cases'])} cases, {len(doc['errors'])} errors, {len(doc['skipped'])} skipped, "
+        f"{time.time() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
