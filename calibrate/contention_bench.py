@@ -47,6 +47,7 @@ HELD_DEFAULT = [0, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 100, 112
 HIDDEN, EXPERT_HIDDEN, EXPERTS_PER_GPU, VOCAB = 6144, 1792, 96, 256000
 Q_HEADS, KV_HEADS, QK_DIM, V_DIM = 64, 4, 192, 128
 QKV_OUT = Q_HEADS * QK_DIM + KV_HEADS * (QK_DIM + V_DIM)  # 13,568
+CLOCK_HZ = 1.98e9  # torch.cuda._sleep counts SM cycles; H200's maximum clock (nvidia-smi)
 
 
 # --- the holder ---------------------------------------------------------------------------------
@@ -116,10 +117,13 @@ def checked(rc, what):
 
 
 # --- timing -------------------------------------------------------------------------------------
-def timed_launches(fn, work, reps):
-    """Median ms of `reps` launches of fn on `work` after one warm-up (all inside a hold)."""
+def timed_launches(fn, work, reps, lead_ms):
+    """Events around `reps` launches of fn on `work` after one warm-up. A sleep kernel of lead_ms
+    goes first, so that the host enqueues every launch before the GPU reaches them: otherwise the
+    host's launch gaps (tens of µs per PyTorch op) would be timed as kernel time."""
     evs = []
     with torch.cuda.stream(work):
+        torch.cuda._sleep(int(lead_ms * 1e-3 * CLOCK_HZ))
         fn()
         for _ in range(reps):
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -129,7 +133,19 @@ def timed_launches(fn, work, reps):
 
 
 def median_ms(evs):
+    evs[-1][1].synchronize()
     return statistics.median(a.elapsed_time(b) for a, b in evs)
+
+
+def host_ms_per_call(fn, work, calls=5):
+    """Host time to enqueue one call of fn (no synchronisation inside)."""
+    with torch.cuda.stream(work):
+        t = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        t = (time.perf_counter() - t) * 1e3 / calls
+    torch.cuda.synchronize()
+    return t
 
 
 class Copier:
@@ -513,13 +529,16 @@ def measure_case(case, holder, copier, held, work, log):
     with torch.cuda.stream(work):
         fn = case.make()
     torch.cuda.synchronize()
-    alone = median_ms(timed_launches(fn, work, 5))
+    t0 = time.time()
+    host = host_ms_per_call(fn, work)
+    alone = median_ms(timed_launches(fn, work, 5, 1 + 9 * host))
     reps = max(3, min(25, int(round(60.0 / max(alone, 1e-3)))))
+    lead = min(200.0, 1 + 2 * (reps + 1) * host)
     rows = []
     for k in held:
         holder.hold(k, work)
         try:
-            evs = timed_launches(fn, work, reps)
+            evs = timed_launches(fn, work, reps, lead)
         finally:
             distinct = holder.release(work)
         ms = median_ms(evs)
@@ -527,15 +546,14 @@ def measure_case(case, holder, copier, held, work, log):
             alone = ms
         rows.append({"held_sms": k, "held_distinct": distinct, "median_ms": ms,
                      "slowdown": ms / alone, "reps": reps})
-    log(f"{case.cls:13s} {case.name:70s} alone {alone:9.3f} ms  " +
-        " ".join(f"{r['held_sms']}:{r['slowdown']:.2f}" for r in rows))
+    t1 = time.time()
     beside = None
     if copier is not None:
-        span_ms = (reps + 1) * alone * 1.5 + 2
+        span_ms = lead + (reps + 1) * alone * 1.5 + 2
         count = max(2, int(math.ceil(span_ms / copier.alone_ms)))
         torch.cuda.synchronize()
         ca, cb = copier.launch(count)
-        evs = timed_launches(fn, work, reps)
+        evs = timed_launches(fn, work, reps, lead)
         torch.cuda.synchronize()
         ms = median_ms(evs)
         beside = {"median_ms": ms, "slowdown": ms / alone, "copy_alone_GBps": copier.GBps(copier.alone_ms),
@@ -545,11 +563,14 @@ def measure_case(case, holder, copier, held, work, log):
             config = launch_config(fn)
     except Exception as e:  # noqa: BLE001 — the curve stands without it
         config = [{"error": repr(e)[:300]}]
+    t2 = time.time()
+    log(f"{case.cls:13s} {case.name:70s} alone {alone:9.3f} ms host {host:6.3f} ms "
+        f"({t1 - t0:.1f}+{t2 - t1:.1f} s) " + " ".join(f"{r['held_sms']}:{r['slowdown']:.2f}" for r in rows))
     del fn
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     return {"class": case.cls, "kernel": case.kernel, "shape": case.shape, "flops": case.flops,
-            "bytes": case.bytes, "alone_ms": alone, "points": rows, "beside_copy": beside,
+            "bytes": case.bytes, "alone_ms": alone, "host_ms_per_call": host, "points": rows, "beside_copy": beside,
             "launches": config}
 
 
