@@ -54,7 +54,7 @@ CLOCK_HZ = 1.98e9  # torch.cuda._sleep counts SM cycles; H200's maximum clock (n
 class Holder:
     """Holds k SMs (verified) while the measured stream runs."""
 
-    MAX_NS = 30_000_000_000  # a lost stop ends the holder after 30 s
+    MAX_NS = 10_000_000_000  # a lost stop (or a kernel that cannot start) ends it after 10 s
 
     def __init__(self, lib, sms):
         self.lib = lib
@@ -86,9 +86,18 @@ class Holder:
         if self.k == 0:
             return 0
         ids = self.smids[: self.k].tolist()
-        if int(self.started.item()) != self.k or min(ids) < 0:
-            raise RuntimeError(f"holder: {self.started.item()} of {self.k} blocks ran")
+        started = int(self.started.item())
+        if started & 0xFFFF != self.k or min(ids) < 0:
+            raise RuntimeError(f"holder: {started & 0xFFFF} of {self.k} blocks ran")
+        if started >> 16:
+            # The kernel could not start beside the holder (e.g. a thread-block cluster found no
+            # GPC with enough free SMs) and ran only once the holder gave up: no valid point.
+            raise HolderTimeout(f"{started >> 16} holder blocks timed out")
         return len(set(ids))
+
+
+class HolderTimeout(RuntimeError):
+    pass
 
 
 def ptr(t):
@@ -539,8 +548,14 @@ def measure_case(case, holder, copier, held, work, log):
         holder.hold(k, work)
         try:
             evs = timed_launches(fn, work, reps, lead)
-        finally:
+        except BaseException:
+            holder.release(work)
+            raise
+        try:
             distinct = holder.release(work)
+        except HolderTimeout as e:
+            rows.append({"held_sms": k, "blocked": str(e)})
+            continue
         ms = median_ms(evs)
         if k == 0:
             alone = ms
@@ -581,7 +596,7 @@ def provenance(args):
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "host": os.uname().nodename, "command": " ".join(sys.argv), "commit": args.commit,
             "driver": nvidia_smi("driver_version"), "sm_clock_max_MHz": nvidia_smi("clocks.max.sm"),
-            "holder": "kernels/sm_hold.cu sm_hold_until: 1 block/SM, 32 threads, 200 KiB shared memory"}
+            "holder": "kernels/sm_hold.cu sm_hold_until: 1 block/SM, 32 threads, all opt-in shared memory"}
 
 
 def nvidia_smi(field):

@@ -8,7 +8,9 @@ streams, each waiting for the tasks it names, each launching real kernels of the
   grouped_gemm  torch._grouped_mm (CUTLASS persistent grouped GEMM), bf16, the plan's rows per
                 expert (rounded to 16) — or, for a plain MoE kernel, one torch.mm per expert
   attention     FlexAttention over the rank's documents (causal, the layer's window, GQA)
-  elementwise   a bf16 device copy moving the plan's bytes (read + write)
+  elementwise   a bf16 elementwise kernel on the SMs (torch.neg) moving the plan's bytes
+                (--elementwise memcpy: a device copy, which runs on a copy engine, no SM:
+                calibrate/contention_bench.py measured it untouched by 124 held SMs) (read + write)
   copy_h2d/d2h  pinned host <-> device copies of the plan's bytes
   collective    an SM-holding kernel (kernels/sm_hold.cu) with the collective's CTAs for the
                 twin's duration of that collective: there is no peer on one GPU
@@ -40,8 +42,9 @@ BF16 = torch.bfloat16
 class Kernels:
     """Real kernels for the plan's launches; buffers are made once per shape, before timing."""
 
-    def __init__(self, plan, lib):
+    def __init__(self, plan, lib, elementwise_kind="kernel"):
         self.plan = plan
+        self.elementwise_kind = elementwise_kind
         self.lib = ctypes.CDLL(lib)
         self.lib.twin_sm_hold.argtypes = [ctypes.c_int, ctypes.c_longlong, ctypes.c_void_p]
         self.buffers = {}
@@ -90,7 +93,9 @@ class Kernels:
     def elementwise(self, l):
         n = max(1, int(l["bytes"] / 4))  # bf16 read + write
         src, dst = self.ew[0][:n], self.ew[1][:n]
-        return lambda: dst.copy_(src)
+        if self.elementwise_kind == "memcpy":
+            return lambda: dst.copy_(src)
+        return lambda: torch.neg(src, out=dst)
 
     def copy(self, l, to_host):
         n = int(l["bytes"])
@@ -241,13 +246,15 @@ def main():
     p.add_argument("--lib", required=True, help="libtwin_kernels_c.so (SM holder)")
     p.add_argument("--out", required=True)
     p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--elementwise", choices=("kernel", "memcpy"), default="kernel",
+                   help="stand-in for elementwise work: an SM kernel (torch.neg) or a copy-engine copy")
     a = p.parse_args()
     if not torch.cuda.is_available():
         print("micro_step: no GPU visible, skipped", file=sys.stderr)
         return 0
     with open(a.plan) as f:
         plan = json.load(f)
-    tasks = build(plan, Kernels(plan, a.lib))
+    tasks = build(plan, Kernels(plan, a.lib, a.elementwise))
     for _ in range(2):
         run_once(tasks)
     runs = [run_once(tasks) for _ in range(a.reps)]
@@ -256,7 +263,7 @@ def main():
         gpu=torch.cuda.get_device_name(), torch=torch.__version__, cuda=torch.version.cuda,
         date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         command=" ".join(sys.argv), scenario=plan["scenario"], profile=plan["profile"],
-        rank=plan["rank"])
+        rank=plan["rank"], elementwise=a.elementwise)
     with open(a.out, "w") as f:
         json.dump(result, f, indent=1)
     st = result["step"]
