@@ -11,7 +11,7 @@
 namespace twin::kernels {
 
 // Holds `blocks` SMs — one block per SM, made exclusive by asking for all the shared memory a
-// memory — spinning on the global timer for `ns` nanoseconds: an NCCL CTA stand-in.
+// block may opt in to — spinning on the global timer for `ns` nanoseconds: an NCCL CTA stand-in.
 cudaError_t launch_sm_hold(int blocks, long long ns, cudaStream_t s);
 
 // The holder of the contention measurements (calibrate/contention_bench.py): like sm_hold, but
