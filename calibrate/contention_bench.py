@@ -54,10 +54,11 @@ CLOCK_HZ = 1.98e9  # torch.cuda._sleep counts SM cycles; H200's maximum clock (n
 class Holder:
     """Holds k SMs (verified) while the measured stream runs."""
 
-    MAX_NS = 10_000_000_000  # a lost stop (or a kernel that cannot start) ends it after 10 s
+    MAX_NS = 3_000_000_000  # a lost stop (or a kernel that cannot start) ends it after 3 s
 
-    def __init__(self, lib, sms):
+    def __init__(self, lib, sms, smem=0):
         self.lib = lib
+        self.smem = smem  # 0: all the shared memory a block may opt in to
         self.sms = sms
         self.started = torch.zeros(1, dtype=torch.int32, device="cuda")
         self.stop = torch.zeros(1, dtype=torch.int32, device="cuda")
@@ -65,16 +66,18 @@ class Holder:
         self.stream = torch.cuda.Stream()
         self.k = 0
 
-    def hold(self, k, work):
+    def hold(self, k, work, wait=True, max_ns=None):
         self.k = k
         self.started.zero_(); self.stop.zero_(); self.smids.fill_(-1)
         torch.cuda.synchronize()
         if k == 0:
             return
         ok = self.lib.twin_sm_hold_until(k, ptr(self.started), ptr(self.smids), ptr(self.stop),
-                                         self.MAX_NS, stream_ptr(self.stream))
+                                         max_ns or self.MAX_NS, self.smem, stream_ptr(self.stream))
         if ok != 0:
             raise RuntimeError(f"holder launch failed: cudaError {ok}")
+        if not wait:
+            return
         ok = self.lib.twin_wait_count(ptr(self.started), k, self.MAX_NS, stream_ptr(work))
         if ok != 0:
             raise RuntimeError(f"wait launch failed: cudaError {ok}")
@@ -111,7 +114,7 @@ def stream_ptr(s):
 def load_lib(path):
     lib = ctypes.CDLL(path)
     P, I, LL, SZ = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong, ctypes.c_size_t
-    lib.twin_sm_hold_until.argtypes = [I, P, P, P, LL, P]
+    lib.twin_sm_hold_until.argtypes = [I, P, P, P, LL, I, P]
     lib.twin_wait_count.argtypes = [P, I, LL, P]
     lib.twin_grouped_gemm.argtypes = [P, P, P, P, P, I, I, I, P, I, I, P]
     lib.twin_fp8_quantize.argtypes = [P, P, P, SZ, P]
@@ -123,6 +126,39 @@ def load_lib(path):
 def checked(rc, what):
     if rc != 0:
         raise RuntimeError(f"{what}: cudaError {rc}")
+
+
+def probe_holder(lib, sms, work):
+    """Which holder shared-memory size (a) leaves nothing beside a holder (with every SM held, a
+    one-block kernel must wait for the holders) and (b) lets a kernel run on the SMs left free
+    (124 held). Returns the first size in the candidates that passes both, and every result."""
+    optin = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
+    x = torch.zeros(1, device="cuda")
+    results = []
+    for smem in (optin, optin - 1024, optin - 4096, 200 * 1024):
+        h = Holder(lib, sms, smem)
+        h.hold(sms, work, wait=False, max_ns=400_000_000)
+        time.sleep(0.05)  # the holders are resident
+        with torch.cuda.stream(work):
+            x.add_(1)
+            done = torch.cuda.Event()
+            done.record(work)
+        time.sleep(0.1)
+        shares = done.query()  # ran beside 132 holders: not exclusive
+        torch.cuda.synchronize()
+        h.hold(sms - 8, work, max_ns=1_000_000_000)
+        try:
+            with torch.cuda.stream(work):
+                x.add_(1)
+            h.release(work)
+            progresses = True
+        except HolderTimeout:
+            progresses = False
+        results.append({"smem_bytes": smem, "kernel_ran_beside_all_held": shares,
+                        "kernel_ran_beside_124_held": progresses})
+    chosen = next((r["smem_bytes"] for r in results
+                   if not r["kernel_ran_beside_all_held"] and r["kernel_ran_beside_124_held"]), None)
+    return chosen, results
 
 
 # --- timing -------------------------------------------------------------------------------------
@@ -632,16 +668,30 @@ def main():
               "newton_schulz": newton_schulz_cases, "gemm_fp8": fp8_gemm_cases, "flex": flex_cases}
     only = [g for g in args.only.split(",") if g] or list(groups)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    holder, work = Holder(lib, sms), torch.cuda.Stream()
+    work = torch.cuda.Stream()
+    smem, probe = probe_holder(lib, sms, work)
+    print("holder probe:", probe, "-> smem", smem, flush=True)
+    if smem is None:
+        print("contention_bench: no holder size both excludes other blocks and lets kernels run",
+              file=sys.stderr)
+        return 1
+    holder = Holder(lib, sms, smem)
     copier = None if args.no_copy else Copier()
-    doc = {"provenance": provenance(args), "held_sms": held, "cases": [], "errors": [], "skipped": []}
+    doc = {"provenance": provenance(args), "held_sms": held, "holder_probe": probe,
+           "holder_smem_bytes": smem, "cases": [], "errors": [], "skipped": []}
     if copier is not None:  # is the copy really on a copy engine? Its bandwidth with 124 SMs held:
         holder.hold(min(124, sms - 8), work)
         try:
             ms = copier.time(4, after=work)
-        finally:
+        except BaseException:
             holder.release(work)
-        doc["copy_engine_check"] = {"alone_GBps": copier.GBps(copier.alone_ms), "with_124_held_GBps": copier.GBps(ms)}
+            raise
+        try:
+            holder.release(work)
+            doc["copy_engine_check"] = {"alone_GBps": copier.GBps(copier.alone_ms),
+                                        "with_124_held_GBps": copier.GBps(ms)}
+        except HolderTimeout as e:
+            doc["copy_engine_check"] = {"blocked": str(e)}
     t0 = time.time()
     log = lambda s: print(s, flush=True)
 

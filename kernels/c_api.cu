@@ -15,8 +15,9 @@ int twin_sm_hold(int blocks, long long ns, void* s) {
   return static_cast<int>(k::launch_sm_hold(blocks, ns, stream(s)));
 }
 
-int twin_sm_hold_until(int blocks, int* started, int* smids, const int* stop, long long max_ns, void* s) {
-  return static_cast<int>(k::launch_sm_hold_until(blocks, started, smids, stop, max_ns, stream(s)));
+int twin_sm_hold_until(int blocks, int* started, int* smids, const int* stop, long long max_ns,
+                       int smem_bytes, void* s) {
+  return static_cast<int>(k::launch_sm_hold_until(blocks, started, smids, stop, max_ns, smem_bytes, stream(s)));
 }
 
 int twin_wait_count(const int* counter, int target, long long max_ns, void* s) {

@@ -68,11 +68,12 @@ cudaError_t launch_sm_hold(int blocks, long long ns, cudaStream_t s) {
 }
 
 cudaError_t launch_sm_hold_until(int blocks, int* started, int* smids, const int* stop,
-                                 long long max_ns, cudaStream_t s) {
+                                 long long max_ns, int smem_bytes, cudaStream_t s) {
   if (blocks <= 0) return cudaSuccess;
   int smem = 0;
   cudaError_t e = hold_smem(reinterpret_cast<const void*>(sm_hold_until), &smem);
   if (e != cudaSuccess) return e;
+  if (smem_bytes > 0 && smem_bytes < smem) smem = smem_bytes;
   sm_hold_until<<<blocks, 32, smem, s>>>(started, smids, stop, max_ns);
   return cudaGetLastError();
 }
