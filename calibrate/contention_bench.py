@@ -5,8 +5,9 @@ For every kernel class the training step launches — bandwidth-bound elementwis
 bf16 and FP8 GEMMs, torch._grouped_mm and the project's static/dynamic persistent grouped
 GEMMs, attention forward/backward (cuDNN SDPA, FlexAttention), Newton–Schulz — at the model's
 shapes and two or three other sizes, this times the kernel alone and while k SMs are held the way
-NCCL holds them: one CTA per SM asking for 200 KiB of shared memory (so that no compute block
-fits beside it), spinning until told to stop. Each holder block writes its %smid and bumps a
+NCCL holds them: one CTA per SM shaped like an NCCL CTA (640 threads × 96 registers, 80 KiB of
+shared memory; SPEC.md §8), spinning until told to stop — what cannot share an SM with an NCCL CTA
+cannot share it with the holder. Each holder block writes its %smid and bumps a
 counter; the measured stream first runs a one-thread kernel that waits for the counter to reach
 k, so the kernel starts only when all k holders are resident, and the recorded SM ids prove that
 k distinct SMs were held (`held_distinct` in every row).
@@ -58,7 +59,7 @@ class Holder:
 
     def __init__(self, lib, sms, smem=0):
         self.lib = lib
-        self.smem = smem  # 0: all the shared memory a block may opt in to
+        self.smem = smem  # 0: the NCCL CTA's 80 KiB
         self.sms = sms
         self.started = torch.zeros(1, dtype=torch.int32, device="cuda")
         self.stop = torch.zeros(1, dtype=torch.int32, device="cuda")
@@ -129,36 +130,29 @@ def checked(rc, what):
 
 
 def probe_holder(lib, sms, work):
-    """Which holder shared-memory size (a) leaves nothing beside a holder (with every SM held, a
-    one-block kernel must wait for the holders) and (b) lets a kernel run on the SMs left free
-    (124 held). Returns the first size in the candidates that passes both, and every result."""
-    optin = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
+    """The holder as NCCL's CTA (kernels/sm_hold.cu): does a one-block kernel run beside it with
+    every SM held (it may, as beside a real NCCL CTA: 4,096 registers are left), and does a kernel
+    run on the SMs left free with 124 held (it must)."""
     x = torch.zeros(1, device="cuda")
-    results = []
-    for smem in (optin, optin - 1024, optin - 4096, 200 * 1024):
-        h = Holder(lib, sms, smem)
-        h.hold(sms, work, wait=False, max_ns=400_000_000)
-        time.sleep(0.05)  # the holders are resident
+    h = Holder(lib, sms)
+    h.hold(sms, work, wait=False, max_ns=400_000_000)
+    time.sleep(0.05)  # the holders are resident
+    with torch.cuda.stream(work):
+        x.add_(1)
+        done = torch.cuda.Event()
+        done.record(work)
+    time.sleep(0.1)
+    shares = done.query()
+    torch.cuda.synchronize()
+    h.hold(sms - 8, work, max_ns=1_000_000_000)
+    try:
         with torch.cuda.stream(work):
             x.add_(1)
-            done = torch.cuda.Event()
-            done.record(work)
-        time.sleep(0.1)
-        shares = done.query()  # ran beside 132 holders: not exclusive
-        torch.cuda.synchronize()
-        h.hold(sms - 8, work, max_ns=1_000_000_000)
-        try:
-            with torch.cuda.stream(work):
-                x.add_(1)
-            h.release(work)
-            progresses = True
-        except HolderTimeout:
-            progresses = False
-        results.append({"smem_bytes": smem, "kernel_ran_beside_all_held": shares,
-                        "kernel_ran_beside_124_held": progresses})
-    chosen = next((r["smem_bytes"] for r in results
-                   if not r["kernel_ran_beside_all_held"] and r["kernel_ran_beside_124_held"]), None)
-    return chosen, results
+        h.release(work)
+        progresses = True
+    except HolderTimeout:
+        progresses = False
+    return {"tiny_kernel_ran_beside_all_held": shares, "kernel_ran_beside_124_held": progresses}
 
 
 # --- timing -------------------------------------------------------------------------------------
@@ -632,7 +626,7 @@ def provenance(args):
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "host": os.uname().nodename, "command": " ".join(sys.argv), "commit": args.commit,
             "driver": nvidia_smi("driver_version"), "sm_clock_max_MHz": nvidia_smi("clocks.max.sm"),
-            "holder": "kernels/sm_hold.cu sm_hold_until: 1 block/SM, 32 threads, all opt-in shared memory"}
+            "holder": "kernels/sm_hold.cu sm_hold_until: 1 block/SM, 640 threads x 96 registers, 80 KiB shared memory (an NCCL CTA, SPEC.md §8)"}
 
 
 def nvidia_smi(field):
@@ -669,16 +663,15 @@ def main():
     only = [g for g in args.only.split(",") if g] or list(groups)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     work = torch.cuda.Stream()
-    smem, probe = probe_holder(lib, sms, work)
-    print("holder probe:", probe, "-> smem", smem, flush=True)
-    if smem is None:
-        print("contention_bench: no holder size both excludes other blocks and lets kernels run",
-              file=sys.stderr)
+    probe = probe_holder(lib, sms, work)
+    print("holder probe:", probe, flush=True)
+    if not probe["kernel_ran_beside_124_held"]:
+        print("contention_bench: no kernel runs beside 124 holders: the holder is broken", file=sys.stderr)
         return 1
-    holder = Holder(lib, sms, smem)
+    holder = Holder(lib, sms)
     copier = None if args.no_copy else Copier()
     doc = {"provenance": provenance(args), "held_sms": held, "holder_probe": probe,
-           "holder_smem_bytes": smem, "cases": [], "errors": [], "skipped": []}
+           "cases": [], "errors": [], "skipped": []}
     if copier is not None:  # is the copy really on a copy engine? Its bandwidth with 124 SMs held:
         holder.hold(min(124, sms - 8), work)
         try:

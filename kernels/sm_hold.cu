@@ -15,29 +15,37 @@ __device__ __forceinline__ int smid() {
   return id;
 }
 
-__global__ void sm_hold(long long ns) {
-  extern __shared__ char smem[];
-  const unsigned long long end = globaltimer() + static_cast<unsigned long long>(ns);
-  while (globaltimer() < end) {
-    if (threadIdx.x == 0) smem[0] = 1;  // keep the allocation live
-  }
-}
-
-// The measured holder: each block says where it runs and that it started, then spins until
-// *stop is set (or max_ns passes, so that a lost stop cannot hang the GPU; a block that gives up
-// adds 1 << 16 to *started, so the caller sees it).
-__global__ void sm_hold_until(int* started, int* smids, const volatile int* stop, long long max_ns) {
+// The holder, shaped like an NCCL CTA (SPEC.md §8: 544–640 threads, 96 registers each,
+// ~80 KiB of shared memory): 640 threads kept at 96 live registers each (61,440 of the SM's
+// 65,536) and 80 KiB of shared memory, so that whatever can share an SM with an NCCL CTA — in
+// practice nothing but the smallest blocks — can share it with the holder. It spins until *stop
+// is set or max_ns passes. Measured runs pass `started` and `smids`: each block writes its %smid
+// and bumps *started; a block that gives up before *stop adds 1 << 16 to *started (a lost stop
+// cannot hang the GPU, and the caller sees it). Without them it is a holder of fixed duration.
+constexpr int kHoldThreads = 640, kHoldLiveRegs = 88;
+__global__ void __launch_bounds__(kHoldThreads, 1)
+    sm_hold_until(int* started, int* smids, const volatile int* stop, long long max_ns) {
   extern __shared__ char smem[];
   const unsigned long long end = globaltimer() + static_cast<unsigned long long>(max_ns);
-  if (threadIdx.x == 0) {
+  const int never = 0;
+  if (stop == nullptr) stop = &never;
+  if (threadIdx.x == 0 && started != nullptr) {
     smids[blockIdx.x] = smid();
     __threadfence();
     atomicAdd(started, 1);
   }
+  unsigned live[kHoldLiveRegs];
+#pragma unroll
+  for (int i = 0; i < kHoldLiveRegs; ++i) live[i] = threadIdx.x * (i + 1);
   while (*stop == 0 && globaltimer() < end) {
-    if (threadIdx.x == 0) smem[0] = 1;
+#pragma unroll
+    for (int i = 0; i < kHoldLiveRegs; ++i) asm volatile("" : "+r"(live[i]));  // stay in registers
   }
-  if (threadIdx.x == 0 && *stop == 0) atomicAdd(started, 1 << 16);
+  unsigned sum = 0;
+#pragma unroll
+  for (int i = 0; i < kHoldLiveRegs; ++i) sum += live[i];
+  if (sum == 0xFFFFFFFFu) smem[threadIdx.x] = 1;  // never true; keeps live[] and smem used
+  if (threadIdx.x == 0 && started != nullptr && *stop == 0) atomicAdd(started, 1 << 16);
 }
 
 __global__ void wait_count(const volatile int* counter, int target, long long max_ns) {
@@ -46,9 +54,7 @@ __global__ void wait_count(const volatile int* counter, int target, long long ma
   }
 }
 
-// All the shared memory a block may have: with the 1 KiB the SM reserves per block, nothing is
-// left for a second block of any kernel — even one without shared memory (an elementwise kernel
-// fits beside a 200 KiB holder). SPEC.md §8: an NCCL CTA fills its SM.
+// The most shared memory a block may opt in to (and allows the kernel that much).
 cudaError_t hold_smem(const void* kernel, int* bytes) {
   int device = 0;
   cudaError_t e = cudaGetDevice(&device);
@@ -59,12 +65,7 @@ cudaError_t hold_smem(const void* kernel, int* bytes) {
 }  // namespace
 
 cudaError_t launch_sm_hold(int blocks, long long ns, cudaStream_t s) {
-  if (blocks <= 0) return cudaSuccess;
-  int smem = 0;
-  cudaError_t e = hold_smem(reinterpret_cast<const void*>(sm_hold), &smem);
-  if (e != cudaSuccess) return e;
-  sm_hold<<<blocks, 32, smem, s>>>(ns);
-  return cudaGetLastError();
+  return launch_sm_hold_until(blocks, nullptr, nullptr, nullptr, ns, 0, s);
 }
 
 cudaError_t launch_sm_hold_until(int blocks, int* started, int* smids, const int* stop,
@@ -73,8 +74,8 @@ cudaError_t launch_sm_hold_until(int blocks, int* started, int* smids, const int
   int smem = 0;
   cudaError_t e = hold_smem(reinterpret_cast<const void*>(sm_hold_until), &smem);
   if (e != cudaSuccess) return e;
-  if (smem_bytes > 0 && smem_bytes < smem) smem = smem_bytes;
-  sm_hold_until<<<blocks, 32, smem, s>>>(started, smids, stop, max_ns);
+  smem = smem_bytes > 0 && smem_bytes < smem ? smem_bytes : 80 * 1024;
+  sm_hold_until<<<blocks, kHoldThreads, smem, s>>>(started, smids, stop, max_ns);
   return cudaGetLastError();
 }
 

@@ -10,15 +10,14 @@
 
 namespace twin::kernels {
 
-// Holds `blocks` SMs — one block per SM, made exclusive by asking for all the shared memory a
-// block may opt in to — spinning on the global timer for `ns` nanoseconds: an NCCL CTA stand-in.
+// Holds `blocks` SMs for `ns` nanoseconds — one block per SM, each the footprint of an NCCL CTA
+// (640 threads × 96 registers, 80 KiB of shared memory; SPEC.md §8): an NCCL CTA stand-in.
 cudaError_t launch_sm_hold(int blocks, long long ns, cudaStream_t s);
 
 // The holder of the contention measurements (calibrate/contention_bench.py): like sm_hold, but
-// with all the shared memory a block may opt in to (no block of any kernel fits beside it), each
-// block writes its SM id to smids[block] and adds 1 to *started when it runs, then spins until
-// *stop ≠ 0 (at most max_ns; a block that times out adds 1 << 16 to *started). smem_bytes > 0
-// asks for less shared memory than the most (calibrate/contention_bench.py probes which works). launch_wait_count (one thread) spins until
+// each block writes its SM id to smids[block] and adds 1 to *started when it runs, then spins
+// until *stop ≠ 0 (at most max_ns; a block that times out adds 1 << 16 to *started).
+// smem_bytes > 0 replaces the 80 KiB of shared memory (up to the most a block may have). launch_wait_count (one thread) spins until
 // *counter ≥ target: put on the measured stream, it starts the kernel only once every holder
 // block is resident, and smids proves which SMs (and how many distinct ones) were held.
 cudaError_t launch_sm_hold_until(int blocks, int* started, int* smids, const int* stop,
