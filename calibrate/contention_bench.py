@@ -57,9 +57,10 @@ class Holder:
 
     MAX_NS = 3_000_000_000  # a lost stop (or a kernel that cannot start) ends it after 3 s
 
-    def __init__(self, lib, sms, smem=0):
+    def __init__(self, lib, sms, shape=None):
         self.lib = lib
-        self.smem = smem  # 0: the NCCL CTA's 80 KiB
+        # (shared memory bytes, threads, 96 registers per thread?); None: the NCCL CTA's shape
+        self.shape = shape
         self.sms = sms
         self.started = torch.zeros(1, dtype=torch.int32, device="cuda")
         self.stop = torch.zeros(1, dtype=torch.int32, device="cuda")
@@ -73,8 +74,11 @@ class Holder:
         torch.cuda.synchronize()
         if k == 0:
             return
-        ok = self.lib.twin_sm_hold_until(k, ptr(self.started), ptr(self.smids), ptr(self.stop),
-                                         max_ns or self.MAX_NS, self.smem, stream_ptr(self.stream))
+        args = (k, ptr(self.started), ptr(self.smids), ptr(self.stop), max_ns or self.MAX_NS)
+        if self.shape is None:
+            ok = self.lib.twin_sm_hold_until(*args, 0, stream_ptr(self.stream))
+        else:
+            ok = self.lib.twin_sm_hold_shaped(*args, *self.shape, stream_ptr(self.stream))
         if ok != 0:
             raise RuntimeError(f"holder launch failed: cudaError {ok}")
         if not wait:
@@ -116,6 +120,7 @@ def load_lib(path):
     lib = ctypes.CDLL(path)
     P, I, LL, SZ = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong, ctypes.c_size_t
     lib.twin_sm_hold_until.argtypes = [I, P, P, P, LL, I, P]
+    lib.twin_sm_hold_shaped.argtypes = [I, P, P, P, LL, I, I, I, P]
     lib.twin_wait_count.argtypes = [P, I, LL, P]
     lib.twin_grouped_gemm.argtypes = [P, P, P, P, P, I, I, I, P, I, I, P]
     lib.twin_fp8_quantize.argtypes = [P, P, P, SZ, P]
@@ -129,30 +134,43 @@ def checked(rc, what):
         raise RuntimeError(f"{what}: cudaError {rc}")
 
 
+HOLDER_SHAPES = [  # (shared memory bytes, threads, 96 registers per thread), most NCCL-like first
+    None,  # an NCCL CTA: 80 KiB, 640 threads × 96 registers (SPEC.md §8)
+    (200 * 1024, 640, 1), (200 * 1024, 1024, 0), (200 * 1024, 32, 0)]
+
+
 def probe_holder(lib, sms, work):
-    """The holder as NCCL's CTA (kernels/sm_hold.cu): does a one-block kernel run beside it with
-    every SM held (it may, as beside a real NCCL CTA: 4,096 registers are left), and does a kernel
-    run on the SMs left free with 124 held (it must)."""
+    """For each holder shape: how many holders are resident 50 ms after launching one per SM,
+    whether a one-block kernel then runs beside them (`shares`: an NCCL CTA leaves 4,096
+    registers, so a tiny block may), and whether a kernel runs on the SMs left free with 124 held
+    (it must). Returns the first shape that passes the last test, and every result."""
     x = torch.zeros(1, device="cuda")
-    h = Holder(lib, sms)
-    h.hold(sms, work, wait=False, max_ns=400_000_000)
-    time.sleep(0.05)  # the holders are resident
-    with torch.cuda.stream(work):
-        x.add_(1)
-        done = torch.cuda.Event()
-        done.record(work)
-    time.sleep(0.1)
-    shares = done.query()
-    torch.cuda.synchronize()
-    h.hold(sms - 8, work, max_ns=1_000_000_000)
-    try:
+    results, chosen = [], False
+    for shape in HOLDER_SHAPES:
+        h = Holder(lib, sms, shape)
+        h.hold(sms, work, wait=False, max_ns=400_000_000)
+        time.sleep(0.05)
+        resident = int(h.started.item()) & 0xFFFF
         with torch.cuda.stream(work):
             x.add_(1)
-        h.release(work)
-        progresses = True
-    except HolderTimeout:
-        progresses = False
-    return {"tiny_kernel_ran_beside_all_held": shares, "kernel_ran_beside_124_held": progresses}
+            done = torch.cuda.Event()
+            done.record(work)
+        time.sleep(0.1)
+        shares = done.query()
+        torch.cuda.synchronize()
+        h.hold(sms - 8, work, max_ns=1_000_000_000)
+        try:
+            with torch.cuda.stream(work):
+                x.add_(1)
+            h.release(work)
+            progresses = True
+        except HolderTimeout:
+            progresses = False
+        results.append({"shape": shape or "nccl_cta", "resident_of_all": resident,
+                        "tiny_kernel_ran_beside_all_held": shares, "kernel_ran_beside_124_held": progresses})
+        if progresses and chosen is False:
+            chosen = shape
+    return chosen, results
 
 
 # --- timing -------------------------------------------------------------------------------------
@@ -663,14 +681,15 @@ def main():
     only = [g for g in args.only.split(",") if g] or list(groups)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     work = torch.cuda.Stream()
-    probe = probe_holder(lib, sms, work)
+    shape, probe = probe_holder(lib, sms, work)
     print("holder probe:", probe, flush=True)
-    if not probe["kernel_ran_beside_124_held"]:
-        print("contention_bench: no kernel runs beside 124 holders: the holder is broken", file=sys.stderr)
+    if shape is False:
+        print("contention_bench: no holder shape lets kernels run beside 124 holders", file=sys.stderr)
         return 1
-    holder = Holder(lib, sms)
+    holder = Holder(lib, sms, shape)
     copier = None if args.no_copy else Copier()
     doc = {"provenance": provenance(args), "held_sms": held, "holder_probe": probe,
+           "holder_shape": shape or "nccl_cta",
            "cases": [], "errors": [], "skipped": []}
     if copier is not None:  # is the copy really on a copy engine? Its bandwidth with 124 SMs held:
         holder.hold(min(124, sms - 8), work)

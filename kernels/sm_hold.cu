@@ -23,7 +23,8 @@ __device__ __forceinline__ int smid() {
 // and bumps *started; a block that gives up before *stop adds 1 << 16 to *started (a lost stop
 // cannot hang the GPU, and the caller sees it). Without them it is a holder of fixed duration.
 constexpr int kHoldThreads = 640, kHoldLiveRegs = 88;
-__global__ void __launch_bounds__(kHoldThreads, 1)
+template <int LiveRegs>
+__global__ void __launch_bounds__(1024, 1)
     sm_hold_until(int* started, int* smids, const volatile int* stop, long long max_ns) {
   extern __shared__ char smem[];
   const unsigned long long end = globaltimer() + static_cast<unsigned long long>(max_ns);
@@ -34,16 +35,16 @@ __global__ void __launch_bounds__(kHoldThreads, 1)
     __threadfence();
     atomicAdd(started, 1);
   }
-  unsigned live[kHoldLiveRegs];
+  unsigned live[LiveRegs];
 #pragma unroll
-  for (int i = 0; i < kHoldLiveRegs; ++i) live[i] = threadIdx.x * (i + 1);
+  for (int i = 0; i < LiveRegs; ++i) live[i] = threadIdx.x * (i + 1);
   while (*stop == 0 && globaltimer() < end) {
 #pragma unroll
-    for (int i = 0; i < kHoldLiveRegs; ++i) asm volatile("" : "+r"(live[i]));  // stay in registers
+    for (int i = 0; i < LiveRegs; ++i) asm volatile("" : "+r"(live[i]));  // stay in registers
   }
   unsigned sum = 0;
 #pragma unroll
-  for (int i = 0; i < kHoldLiveRegs; ++i) sum += live[i];
+  for (int i = 0; i < LiveRegs; ++i) sum += live[i];
   if (sum == 0xFFFFFFFFu) smem[threadIdx.x] = 1;  // never true; keeps live[] and smem used
   if (threadIdx.x == 0 && started != nullptr && *stop == 0) atomicAdd(started, 1 << 16);
 }
@@ -68,15 +69,27 @@ cudaError_t launch_sm_hold(int blocks, long long ns, cudaStream_t s) {
   return launch_sm_hold_until(blocks, nullptr, nullptr, nullptr, ns, 0, s);
 }
 
+cudaError_t launch_sm_hold_shaped(int blocks, int* started, int* smids, const int* stop,
+                                  long long max_ns, int smem_bytes, int threads, bool heavy_regs,
+                                  cudaStream_t s) {
+  if (blocks <= 0) return cudaSuccess;
+  const void* k = heavy_regs ? reinterpret_cast<const void*>(sm_hold_until<kHoldLiveRegs>)
+                             : reinterpret_cast<const void*>(sm_hold_until<1>);
+  int most = 0;
+  cudaError_t e = hold_smem(k, &most);
+  if (e != cudaSuccess) return e;
+  const int smem = smem_bytes > 0 && smem_bytes < most ? smem_bytes : most;
+  if (heavy_regs)
+    sm_hold_until<kHoldLiveRegs><<<blocks, threads, smem, s>>>(started, smids, stop, max_ns);
+  else
+    sm_hold_until<1><<<blocks, threads, smem, s>>>(started, smids, stop, max_ns);
+  return cudaGetLastError();
+}
+
 cudaError_t launch_sm_hold_until(int blocks, int* started, int* smids, const int* stop,
                                  long long max_ns, int smem_bytes, cudaStream_t s) {
-  if (blocks <= 0) return cudaSuccess;
-  int smem = 0;
-  cudaError_t e = hold_smem(reinterpret_cast<const void*>(sm_hold_until), &smem);
-  if (e != cudaSuccess) return e;
-  smem = smem_bytes > 0 && smem_bytes < smem ? smem_bytes : 80 * 1024;
-  sm_hold_until<<<blocks, kHoldThreads, smem, s>>>(started, smids, stop, max_ns);
-  return cudaGetLastError();
+  return launch_sm_hold_shaped(blocks, started, smids, stop, max_ns,
+                               smem_bytes > 0 ? smem_bytes : 80 * 1024, kHoldThreads, true, s);
 }
 
 cudaError_t launch_wait_count(const int* counter, int target, long long max_ns, cudaStream_t s) {
