@@ -24,7 +24,7 @@ __device__ __forceinline__ int smid() {
 // cannot hang the GPU, and the caller sees it). Without them it is a holder of fixed duration.
 constexpr int kHoldThreads = 640, kHoldLiveRegs = 88;
 template <int LiveRegs>
-__global__ void __launch_bounds__(1024, 1)
+__global__ void __launch_bounds__(LiveRegs > 1 ? kHoldThreads : 1024, 1)
     sm_hold_until(int* started, int* smids, const volatile int* stop, long long max_ns) {
   extern __shared__ char smem[];
   const unsigned long long end = globaltimer() + static_cast<unsigned long long>(max_ns);
