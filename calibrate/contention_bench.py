@@ -628,7 +628,8 @@ def measure_case(case, holder, copier, held, work, log):
         config = [{"error": repr(e)[:300]}]
     t2 = time.time()
     log(f"{case.cls:13s} {case.name:70s} alone {alone:9.3f} ms host {host:6.3f} ms "
-        f"({t1 - t0:.1f}+{t2 - t1:.1f} s) " + " ".join(f"{r['held_sms']}:{r['slowdown']:.2f}" for r in rows))
+        f"({t1 - t0:.1f}+{t2 - t1:.1f} s) " + " ".join(
+            f"{r['held_sms']}:{r['slowdown']:.2f}" if "slowdown" in r else f"{r['held_sms']}:blocked" for r in rows))
     del fn
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
