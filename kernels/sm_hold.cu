@@ -63,11 +63,15 @@ __global__ void wait_count(const volatile int* counter, int target, long long ma
   }
 }
 
-// The most shared memory a block may opt in to (and allows the kernel that much).
+// The most dynamic shared memory a block of `kernel` may opt in to (beside its static shared
+// memory), allowed to the kernel.
 cudaError_t hold_smem(const void* kernel, int* bytes) {
   int device = 0;
+  cudaFuncAttributes attr{};
   cudaError_t e = cudaGetDevice(&device);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, kernel);
+  if (e == cudaSuccess) *bytes -= static_cast<int>(attr.sharedSizeBytes);
   if (e == cudaSuccess) e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, *bytes);
   return e;
 }
