@@ -1,5 +1,6 @@
 #include "hardware/cluster.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -10,9 +11,12 @@ namespace twin::hardware {
 Cluster::Cluster(sim::Engine& engine, sim::Fluid& fluid, const Profile& profile, int gpus,
                  const NcclOptions& nccl)
     : engine_(engine), fluid_(fluid), profile_(profile), nccl_(nccl),
-      gpus_per_node_(static_cast<int>(profile.node.gpus)) {
+      gpus_per_node_(static_cast<int>(profile.node.gpus)), contention_(profile.contention) {
   if (gpus <= 0 || gpus % gpus_per_node_ != 0)
     throw std::invalid_argument("the GPU count must be a positive multiple of the node's GPUs");
+  contention_.sm_count = static_cast<int>(profile.gpu.sm_count);
+  double boost = 1;
+  for (const auto& f : contention_.family) boost = std::max(boost, f.boost_max);
   const auto& n = profile.node;
   for (int g = 0; g < gpus; ++g) {
     const std::string p = "gpu" + std::to_string(g) + ".";
@@ -20,7 +24,8 @@ Cluster::Cluster(sim::Engine& engine, sim::Fluid& fluid, const Profile& profile,
     const double u = sim::Rng(static_cast<std::uint64_t>(g) * 0x9e3779b97f4a7c15ULL + 17).uniform();
     gpus_.push_back(std::make_unique<Gpu>(fluid_, g, static_cast<int>(profile.gpu.sm_count),
                                           profile.gpu.hbm_bw_GBps * 1e9,
-                                          1.0 - profile.gpu.speed_spread * u));
+                                          1.0 - profile.gpu.speed_spread * u,
+                                          static_cast<int>(nccl.reserved_sms), boost));
     links_.push_back({fluid_.add_resource(n.nvlink_gpu_GBps * 1e9, p + "nvlink_out"),
                       fluid_.add_resource(n.nvlink_gpu_GBps * 1e9, p + "nvlink_in"),
                       fluid_.add_resource(n.nic_GBps * 1e9, p + "nic_out"),

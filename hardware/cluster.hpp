@@ -59,6 +59,8 @@ class Cluster {
   }
   void merge_link(sim::Fluid::ResourceId r, sim::Fluid::ResourceId into);
   const Profile& profile() const { return profile_; }
+  // The profile's contention model (contention.hpp) with this machine's SM count.
+  const ContentionModel& contention() const { return contention_; }
   // Keeps an activity's state alive as long as the cluster (its callbacks hold a raw pointer).
   template <class T>
   T* keep(std::shared_ptr<T> p) {
@@ -73,6 +75,8 @@ class Cluster {
     static_assert(std::is_trivially_destructible_v<T>);
     return new (arena_.allocate(sizeof(T), alignof(T))) T{std::forward<A>(args)...};
   }
+  // Raw storage from the same arena (arrays of trivially destructible values).
+  void* allocate(std::size_t bytes, std::size_t align) { return arena_.allocate(bytes, align); }
   // A slot for collective.cpp's cache of collective plans (opaque here: hardware/collective.hpp
   // builds on this header).
   std::shared_ptr<void>& plan_cache() { return plan_cache_; }
@@ -85,6 +89,7 @@ class Cluster {
   const Profile& profile_;
   NcclOptions nccl_;
   int gpus_per_node_;
+  ContentionModel contention_;
   std::vector<std::unique_ptr<Gpu>> gpus_;
   std::vector<GpuLinks> links_;
   std::vector<sim::Fluid::ResourceId> pairs_;  // [gpu][local peer]

@@ -6,9 +6,11 @@
 
 namespace twin::hardware {
 
-Gpu::Gpu(sim::Fluid& fluid, int index, int sm_count, double hbm_Bps, double speed)
-    : fluid_(fluid), index_(index), sm_count_(sm_count), speed_(speed), free_(sm_count) {
-  sm_res_ = fluid_.add_resource(sm_count, "gpu" + std::to_string(index) + ".sm");
+Gpu::Gpu(sim::Fluid& fluid, int index, int sm_count, double hbm_Bps, double speed, int reserved,
+         double sm_boost_max)
+    : fluid_(fluid), index_(index), sm_count_(sm_count), speed_(speed),
+      free_(sm_count - std::clamp(reserved, 0, sm_count - 1)), sm_boost_max_(sm_boost_max) {
+  sm_res_ = fluid_.add_resource(free_ * sm_boost_max_, "gpu" + std::to_string(index) + ".sm");
   hbm_res_ = fluid_.add_resource(hbm_Bps, "gpu" + std::to_string(index) + ".hbm");
 }
 
@@ -31,7 +33,25 @@ void Gpu::hold(int n, Holder who) {
     held_nccl_ += n;
     on_nccl_sms(index_, held_nccl_);
   }
-  fluid_.set_capacity(sm_res_, free_);
+  changed();
+}
+
+void Gpu::changed() {
+  fluid_.set_capacity(sm_res_, free_ * sm_boost_max_);
+  for (SmListener* l = listeners_; l; l = l->next) l->on_free(l, free_);
+}
+
+void Gpu::listen(SmListener* l) {
+  l->prev = nullptr;
+  l->next = listeners_;
+  if (listeners_) listeners_->prev = l;
+  listeners_ = l;
+}
+
+void Gpu::unlisten(SmListener* l) {
+  (l->prev ? l->prev->next : listeners_) = l->next;
+  if (l->next) l->next->prev = l->prev;
+  l->prev = l->next = nullptr;
 }
 
 void Gpu::release(int n, Holder who) {
@@ -41,7 +61,7 @@ void Gpu::release(int n, Holder who) {
     held_nccl_ -= n;
     on_nccl_sms(index_, held_nccl_);
   }
-  fluid_.set_capacity(sm_res_, free_);
+  changed();
   serve();
 }
 

@@ -16,13 +16,25 @@
 
 namespace twin::hardware {
 
+// Told whenever the GPU's free SMs change (a running kernel whose speed depends on them). An
+// intrusive list node, so that listening costs no allocation (it lives in the cluster's arena).
+struct SmListener {
+  void (*on_free)(SmListener* self, int free) = nullptr;
+  SmListener* prev = nullptr;
+  SmListener* next = nullptr;
+};
+
 class Gpu {
  public:
   enum class Holder : std::uint8_t { nccl, persistent };
   using Grant = std::function<void(int granted)>;
   using RequestId = std::uint64_t;
 
-  Gpu(sim::Fluid& fluid, int index, int sm_count, double hbm_Bps, double speed = 1.0);
+  // `reserved` SMs are held for the GPU's whole life (another library, a side job). Kernels may
+  // run faster per SM than nominal when few SMs are busy (contention.hpp: power-capped clocks):
+  // the SM resource offers free SMs × `sm_boost_max` so that such rates fit.
+  Gpu(sim::Fluid& fluid, int index, int sm_count, double hbm_Bps, double speed = 1.0,
+      int reserved = 0, double sm_boost_max = 1.0);
 
   int index() const { return index_; }
   int sm_count() const { return sm_count_; }
@@ -42,6 +54,9 @@ class Gpu {
   // Fires with (gpu index, SMs held by NCCL) whenever that number changes.
   sim::Signal<int, int> on_nccl_sms;
 
+  void listen(SmListener* l);
+  void unlisten(SmListener* l);
+
  private:
   struct Request {
     RequestId id;
@@ -51,6 +66,7 @@ class Gpu {
   };
   void serve();
   void hold(int n, Holder who);
+  void changed();
 
   sim::Fluid& fluid_;
   int index_;
@@ -58,6 +74,8 @@ class Gpu {
   double speed_;
   int free_;
   int held_nccl_ = 0;
+  double sm_boost_max_;
+  SmListener* listeners_ = nullptr;
   sim::Fluid::ResourceId sm_res_;
   sim::Fluid::ResourceId hbm_res_;
   std::deque<Request> waiting_;

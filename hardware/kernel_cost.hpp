@@ -24,6 +24,7 @@ class KernelCost {
   double cpu_matmul_s(double flops) const;
   double cpu_stream_s(double bytes) const;
   double overhead_s() const { return p_.efficiency.kernel_overhead_us * 1e-6; }
+  int sm_count() const { return static_cast<int>(p_.gpu.sm_count); }
 
  private:
   const Profile& p_;

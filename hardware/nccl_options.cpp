@@ -8,6 +8,10 @@ const sim::Schema<NcclOptions>& nccl_options_schema() {
     s.integer("max_ctas", "CTAs", 0, 64, 0,
               "NCCL_MAX_CTAS: cap on CTAs (channels) per collective; 0 leaves NCCL's default",
               [](auto& n) -> auto& { return n.max_ctas; })
+        .integer("reserved_sms", "SMs", 0, 120, 0,
+                 "SMs held on every GPU for the whole step by another library or side job (as "
+                 "DeepEP reserves 20): kernels and NCCL CTAs share the rest",
+                 [](auto& n) -> auto& { return n.reserved_sms; })
         .integer("default_ctas.expert_allgather", "CTAs", 1, 64, 40,
                  "NCCL's CTAs for the 96-way expert all-gather over InfiniBand [cal: 40]",
                  [](auto& n) -> auto& { return n.default_ctas.expert_allgather; })

@@ -19,6 +19,9 @@ struct DefaultCtas {
 
 struct NcclOptions {
   std::int64_t max_ctas = 0;  // NCCL_MAX_CTAS; 0: unset (NCCL's own choice)
+  // SMs held on every GPU for the whole step by another communication library or side job
+  // (DeepEP reserves 20): compute kernels and NCCL share the others.
+  std::int64_t reserved_sms = 0;
   DefaultCtas default_ctas;
 };
 

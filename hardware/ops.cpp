@@ -1,16 +1,59 @@
 #include "hardware/ops.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <memory>
 
 namespace twin::hardware {
 
 namespace {
 
-void run_grid(sim::Task& t, Cluster& c, Gpu& g, KernelWork w) {
-  const double sm_s = w.alone_s * g.sm_count();
-  const sim::Fluid::Use uses[] = {{g.sm_resource(), 1.0}, {g.hbm_resource(), w.hbm_bytes / sm_s}};
-  c.fluid().start(sm_s, std::span(uses, w.hbm_bytes > 0 ? 2 : 1), g.sm_count(),
-                  [&t] { t.finish(); }, g.sm_count());
+// A fluid kernel's state, in the cluster's arena: its flow's bound follows the GPU's free SMs
+// through the contention model (the listener is the first member: the callback casts back).
+struct FluidRun {
+  SmListener listener;
+  sim::Task* t;
+  Cluster* c;
+  Gpu* g;
+  sim::Fluid::FlowId flow;
+  const KernelPart* parts;  // a fused run's kernels, or null
+  std::uint32_t n_parts;
+  KernelShape shape;        // the kernel's shape when not fused
+};
+
+double fluid_speed(const FluidRun& r, int free) {
+  const auto& m = r.c->contention();
+  if (r.parts == nullptr) return m.speed(r.shape, free);
+  double t = 0, slowed = 0;
+  for (std::uint32_t i = 0; i < r.n_parts; ++i) {
+    t += r.parts[i].alone_s;
+    slowed += r.parts[i].alone_s * m.slowdown(r.parts[i].shape, m.sm_count - free);
+  }
+  return slowed > 0 ? t / slowed : 1.0;
+}
+
+void rebound(SmListener* l, int free) {
+  auto* r = reinterpret_cast<FluidRun*>(l);
+  r->c->fluid().set_bound(r->flow, r->g->sm_count() * fluid_speed(*r, free));
+}
+
+void run_grid(sim::Task& t, Cluster& c, Gpu& g, double alone_s, double hbm_bytes, KernelShape shape,
+              const KernelPart* parts, std::uint32_t n_parts) {
+  auto* st = c.make<FluidRun>(SmListener{rebound}, &t, &c, &g, sim::Fluid::FlowId{0}, parts, n_parts, shape);
+  const double sm_s = alone_s * g.sm_count();
+  const sim::Fluid::Use uses[] = {{g.sm_resource(), 1.0}, {g.hbm_resource(), hbm_bytes / sm_s}};
+  st->flow = c.fluid().start(sm_s, std::span(uses, hbm_bytes > 0 ? 2 : 1),
+                             g.sm_count() * fluid_speed(*st, g.free_sms()), [st] {
+                               st->g->unlisten(&st->listener);
+                               st->t->finish();
+                             }, g.sm_count());
+  g.listen(&st->listener);
+}
+
+// Per-SM rate of a family's blocks with `active` of them running, relative to all SMs busy
+// (contention.hpp: power-capped clocks, bandwidth saturation).
+double per_sm_rate(const ContentionModel& m, Family f, int active) {
+  return (m.throughput(f, active) / active) / (m.throughput(f, m.sm_count) / m.sm_count);
 }
 
 // The state of a persistent kernel lives in the cluster's arena and callbacks capture only a
@@ -19,16 +62,21 @@ struct StaticRun {
   sim::Task* t;
   Cluster* c;
   Gpu* g;
-  sim::Time block_time;
+  double block_s;
   int blocks;
   int done;
+  int running;
+  Family family;
 };
 
 void run_static(sim::Task& t, Cluster& c, Gpu& g, KernelWork w) {
-  auto* st = c.make<StaticRun>(&t, &c, &g, sim::Time::s(w.alone_s), g.sm_count(), 0);
+  auto* st = c.make<StaticRun>(&t, &c, &g, w.alone_s, g.sm_count(), 0, 0, w.shape.family);
   g.request(st->blocks, Gpu::Holder::persistent, [st](int k) {
-    st->c->engine().after(st->block_time, [st, k] {
+    st->running += k;
+    const double s = st->block_s / per_sm_rate(st->c->contention(), st->family, st->running);
+    st->c->engine().after(sim::Time::s(s), [st, k] {
       st->g->release(k, Gpu::Holder::persistent);
+      st->running -= k;
       if ((st->done += k) == st->blocks) st->t->finish();
     }, sim::Priority::completion);
   });
@@ -41,10 +89,12 @@ struct DynamicRun {
   int held;
   sim::Fluid::FlowId flow;
   Gpu::RequestId req;
+  KernelShape shape;
 };
 
 void run_dynamic(sim::Task& t, Cluster& c, Gpu& g, KernelWork w) {
-  auto* st = c.make<DynamicRun>(&t, &c, &g, 0, sim::Fluid::FlowId{0}, Gpu::RequestId{0});
+  auto* st = c.make<DynamicRun>(&t, &c, &g, 0, sim::Fluid::FlowId{0}, Gpu::RequestId{0}, w.shape);
+  st->shape.schedule = Schedule::persistent_dynamic;
   const double sm_s = w.alone_s * g.sm_count();
   const sim::Fluid::Use hbm[] = {{g.hbm_resource(), w.hbm_bytes / sm_s}};
   st->flow = c.fluid().start(sm_s, std::span(hbm, w.hbm_bytes > 0 ? 1 : 0), 0.0, [st] {
@@ -54,7 +104,7 @@ void run_dynamic(sim::Task& t, Cluster& c, Gpu& g, KernelWork w) {
   }, g.sm_count());
   st->req = g.request(g.sm_count(), Gpu::Holder::persistent, [st](int k) {
     st->held += k;
-    st->c->fluid().set_bound(st->flow, st->held);
+    st->c->fluid().set_bound(st->flow, st->g->sm_count() * st->c->contention().speed(st->shape, st->held));
   });
 }
 
@@ -84,10 +134,31 @@ void run_kernel(sim::Task& t, Cluster& c, int gpu, KernelWork w) {
     KernelWork w = k->w;
     w.alone_s /= g.speed();
     switch (w.cls) {
-      case KernelClass::grid: return run_grid(task, c, g, w);
+      case KernelClass::grid: return run_grid(task, c, g, w.alone_s, w.hbm_bytes, w.shape, nullptr, 0);
       case KernelClass::persistent_static: return run_static(task, c, g, w);
       case KernelClass::persistent_dynamic: return run_dynamic(task, c, g, w);
     }
+  };
+}
+
+namespace {
+struct FusedCall {
+  Cluster* c;
+  int gpu;
+  KernelPart* parts;
+  std::uint32_t n;
+};
+}  // namespace
+
+void run_fused(sim::Task& t, Cluster& c, int gpu, std::span<const KernelPart> parts) {
+  auto* copy = static_cast<KernelPart*>(c.allocate(parts.size_bytes(), alignof(KernelPart)));
+  std::copy(parts.begin(), parts.end(), copy);
+  t.on_ready = [k = c.make<FusedCall>(&c, gpu, copy, static_cast<std::uint32_t>(parts.size()))](sim::Task& task) {
+    double alone = 0;
+    for (std::uint32_t i = 0; i < k->n; ++i) alone += k->parts[i].alone_s;
+    Gpu& g = k->c->gpu(k->gpu);
+    if (alone <= 0) return task.finish();
+    run_grid(task, *k->c, g, alone / g.speed(), 0, {}, k->parts, k->n);
   };
 }
 

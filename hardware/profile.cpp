@@ -164,7 +164,48 @@ sim::Schema<EfficiencySpec> efficiency_schema() {
   return s;
 }
 
+// Compute families have a clock boost and a cluster size; elementwise families the SMs at which
+// they saturate HBM (contention.hpp states the mechanisms).
+constexpr Family kComputeFamilies[] = {Family::gemm, Family::gemm_fp8, Family::grouped_gemm,
+                                       Family::attention};
+
+sim::Schema<ContentionModel> contention_schema() {
+  sim::Schema<ContentionModel> s;
+  s.real("cluster_waste_sms", "SMs", 0, 1e4, std::nullopt,
+         "SMs a kernel of thread-block clusters cannot use once any SM is held (GPCs left with a "
+         "remainder no cluster fits)",
+         [](auto& c) -> auto& { return c.cluster_waste_sms; })
+      .real("ew_knee", "", 0.5, 100, std::nullopt,
+            "sharpness of an elementwise kernel's bandwidth saturation (soft minimum's exponent)",
+            [](auto& c) -> auto& { return c.family[static_cast<int>(Family::ew_add)].knee; });
+  for (const Family f : kComputeFamilies) {
+    const int i = static_cast<int>(f);
+    const std::string n(family_name(f));
+    s.real(n + ".boost_max", "", 0.5, 4, std::nullopt,
+           "top clock over full-load clock of " + n + " kernels: the most a kernel speeds up per SM "
+           "when fewer SMs are busy (power cap)",
+           [i](auto& c) -> auto& { return c.family[i].boost_max; })
+        .integer(n + ".cluster_sms", "SMs", 1, 16, std::nullopt,
+                 "SMs per thread-block cluster of " + n + " kernels",
+                 [i](auto& c) -> auto& { return c.family[i].cluster_sms; });
+  }
+  for (int i = static_cast<int>(Family::ew_add); i < kFamilies; ++i) {
+    const std::string n(family_name(static_cast<Family>(i)));
+    s.real(n + ".sat_sms", "SMs", 1, 1e4, std::nullopt,
+           "SMs' worth of " + n + " kernel throughput that saturates HBM",
+           [i](auto& c) -> auto& { return c.family[i].sat_sms; });
+  }
+  return s;
+}
+
 }  // namespace
+
+void finish_contention(Profile& p) {
+  auto& c = p.contention;
+  c.sm_count = static_cast<int>(p.gpu.sm_count);
+  const double knee = c.family[static_cast<int>(Family::ew_add)].knee;
+  for (int i = static_cast<int>(Family::ew_add); i < kFamilies; ++i) c.family[i].knee = knee;
+}
 
 const sim::Schema<Profile>& profile_schema() {
   static const sim::Schema<Profile> s = [] {
@@ -175,6 +216,7 @@ const sim::Schema<Profile>& profile_schema() {
         .include("network", network_schema(), [](auto& p) -> auto& { return p.network; })
         .include("nccl", nccl_schema(), [](auto& p) -> auto& { return p.nccl; })
         .include("efficiency", efficiency_schema(), [](auto& p) -> auto& { return p.efficiency; })
+        .include("contention", contention_schema(), [](auto& p) -> auto& { return p.contention; })
         .all_sourced()
         .text("name", std::nullopt, "profile name", [](auto& p) -> auto& { return p.name; })
         .text("description", std::string(), "what this profile describes",

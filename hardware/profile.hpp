@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "hardware/contention.hpp"
 #include "sim/param.hpp"
 
 namespace twin::hardware {
@@ -94,10 +95,13 @@ struct Profile {
   NetworkSpec network;
   NcclSpec nccl;
   EfficiencySpec efficiency;
+  ContentionModel contention;  // SM contention per kernel family (contention.hpp); sm_count from gpu
   std::map<std::string, std::string> sources;  // key → source note, filled by the loader
   std::string provenance_json;                 // measured profiles: where, when, versions
 };
 
 const sim::Schema<Profile>& profile_schema();
+// Completes the contention model after loading: the GPU's SM count, the shared elementwise knee.
+void finish_contention(Profile& p);
 
 }  // namespace twin::hardware

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "model/accounting.hpp"
+#include "model/kernel_shapes.hpp"
 
 namespace twin::model {
 
@@ -14,11 +15,11 @@ constexpr const char* kNames[] = {
     "copy_d2h", "copy_h2d", "cpu_optimizer", "cpu_other", "marker", "fused_kernels", "alloc_retry"};
 static_assert(sizeof(kNames) / sizeof(kNames[0]) == kCategoryCount);
 
+using hardware::Family;
 using hardware::KernelClass;
 using hardware::KernelWork;
 
-KernelWork grid(double s) { return {s, 0, KernelClass::grid}; }
-KernelWork scaled(KernelWork w, double k) { return {w.alone_s * k, w.hbm_bytes * k, w.cls}; }
+KernelWork scaled(KernelWork w, double k) { return {w.alone_s * k, w.hbm_bytes * k, w.cls, w.shape}; }
 }  // namespace
 
 const char* category_name(std::int32_t c) {
@@ -52,22 +53,28 @@ LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankW
   const KernelClass expert_cls = !sonic ? KernelClass::grid
                                  : t.moe_tile_scheduler == "dynamic" ? KernelClass::persistent_dynamic
                                                                      : KernelClass::persistent_static;
+  const int sms = cost.sm_count();
+  // A plain MoE loops over experts, one cuBLAS GEMM each: their shape is one expert's.
   auto grouped = [&](const char* name, double n, double kk) {
     const double one = cost.gemm_s(per_expert, n, kk) - cost.overhead_s();
     const double launches = sonic ? 1 : e_gpu;
-    return Op{name, kExpertGemm, {e_gpu * one + launches * cost.overhead_s(), 0, expert_cls}, 0,
+    const auto shape = sonic ? grouped_shape(sms, expert_cls == KernelClass::persistent_dynamic)
+                             : gemm_shape(sms, per_expert, n);
+    return Op{name, kExpertGemm, {e_gpu * one + launches * cost.overhead_s(), 0, expert_cls, shape}, 0,
               {Launch::kGroupedGemm, per_expert, n, kk, e_gpu}};
   };
   auto gemm = [&](const char* name, double rows, double n, double kk) {
-    return Op{name, kOtherGemm, grid(cost.gemm_s(rows, n, kk)), 0, gemm_launch(rows, n, kk)};
+    return Op{name, kOtherGemm, grid_work(cost.gemm_s(rows, n, kk), gemm_shape(sms, rows, n)), 0,
+              gemm_launch(rows, n, kk)};
   };
-  auto ew = [&](const char* name, double bytes) {
-    return Op{name, kElementwise, grid(cost.elementwise_s(bytes)), 0, elementwise_launch(bytes)};
+  auto ew = [&](const char* name, Family f, double bytes) {
+    return Op{name, kElementwise, grid_work(cost.elementwise_s(bytes), elementwise_shape(f, bytes)), 0,
+              elementwise_launch(bytes)};
   };
   auto attention = [&](const char* name, double flops, bool backward) {
     Launch l{Launch::kAttention};
     l.sliding = sliding == 1, l.backward = backward;
-    return Op{name, kAttention, grid(cost.attention_s(flops, backward)), 0, l};
+    return Op{name, kAttention, grid_work(cost.attention_s(flops, backward), attention_shape(sms)), 0, l};
   };
   auto a2a = [&](const char* name) { return Op{name, kCollEpAllToAll, {}, T * k * h * 2}; };
   auto times = [](Op op, const char* name, double r) {
@@ -88,18 +95,18 @@ LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankW
   auto& fw = ops.forward;
   fw.reserve(12);
   ops.backward.reserve(12);
-  fw.push_back(ew("attn_norm_rope", norms));
+  fw.push_back(ew("attn_norm_rope", Family::ew_norm, norms));
   fw.push_back(gemm("qkv_proj", T, qkv_out, h));
   fw.push_back(attention("attention_fwd", attn_fwd, false));
   fw.push_back(gemm("o_proj", T, h, static_cast<double>(a.q_heads * a.v_head_dim)));
   fw.push_back(gemm("router", T, static_cast<double>(m.experts), h));
-  fw.push_back(ew("route_permute", route_ew + permute));
+  fw.push_back(ew("route_permute", Family::ew_gather, route_ew + permute));
   fw.push_back(a2a("dispatch"));
   fw.push_back(up);
-  if (!sonic) fw.push_back(ew("swiglu", pairs * 3 * f * 2));
+  if (!sonic) fw.push_back(ew("swiglu", Family::ew_swiglu, pairs * 3 * f * 2));
   fw.push_back(down);
   fw.push_back(a2a("combine"));
-  fw.push_back(ew("unpermute", permute));
+  fw.push_back(ew("unpermute", Family::ew_scatter_add, permute));
 
   // Recompute: full re-runs the forward; selective (every second matmul output saved) half of
   // the matmul work and all elementwise work; attention outputs are saved [est].
@@ -116,18 +123,18 @@ LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankW
   // Backward: matmuls 2× (input and weight gradients), attention with its backward efficiency,
   // elementwise passes 2×; EP all-to-alls mirror the forward ones.
   auto& bw = ops.backward;
-  bw.push_back(ew("unpermute_bwd", 2 * permute));
+  bw.push_back(ew("unpermute_bwd", Family::ew_gather, 2 * permute));
   bw.push_back(a2a("combine_bwd"));
   bw.push_back(times(down, "expert_down_bwd", 2));
-  if (!sonic) bw.push_back(ew("swiglu_bwd", 2 * pairs * 3 * f * 2));
+  if (!sonic) bw.push_back(ew("swiglu_bwd", Family::ew_swiglu, 2 * pairs * 3 * f * 2));
   bw.push_back(times(up, "expert_up_bwd", 2));
   bw.push_back(a2a("dispatch_bwd"));
-  bw.push_back(ew("route_bwd", 2 * (route_ew + permute)));
+  bw.push_back(ew("route_bwd", Family::ew_scatter_add, 2 * (route_ew + permute)));
   bw.push_back(times(fw[4], "router_bwd", 2));
   bw.push_back(times(fw[3], "o_proj_bwd", 2));
   bw.push_back(attention("attention_bwd", attn_bwd, true));
   bw.push_back(times(fw[1], "qkv_bwd", 2));
-  bw.push_back(ew("attn_norm_rope_bwd", 2 * norms));
+  bw.push_back(ew("attn_norm_rope_bwd", Family::ew_norm, 2 * norms));
   return ops;
 }
 

@@ -1,6 +1,7 @@
 #include "model/step_graph.hpp"
 
 #include "model/accounting.hpp"
+#include "model/kernel_shapes.hpp"
 
 namespace twin::model {
 
@@ -81,14 +82,16 @@ void StepBuilder::fuse(std::size_t j0, std::size_t j1, const std::vector<std::ve
   std::string name;
   for (std::size_t j = j0; j < j1; ++j) name += (j > j0 ? "+" : "") + std::string(ops[0][j].name);
   const char* n = names_.emplace_back(std::move(name)).c_str();
+  std::vector<hardware::KernelPart> parts;
   for (std::int64_t r = 0; r < ranks_; ++r) {
-    double alone = 0;
+    parts.clear();
     for (std::size_t j = j0; j < j1; ++j) {
       const Op& op = ops[static_cast<std::size_t>(r)][j];
       fused_parts_.emplace_back(op.category, op.work.alone_s);
-      alone += op.work.alone_s;
+      parts.push_back({op.work.shape, op.work.alone_s});
     }
-    auto& t = kernel(r, n, kFused, {alone, 0, hardware::KernelClass::grid}, layer);
+    auto& t = task(r, kCompute, n, kFused, layer);
+    hardware::run_fused(t, c_, static_cast<int>(r), parts);
     if (r == launch_rank_) {
       std::vector<Launch> ls;
       for (std::size_t j = j0; j < j1; ++j) ls.push_back(ops[static_cast<std::size_t>(r)][j].launch);
@@ -205,7 +208,8 @@ void StepBuilder::run_ops(const std::vector<std::vector<Op>>& ops, std::int32_t 
       if (first_expert && job_.training.expert_gather_dtype == "fp8") {
         // Dequantize: read FP8 values and scales, write bf16 (SPEC.md §6.8).
         const double bytes = comm.expert_gather + 2 * comm.expert_elems;
-        auto& dq = kernel(r, "fp8_dequant", kElementwise, {cost_.elementwise_s(bytes)}, layer);
+        auto& dq = kernel(r, "fp8_dequant", kElementwise, grid_work(cost_.elementwise_s(bytes),
+                          grid_stride_shape(cost_.sm_count(), hardware::Family::ew_fp8_dequant)), layer);
         note(r, dq, {elementwise_launch(bytes)});
         dq.after(*weights_expert[static_cast<std::size_t>(r)]);
       }

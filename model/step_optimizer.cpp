@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "model/accounting.hpp"
+#include "model/kernel_shapes.hpp"
 #include "model/step_graph.hpp"
 
 namespace twin::model {
@@ -113,12 +114,16 @@ StepBuilder::PerRank StepBuilder::build_optimizer(const PerRank& grads_home) {
         up.after(*cpu_last);
         const double per_flop = cost_.gemm_s(std::min(h, f), std::min(h, f), std::max(h, f)) /
                                 (2 * std::min(h, f) * std::min(h, f) * std::max(h, f));
-        auto& ns = kernel(r, "newton_schulz_gpu", kOptimizerGpu, {expert_flops * per_flop}, -1);
+        // Newton–Schulz as GEMMs over the owned matrices, batched (the measured 16-matrix batch
+        // is a dynamic nvjet kernel; contention.hpp).
+        const auto ns_shape = gemm_shape(cost_.sm_count(), std::min(h, f), std::max(h, f), owned_expert);
+        auto& ns = kernel(r, "newton_schulz_gpu", kOptimizerGpu, grid_work(expert_flops * per_flop, ns_shape), -1);
         ns.after(up);
         auto& nd = kernel(r, "newton_schulz_gpu_dense", kOptimizerGpu,
-                          {dense_flops > 0 ? cost_.gemm_s(dense_rows, dense_rows, dense_own / dense_rows) *
-                                                 dense_flops / (2 * dense_own * dense_rows)
-                                           : 0.0}, -1);
+                          grid_work(dense_flops > 0 ? cost_.gemm_s(dense_rows, dense_rows, dense_own / dense_rows) *
+                                                          dense_flops / (2 * dense_own * dense_rows)
+                                                    : 0.0,
+                                    gemm_shape(cost_.sm_count(), dense_rows, dense_own / dense_rows)), -1);
         nd.after(*gather[static_cast<std::size_t>(r)]);
         auto& down = copy(r, true, "ns_to_host", -1, expert_bytes + 4 * dense_own);
         down.after(nd);

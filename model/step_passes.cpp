@@ -1,5 +1,6 @@
 // Forward and backward passes of the step graph (the FSDP2 rules are in step_graph.hpp).
 #include "model/accounting.hpp"
+#include "model/kernel_shapes.hpp"
 #include "model/step_graph.hpp"
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 namespace twin::model {
 
 using hardware::CollKind;
+using hardware::Family;
 
 namespace {
 // One part of every rank's ops, moved out (each part is run once).
@@ -28,7 +30,8 @@ void StepBuilder::forward(std::vector<PerRank>& begin, std::vector<PerRank>& end
                         "embedding_gather", kCollDenseGather, -1);
   const double rope = rope_cache_bytes(job_);
   for (std::int64_t r = 0; r < ranks_; ++r) {
-    auto& k = kernel(r, "embedding", kElementwise, {cost_.elementwise_s(4 * work_[r].tokens * h)}, -1);
+    const double eb = 4 * work_[r].tokens * h;
+    auto& k = kernel(r, "embedding", kElementwise, grid_work(cost_.elementwise_s(eb), elementwise_shape(Family::ew_gather, eb)), -1);
     note(r, k, {elementwise_launch(4 * work_[r].tokens * h)});
     k.after(*emb[static_cast<std::size_t>(r)]);
     unshard(r, V * h * kBf16, V * h * kBf16, *emb[static_cast<std::size_t>(r)], k, k);
@@ -99,10 +102,12 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
   for (std::int64_t r = 0; r < ranks_; ++r) {
     const double T = work_[r].tokens;
     const auto fwd = cost_.gemm_s(T, V, h);
-    auto& hf = kernel(r, "head_forward", kOtherGemm, {fwd}, L);
+    const auto head = gemm_shape(cost_.sm_count(), T, V);
+    auto& hf = kernel(r, "head_forward", kOtherGemm, grid_work(fwd, head), L);
     hf.after(*head_ag[static_cast<std::size_t>(r)]);
-    auto& loss = kernel(r, "loss", kElementwise, {cost_.elementwise_s(3 * T * V * 4)}, L);
-    auto& hb = kernel(r, "head_backward", kOtherGemm, {2 * fwd}, L);
+    auto& loss = kernel(r, "loss", kElementwise, grid_work(cost_.elementwise_s(3 * T * V * 4),
+                        elementwise_shape(Family::ew_loss, 3 * T * V * 4)), L);
+    auto& hb = kernel(r, "head_backward", kOtherGemm, grid_work(2 * fwd, head), L);
     note(r, hf, {gemm_launch(T, V, h)});
     note(r, loss, {elementwise_launch(3 * T * V * 4)});
     note(r, hb, {gemm_launch(T, V, h, 2)});
@@ -222,7 +227,8 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
       // The owner converts the received bf16 slices to fp32 and sums them.
       const double recv = comm.expert_reduce * (expert_pg - 1) / expert_pg;
       const double sum_bytes = recv + 2 * recv / expert_pg;
-      auto& s = kernel(r, "grad_fp32_sum", kElementwise, {cost_.elementwise_s(sum_bytes)}, i, kSideStream);
+      auto& s = kernel(r, "grad_fp32_sum", kElementwise, grid_work(cost_.elementwise_s(sum_bytes),
+                       grid_stride_shape(cost_.sm_count(), Family::ew_sum_fp32)), i, kSideStream);
       note(r, s, {elementwise_launch(sum_bytes)});
       s.after(*rse[ri]);
       const auto rb = mem_.alloc(r, "grad_all_to_all_recv",
@@ -254,9 +260,12 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
     prev_reduce_e = rse;
   }
   // Embedding gradient (a scatter-add from the token ids), reduced and sent home.
-  for (std::int64_t r = 0; r < ranks_; ++r)
-    note(r, kernel(r, "embedding_backward", kElementwise, {cost_.elementwise_s(4 * work_[r].tokens * h)}, -1),
-         {elementwise_launch(4 * work_[r].tokens * h)});
+  for (std::int64_t r = 0; r < ranks_; ++r) {
+    const double eb = 4 * work_[r].tokens * h;
+    note(r, kernel(r, "embedding_backward", kElementwise, grid_work(cost_.elementwise_s(eb),
+                   elementwise_shape(Family::ew_scatter_add, eb)), -1),
+         {elementwise_launch(eb)});
+  }
   auto emb_rs = collective(dense_pg_, kDensePg, CollKind::reduce_scatter, V * h * 4, ctas.dense,
                            "embedding_grad_reduce_scatter", kCollDenseReduce, -1);
   const auto bw_end = marker(kCompute, "backward_end", -1);

@@ -121,6 +121,7 @@ class Resolver {
     Loaded out;
     for (const auto& e : scenario_schema().entries()) bind(e, out.scenario);
     if (const Json* p = find_path(tree_, kProvenanceKey)) out.scenario.hw.provenance_json = p->dump();
+    hardware::finish_contention(out.scenario.hw);
     check_cross_fields(out.scenario);
     load_doc_lengths(out.scenario.job.data);
     load_node_list(out.scenario);

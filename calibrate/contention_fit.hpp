@@ -1,0 +1,49 @@
+// Fits the SM-contention model (hardware/contention.hpp) to the curves measured by
+// calibrate/contention_bench.py, family by family, and reports its residuals.
+//
+// Data: every case of the measurement files (a later file's cases of a class replace an earlier
+// file's: the holders differed, see reports/calibration/contention/README.md); each case becomes
+// a KernelShape from its launch configuration (PyTorch profiler records: grid, block, shared
+// memory; nvjet's cluster from the kernel's name) and its points (SMs held, slowdown).
+// Split: a family's cases alternate between fitting and holding out; so do the SMs held (every
+// second value of the measured list). A point is fitted only if both its case and its SMs are;
+// every other point is held out. Fit: least squares of log(model/measured) over the fitted
+// points, by exhaustive search over a grid of each family's parameters (the cluster waste w is
+// shared by the clustered families, the elementwise knee by the elementwise ones).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "hardware/contention.hpp"
+
+namespace twin::calibrate {
+
+struct ContentionPoint {
+  int held = 0;
+  double measured = 1;  // slowdown
+  bool fitted = false;  // in the fitting half (else held out)
+};
+
+struct ContentionCase {
+  std::string name;   // kernel[shape]
+  std::string group;  // the family fitted, or a report-only group ("twin_grouped", "copy_engine", …)
+  hardware::KernelShape shape;
+  std::vector<ContentionPoint> points;
+};
+
+// Reads the measurement files into cases (throws std::runtime_error with the file on bad input).
+std::vector<ContentionCase> read_contention_cases(const std::vector<std::string>& files);
+
+// Fits the model's parameters; `base` supplies what the data does not decide (cluster sizes).
+hardware::ContentionModel fit_contention(const std::vector<ContentionCase>& cases,
+                                         hardware::ContentionModel base);
+
+// Per group: residuals (model/measured − 1) of held-out and fitted points, the median over
+// cases at each SMs-held value, and the worst; JSON for reports and tests.
+nlohmann::json contention_residuals(const std::vector<ContentionCase>& cases,
+                                    const hardware::ContentionModel& m);
+
+}  // namespace twin::calibrate

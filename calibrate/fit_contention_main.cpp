@@ -1,0 +1,80 @@
+// twin-fit-contention: fits the SM-contention model (hardware/contention.hpp) to the curves that
+// calibrate/contention_bench.py measured, writes the fitted `contention` section of a hardware
+// profile (every value with its source) and the residuals per family. No GPU needed.
+//
+//   build/twin-fit-contention reports/calibration/contention/h200-2026-11-30-contention-a.json
+//       --out reports/calibration/contention/fit.json
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "calibrate/contention_fit.hpp"
+
+using namespace twin;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+Json profile_section(const hardware::ContentionModel& m, const std::string& data) {
+  const std::string src = "[meas] fitted by twin-fit-contention on our H200 (" + data +
+                          "; reports/calibration/contention/README.md)";
+  Json s;
+  s["cluster_waste_sms"] = {{"value", m.cluster_waste_sms}, {"source", src}};
+  s["ew_knee"] = {{"value", m.of(hardware::Family::ew_add).knee}, {"source", src}};
+  for (const auto f : {hardware::Family::gemm, hardware::Family::gemm_fp8, hardware::Family::grouped_gemm,
+                       hardware::Family::attention}) {
+    const auto& p = m.of(f);
+    s[std::string(hardware::family_name(f))] = {{"boost_max", {{"value", p.boost_max}, {"source", src}}},
+                                                {"cluster_sms", {{"value", p.cluster_sms}, {"source",
+                                                 "[meas] the measured kernels' names (nvjet ..._1x2_, _2x1_; "
+                                                 "QuACK/CUTLASS grouped GEMMs assumed alike [est])"}}}};
+  }
+  for (int i = static_cast<int>(hardware::Family::ew_add); i < hardware::kFamilies; ++i)
+    s[std::string(hardware::family_name(static_cast<hardware::Family>(i)))] = {
+        {"sat_sms", {{"value", m.family[i].sat_sms}, {"source", src}}}};
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"twin-fit-contention: fit the SM-contention model to contention_bench.py's curves"};
+  std::vector<std::string> files;
+  std::string out;
+  app.add_option("files", files, "measurement files (a later file's classes replace an earlier's)")->required();
+  app.add_option("--out", out, "write the fitted section and residuals here (JSON)");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    const auto cases = calibrate::read_contention_cases(files);
+    hardware::ContentionModel base;
+    for (const auto f : {hardware::Family::gemm, hardware::Family::grouped_gemm})
+      base.family[static_cast<int>(f)].cluster_sms = 2;
+    const auto m = calibrate::fit_contention(cases, base);
+    std::string data;
+    for (const auto& f : files) data += (data.empty() ? "" : ", ") + f.substr(f.find_last_of('/') + 1);
+    Json doc;
+    doc["contention"] = profile_section(m, data);
+    doc["residuals"] = calibrate::contention_residuals(cases, m);
+    for (const auto& [g, r] : doc["residuals"].items())
+      fmt::print("{:16s} cases {:2d}  held-out: worst median over cases {:5.1f}%, worst point {:5.1f}%"
+                 "  (fitted points: worst {:5.1f}%)\n", g, r["cases"].get<int>(),
+                 100 * r["held_out_worst_median"].get<double>(), 100 * r["held_out_worst"].get<double>(),
+                 100 * r["fitted_worst"].get<double>());
+    fmt::print("{}\n", doc["contention"].dump(2));
+    if (!out.empty()) {
+      std::ofstream f(out + ".tmp");
+      f << doc.dump(1) << "\n";
+      if (!f || std::rename((out + ".tmp").c_str(), out.c_str()) != 0) {
+        std::fprintf(stderr, "twin-fit-contention: cannot write %s\n", out.c_str());
+        return 1;
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "twin-fit-contention: error: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

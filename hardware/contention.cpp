@@ -1,0 +1,85 @@
+#include "hardware/contention.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace twin::hardware {
+
+namespace {
+constexpr std::string_view kNames[] = {
+    "gemm",   "gemm_fp8",  "grouped_gemm",   "attention", "ew_add",       "ew_norm",
+    "ew_swiglu", "ew_gather", "ew_scatter_add", "ew_widen", "ew_fp8_quant", "ew_fp8_dequant",
+    "ew_sum_fp32", "ew_loss"};
+static_assert(sizeof(kNames) / sizeof(kNames[0]) == kFamilies);
+}  // namespace
+
+std::string_view family_name(Family f) { return kNames[static_cast<int>(f)]; }
+
+Family family_of(std::string_view name) {
+  for (int i = 0; i < kFamilies; ++i)
+    if (kNames[i] == name) return static_cast<Family>(i);
+  return Family::count;
+}
+
+double ContentionModel::boost(Family f, double active) const {
+  if (active >= sm_count) return 1.0;
+  return std::min(of(f).boost_max, std::cbrt(sm_count / std::max(active, 1.0)));
+}
+
+double ContentionModel::throughput(Family f, double active) const {
+  const auto& p = of(f);
+  const double x = active * boost(f, active);
+  if (p.sat_sms <= 0) return x;
+  return x / std::pow(1 + std::pow(x / p.sat_sms, p.knee), 1 / p.knee);
+}
+
+int ContentionModel::usable_sms(Family f, int held) const {
+  const int c = std::max(1, of(f).cluster_sms);
+  int s = sm_count - held;
+  if (c > 1 && held > 0) s -= std::min(held, static_cast<int>(std::lround(cluster_waste_sms)));
+  return std::max(c, s / c * c);
+}
+
+namespace {
+
+// Mechanism 4 for each schedule, in units of one block's (or tile list's) work at one SM's
+// nominal rate; only ratios are used.
+double grid_time(const ContentionModel& m, const KernelShape& k, int u) {
+  const double o = std::max<double>(1, k.blocks_per_sm);
+  const double slots = u * o;
+  const double blocks = std::max<double>(1, k.blocks);
+  const double waves = std::floor(blocks / slots);
+  const double rest = blocks - waves * slots;
+  auto d = [&](double a) { return a * o / m.throughput(k.family, a); };
+  return waves * d(u) + (rest > 0 ? d(std::ceil(rest / o)) : 0.0);
+}
+
+double static_time(const ContentionModel& m, const KernelShape& k, int u) {
+  double left = std::min<double>(m.sm_count, std::max<double>(1, k.blocks)), t = 0;
+  while (left > 0) {
+    const double a = std::min<double>(u, left);
+    t += a / m.throughput(k.family, a);
+    left -= a;
+  }
+  return t;
+}
+
+double time_at(const ContentionModel& m, const KernelShape& k, int held) {
+  const int u = m.usable_sms(k.family, held);
+  switch (k.schedule) {
+    case Schedule::grid: return grid_time(m, k, u);
+    case Schedule::persistent_static: return static_time(m, k, u);
+    case Schedule::persistent_dynamic: return 1.0 / m.throughput(k.family, u);
+  }
+  return 1.0;
+}
+
+}  // namespace
+
+double ContentionModel::slowdown(const KernelShape& k, int held) const {
+  held = std::clamp(held, 0, sm_count - 1);
+  if (held == 0) return 1.0;
+  return time_at(*this, k, held) / time_at(*this, k, 0);
+}
+
+}  // namespace twin::hardware

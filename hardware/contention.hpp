@@ -1,0 +1,95 @@
+// How much slower a kernel runs while some of the GPU's SMs are held (by NCCL CTAs, another
+// library, a side job): the mechanism under the NCCL_MAX_CTAS what-if (SPEC.md §6.13).
+// Measured on our H200, kernel class by kernel class, by calibrate/contention_bench.py
+// (reports/calibration/contention/, fits and residuals there).
+//
+// A kernel of family F runs B blocks (CTAs), at most o per SM, in thread-block clusters of c SMs.
+// With k SMs held, s = S − k are free (S SMs in all). Four mechanisms make its time T(k):
+//
+//  1. Usable SMs. A cluster needs c free SMs inside one GPC; held SMs spread over the GPCs leave
+//     some GPCs with a remainder no cluster fits: u = ⌊(s − min(k, w))/c⌋·c for c > 1 (w: the SMs
+//     so wasted, a GPU property; H200: 8 GPCs, fitted w ≈ 3), u = s otherwise.
+//  2. Power-capped clocks. A GPU at full load runs below its top clock; with fewer SMs busy the
+//     same power buys a higher clock: dynamic power ∝ a·f³ at a fixed budget gives
+//     f ∝ (S/a)^⅓ for a busy SMs, up to the top clock: b(a) = min(b_max, (S/a)^⅓), b_max = the
+//     family's top clock over its full-load clock (GEMMs draw the most power: measured 1.2–1.4).
+//  3. Bandwidth saturation. The kernel's throughput with a busy SMs, in SM-equivalents, is
+//     Θ(a) = x / (1 + (x/a_sat)^p)^(1/p), x = a·b(a): linear in SMs until the memory system
+//     saturates at a_sat SMs' worth (a soft minimum of sharpness p). Compute-bound: a_sat = ∞.
+//  4. Scheduling. grid: the hardware dispatches blocks as slots free, u·o at a time; full waves
+//     run on u SMs, the last partial wave on ⌈r/o⌉ SMs (fast when bandwidth-bound):
+//        T = ⌊B/(u·o)⌋·d(u) + [r > 0]·d(⌈r/o⌉),  r = B mod u·o,  d(a) = a·o/Θ(a);
+//     persistent static: min(B, S) CTAs with fixed tile lists; those without an SM start when
+//     one frees, so the kernel runs in rounds of u CTAs, each round as long as one tile list at
+//     that round's clock:  T = Σ_rounds a_j/Θ(a_j),  a_j = min(u, CTAs left);
+//     persistent dynamic: tiles from a shared counter drain at Θ(u):  T = 1/Θ(u).
+// The slowdown is T(k)/T(0). Each family's parameters are in the hardware profile
+// (`contention.*`, hardware/profile.hpp), fitted by twin-fit-contention (calibrate/).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace twin::hardware {
+
+// Kernel families, each with its own fitted parameters. Elementwise kernels differ in how many
+// SMs saturate HBM (their per-SM throughput): one family per implementation the step runs.
+enum class Family : std::uint8_t {
+  gemm,          // cuBLAS bf16 (nvjet persistent kernels, clusters of 2)
+  gemm_fp8,      // cuBLASLt FP8 with row-wise scales
+  grouped_gemm,  // CUTLASS/QuACK persistent grouped GEMMs (torch._grouped_mm, SonicMoE)
+  attention,     // cuDNN / FlashAttention forward and backward
+  ew_add,        // vectorized same-dtype elementwise (add, mul, RoPE, residual, bf16 casts)
+  ew_norm,       // RMSNorm forward and backward
+  ew_swiglu,     // SwiGLU forward and backward (unfused: silu, mul)
+  ew_gather,     // index_select of token rows (MoE permute)
+  ew_scatter_add,  // index_add_ of token rows (MoE unpermute, combine weights)
+  ew_widen,      // mixed-dtype elementwise: bf16→fp32 casts, fp32 accumulation of bf16
+  ew_fp8_quant,  // FP8 block quantization (128 values, one scale)
+  ew_fp8_dequant,  // FP8 block dequantization (grid-stride, 16 blocks per SM)
+  ew_sum_fp32,   // fp32 sum of bf16 slices (the bf16 gradient all-to-all's local sum)
+  ew_loss,       // cross-entropy forward and backward over a chunk of logits
+  count
+};
+constexpr int kFamilies = static_cast<int>(Family::count);
+std::string_view family_name(Family f);
+// The family of a name, or Family::count if none.
+Family family_of(std::string_view name);
+
+enum class Schedule : std::uint8_t { grid, persistent_static, persistent_dynamic };
+
+// What contention needs to know of one kernel launch. The default, a dynamic kernel of a
+// compute-bound family with default parameters, slows in proportion to the SMs held.
+struct KernelShape {
+  Family family = Family::gemm;
+  Schedule schedule = Schedule::persistent_dynamic;
+  std::uint16_t blocks_per_sm = 1;  // o
+  float blocks = 0;                 // B (grid: blocks; persistent: CTAs, ≤ S)
+};
+
+// A family's fitted parameters.
+struct FamilyParams {
+  double boost_max = 1;  // b_max
+  double sat_sms = 0;    // a_sat (0: compute-bound)
+  double knee = 3;       // p
+  int cluster_sms = 1;   // c
+};
+
+struct ContentionModel {
+  int sm_count = 132;
+  double cluster_waste_sms = 0;  // w
+  FamilyParams family[kFamilies];
+
+  const FamilyParams& of(Family f) const { return family[static_cast<int>(f)]; }
+  // T(held)/T(0) for one launch (mechanisms 1–4 above).
+  double slowdown(const KernelShape& k, int held) const;
+  // Relative speed 1/slowdown with `free` SMs available (the engine's rate of a fluid kernel).
+  double speed(const KernelShape& k, int free) const { return 1.0 / slowdown(k, sm_count - free); }
+  // b(a) and Θ(a) of a family (for the engine's persistent kernels and for tests).
+  double boost(Family f, double active) const;
+  double throughput(Family f, double active) const;
+  // SMs a family can use with `held` of them taken (mechanism 1).
+  int usable_sms(Family f, int held) const;
+};
+
+}  // namespace twin::hardware
