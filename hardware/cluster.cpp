@@ -15,8 +15,6 @@ Cluster::Cluster(sim::Engine& engine, sim::Fluid& fluid, const Profile& profile,
   if (gpus <= 0 || gpus % gpus_per_node_ != 0)
     throw std::invalid_argument("the GPU count must be a positive multiple of the node's GPUs");
   contention_.sm_count = static_cast<int>(profile.gpu.sm_count);
-  double boost = 1;
-  for (const auto& f : contention_.family) boost = std::max(boost, f.boost_max);
   const auto& n = profile.node;
   for (int g = 0; g < gpus; ++g) {
     const std::string p = "gpu" + std::to_string(g) + ".";
@@ -25,7 +23,7 @@ Cluster::Cluster(sim::Engine& engine, sim::Fluid& fluid, const Profile& profile,
     gpus_.push_back(std::make_unique<Gpu>(fluid_, g, static_cast<int>(profile.gpu.sm_count),
                                           profile.gpu.hbm_bw_GBps * 1e9,
                                           1.0 - profile.gpu.speed_spread * u,
-                                          static_cast<int>(nccl.reserved_sms), boost));
+                                          static_cast<int>(nccl.reserved_sms)));
     links_.push_back({fluid_.add_resource(n.nvlink_gpu_GBps * 1e9, p + "nvlink_out"),
                       fluid_.add_resource(n.nvlink_gpu_GBps * 1e9, p + "nvlink_in"),
                       fluid_.add_resource(n.nic_GBps * 1e9, p + "nic_out"),

@@ -30,7 +30,10 @@ double ContentionModel::throughput(Family f, double active) const {
   const auto& p = of(f);
   const double x = active * boost(f, active);
   if (p.sat_sms <= 0) return x;
-  return x / std::pow(1 + std::pow(x / p.sat_sms, p.knee), 1 / p.knee);
+  // x / (1 + (x/a_sat)^p)^(1/p), written so that no power overflows for a sharp knee.
+  const double r = x / p.sat_sms;
+  return r <= 1 ? x / std::pow(1 + std::pow(r, p.knee), 1 / p.knee)
+                : p.sat_sms / std::pow(1 + std::pow(1 / r, p.knee), 1 / p.knee);
 }
 
 int ContentionModel::usable_sms(Family f, int held) const {

@@ -6,11 +6,9 @@
 
 namespace twin::hardware {
 
-Gpu::Gpu(sim::Fluid& fluid, int index, int sm_count, double hbm_Bps, double speed, int reserved,
-         double sm_boost_max)
+Gpu::Gpu(sim::Fluid& fluid, int index, int sm_count, double hbm_Bps, double speed, int reserved)
     : fluid_(fluid), index_(index), sm_count_(sm_count), speed_(speed),
-      free_(sm_count - std::clamp(reserved, 0, sm_count - 1)), sm_boost_max_(sm_boost_max) {
-  sm_res_ = fluid_.add_resource(free_ * sm_boost_max_, "gpu" + std::to_string(index) + ".sm");
+      free_(sm_count - std::clamp(reserved, 0, sm_count - 1)) {
   hbm_res_ = fluid_.add_resource(hbm_Bps, "gpu" + std::to_string(index) + ".hbm");
 }
 
@@ -37,8 +35,8 @@ void Gpu::hold(int n, Holder who) {
 }
 
 void Gpu::changed() {
-  fluid_.set_capacity(sm_res_, free_ * sm_boost_max_);
-  for (SmListener* l = listeners_; l; l = l->next) l->on_free(l, free_);
+  const int share = grid_share();
+  for (SmListener* l = listeners_; l; l = l->next) l->on_share(l, share);
 }
 
 void Gpu::listen(SmListener* l) {
@@ -46,12 +44,16 @@ void Gpu::listen(SmListener* l) {
   l->next = listeners_;
   if (listeners_) listeners_->prev = l;
   listeners_ = l;
+  ++grid_kernels_;
+  changed();
 }
 
 void Gpu::unlisten(SmListener* l) {
   (l->prev ? l->prev->next : listeners_) = l->next;
   if (l->next) l->next->prev = l->prev;
   l->prev = l->next = nullptr;
+  --grid_kernels_;
+  changed();
 }
 
 void Gpu::release(int n, Holder who) {

@@ -3,11 +3,13 @@
 // SMs are *held* by NCCL CTAs and by the blocks of persistent kernels: one SM each, for as long
 // as they run. Requests for SMs are served first come, first served, one SM at a time as SMs
 // free (the block scheduler dispatches a waiting block to the next SM that frees). Ordinary grid
-// kernels (many short CTAs) do not hold SMs: they share, through the fluid solver, the SMs
-// nobody holds — the capacity of the `free_sms` resource.
+// kernels (many short CTAs) do not hold SMs: the ones running share the SMs nobody holds
+// equally, and each runs at the speed its contention model gives for its share (contention.hpp;
+// a kernel's speed is not linear in its SMs, so this is not the fluid solver's to divide).
 #pragma once
 
 #include <cstdint>
+#include <algorithm>
 #include <deque>
 #include <functional>
 
@@ -16,10 +18,11 @@
 
 namespace twin::hardware {
 
-// Told whenever the GPU's free SMs change (a running kernel whose speed depends on them). An
-// intrusive list node, so that listening costs no allocation (it lives in the cluster's arena).
+// A running grid kernel, told its share of the free SMs whenever it changes (SMs taken or
+// freed, grid kernels starting or ending). An intrusive list node, so that listening costs no
+// allocation (it lives in the cluster's arena).
 struct SmListener {
-  void (*on_free)(SmListener* self, int free) = nullptr;
+  void (*on_share)(SmListener* self, int sms) = nullptr;
   SmListener* prev = nullptr;
   SmListener* next = nullptr;
 };
@@ -30,11 +33,9 @@ class Gpu {
   using Grant = std::function<void(int granted)>;
   using RequestId = std::uint64_t;
 
-  // `reserved` SMs are held for the GPU's whole life (another library, a side job). Kernels may
-  // run faster per SM than nominal when few SMs are busy (contention.hpp: power-capped clocks):
-  // the SM resource offers free SMs × `sm_boost_max` so that such rates fit.
+  // `reserved` SMs are held for the GPU's whole life (another library, a side job).
   Gpu(sim::Fluid& fluid, int index, int sm_count, double hbm_Bps, double speed = 1.0,
-      int reserved = 0, double sm_boost_max = 1.0);
+      int reserved = 0);
 
   int index() const { return index_; }
   int sm_count() const { return sm_count_; }
@@ -42,7 +43,6 @@ class Gpu {
   int nccl_sms() const { return held_nccl_; }
   // Compute speed relative to nominal (kernels take alone_s / speed).
   double speed() const { return speed_; }
-  sim::Fluid::ResourceId sm_resource() const { return sm_res_; }
   sim::Fluid::ResourceId hbm_resource() const { return hbm_res_; }
 
   // Asks for n SMs; `grant(k)` is called each time k more are assigned (possibly at once).
@@ -54,8 +54,11 @@ class Gpu {
   // Fires with (gpu index, SMs held by NCCL) whenever that number changes.
   sim::Signal<int, int> on_nccl_sms;
 
+  // Grid kernels: join (told the new shares at once, as is everyone else) and leave.
   void listen(SmListener* l);
   void unlisten(SmListener* l);
+  // The free SMs each running grid kernel gets.
+  int grid_share() const { return free_ / std::max(1, grid_kernels_); }
 
  private:
   struct Request {
@@ -74,9 +77,8 @@ class Gpu {
   double speed_;
   int free_;
   int held_nccl_ = 0;
-  double sm_boost_max_;
   SmListener* listeners_ = nullptr;
-  sim::Fluid::ResourceId sm_res_;
+  int grid_kernels_ = 0;
   sim::Fluid::ResourceId hbm_res_;
   std::deque<Request> waiting_;
   RequestId next_id_ = 1;

@@ -8,46 +8,49 @@ namespace twin::hardware {
 
 namespace {
 
-// A fluid kernel's state, in the cluster's arena: its flow's bound follows the GPU's free SMs
-// through the contention model (the listener is the first member: the callback casts back).
+// A grid kernel's state, in the cluster's arena: a flow of its time alone (seconds of work at
+// full speed), bounded by its speed at its share of the free SMs, re-bounded whenever the share
+// changes (the listener is the first member: the callback casts back).
 struct FluidRun {
   SmListener listener;
   sim::Task* t;
   Cluster* c;
   Gpu* g;
   sim::Fluid::FlowId flow;
+  bool started;
   const KernelPart* parts;  // a fused run's kernels, or null
   std::uint32_t n_parts;
   KernelShape shape;        // the kernel's shape when not fused
 };
 
-double fluid_speed(const FluidRun& r, int free) {
+double fluid_speed(const FluidRun& r, int sms) {
   const auto& m = r.c->contention();
-  if (r.parts == nullptr) return m.speed(r.shape, free);
+  if (r.parts == nullptr) return m.speed(r.shape, sms);
   double t = 0, slowed = 0;
   for (std::uint32_t i = 0; i < r.n_parts; ++i) {
     t += r.parts[i].alone_s;
-    slowed += r.parts[i].alone_s * m.slowdown(r.parts[i].shape, m.sm_count - free);
+    slowed += r.parts[i].alone_s * m.slowdown(r.parts[i].shape, m.sm_count - sms);
   }
   return slowed > 0 ? t / slowed : 1.0;
 }
 
-void rebound(SmListener* l, int free) {
+void rebound(SmListener* l, int sms) {
   auto* r = reinterpret_cast<FluidRun*>(l);
-  r->c->fluid().set_bound(r->flow, r->g->sm_count() * fluid_speed(*r, free));
+  if (r->started) r->c->fluid().set_bound(r->flow, fluid_speed(*r, sms));
 }
 
 void run_grid(sim::Task& t, Cluster& c, Gpu& g, double alone_s, double hbm_bytes, KernelShape shape,
               const KernelPart* parts, std::uint32_t n_parts) {
-  auto* st = c.make<FluidRun>(SmListener{rebound}, &t, &c, &g, sim::Fluid::FlowId{0}, parts, n_parts, shape);
-  const double sm_s = alone_s * g.sm_count();
-  const sim::Fluid::Use uses[] = {{g.sm_resource(), 1.0}, {g.hbm_resource(), hbm_bytes / sm_s}};
-  st->flow = c.fluid().start(sm_s, std::span(uses, hbm_bytes > 0 ? 2 : 1),
-                             g.sm_count() * fluid_speed(*st, g.free_sms()), [st] {
+  auto* st = c.make<FluidRun>(SmListener{rebound}, &t, &c, &g, sim::Fluid::FlowId{0}, false, parts,
+                              n_parts, shape);
+  g.listen(&st->listener);  // the others' shares shrink now; this one starts at its share
+  const sim::Fluid::Use hbm[] = {{g.hbm_resource(), hbm_bytes / alone_s}};
+  st->flow = c.fluid().start(alone_s, std::span(hbm, hbm_bytes > 0 ? 1 : 0),
+                             fluid_speed(*st, g.grid_share()), [st] {
                                st->g->unlisten(&st->listener);
                                st->t->finish();
-                             }, g.sm_count());
-  g.listen(&st->listener);
+                             }, 1.0);
+  st->started = true;
 }
 
 // Per-SM rate of a family's blocks with `active` of them running, relative to all SMs busy
