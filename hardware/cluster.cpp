@@ -15,6 +15,7 @@ Cluster::Cluster(sim::Engine& engine, sim::Fluid& fluid, const Profile& profile,
   if (gpus <= 0 || gpus % gpus_per_node_ != 0)
     throw std::invalid_argument("the GPU count must be a positive multiple of the node's GPUs");
   contention_.sm_count = static_cast<int>(profile.gpu.sm_count);
+  contention_.prepare();
   const auto& n = profile.node;
   for (int g = 0; g < gpus; ++g) {
     const std::string p = "gpu" + std::to_string(g) + ".";

@@ -27,6 +27,22 @@ double ContentionModel::boost(Family f, double active) const {
 }
 
 double ContentionModel::throughput(Family f, double active) const {
+  const auto a = static_cast<std::size_t>(active);
+  if (!table_.empty() && static_cast<double>(a) == active && a <= static_cast<std::size_t>(sm_count))
+    return table_[static_cast<std::size_t>(f) * static_cast<std::size_t>(sm_count + 1) + a];
+  return compute_throughput(f, active);
+}
+
+void ContentionModel::prepare() {
+  table_.clear();
+  std::vector<double> t;
+  t.reserve(static_cast<std::size_t>(kFamilies) * static_cast<std::size_t>(sm_count + 1));
+  for (int f = 0; f < kFamilies; ++f)
+    for (int a = 0; a <= sm_count; ++a) t.push_back(compute_throughput(static_cast<Family>(f), a));
+  table_ = std::move(t);
+}
+
+double ContentionModel::compute_throughput(Family f, double active) const {
   const auto& p = of(f);
   const double x = active * boost(f, active);
   if (p.sat_sms <= 0) return x;

@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 namespace twin::hardware {
 
@@ -90,6 +91,13 @@ struct ContentionModel {
   double throughput(Family f, double active) const;
   // SMs a family can use with `held` of them taken (mechanism 1).
   int usable_sms(Family f, int held) const;
+  // Tabulates Θ for every family and whole numbers of SMs (the engine asks on every change of
+  // a GPU's free SMs); call again after changing parameters.
+  void prepare();
+
+ private:
+  double compute_throughput(Family f, double active) const;
+  std::vector<double> table_;  // [family · (sm_count + 1) + active]
 };
 
 }  // namespace twin::hardware
