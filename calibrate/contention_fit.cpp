@@ -102,6 +102,7 @@ hardware::ContentionModel model_for(const std::string& group, hardware::Contenti
   if (group == "twin_grouped") {
     m.family[static_cast<int>(Family::grouped_gemm)].boost_max = 1.0;
     m.family[static_cast<int>(Family::grouped_gemm)].cluster_sms = 1;
+    m.prepare();  // the table follows the parameters
   }
   return m;
 }

@@ -92,7 +92,7 @@ struct ContentionModel {
   // SMs a family can use with `held` of them taken (mechanism 1).
   int usable_sms(Family f, int held) const;
   // Tabulates Θ for every family and whole numbers of SMs (the engine asks on every change of
-  // a GPU's free SMs); call again after changing parameters.
+  // a GPU's free SMs). A prepared model must be prepared again after its parameters change.
   void prepare();
 
  private:

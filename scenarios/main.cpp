@@ -77,6 +77,24 @@ int main(int argc, char** argv) {
   sweep->add_option("--out", sweep_args.out, "FILE.csv or FILE.json (default: CSV on stdout)");
   auto* resolve = app.add_subcommand("resolve", "print the fully resolved scenario as JSON");
   add_common(resolve, common);
+  KernelArgs kernel_args;
+  auto* kernel = app.add_subcommand(
+      "kernel", "one kernel alone and with k SMs held (NCCL CTAs), on the scenario's hardware");
+  add_common(kernel, common);
+  kernel->add_option("--kernel", kernel_args.kernel,
+                     "gemm | gemm_fp8 | grouped_static | grouped_dynamic | attention_fwd | "
+                     "attention_bwd | an elementwise family: ew_add ew_norm ew_swiglu ew_gather "
+                     "ew_scatter_add ew_widen ew_fp8_quant ew_fp8_dequant ew_sum_fp32 ew_loss")
+      ->required();
+  kernel->add_option("--shape", kernel_args.shape,
+                     "gemm: M,N,K; grouped: ROWS_PER_EXPERT,N,K,EXPERTS; attention: FLOPS; "
+                     "elementwise: BYTES (read + write)")
+      ->delimiter(',')
+      ->required();
+  kernel->add_option("--held-sms", kernel_args.held_sms, "SMs held, e.g. 0,16,40 (default: the measured 18)")
+      ->delimiter(',');
+  kernel->footer("Example: twin kernel scenarios/europa.json --set hardware.profile=h200-measured "
+                 "--kernel gemm --shape 16384,13568,6144 --held-sms 0,16,40,88");
   bool params_json = false;
   auto* params = app.add_subcommand("help-params", "list every scenario key: unit, default, range");
   params->add_flag("--json", params_json, "as JSON");
@@ -89,6 +107,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (*model) return cmd_model(common, std::cout);
+    if (*kernel) return cmd_kernel(common, kernel_args, std::cout);
     if (*run) return cmd_run(common, run_args, std::cout);
     if (*plan) return cmd_plan_dp(common, plan_args, std::cout);
     if (*memory) return cmd_memory(common, mem_args, std::cout);
