@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -18,6 +19,9 @@ using Json = nlohmann::ordered_json;
 
 namespace {
 
+// Fitted values on their search grids (0.01 for gains, 0.1 SMs), without binary noise.
+double tidy(double v) { return std::round(v * 100) / 100; }
+
 Json profile_section(const hardware::ContentionModel& m, const std::string& data) {
   const std::string src = "[meas] fitted by twin-fit-contention on our H200 (" + data +
                           "; reports/calibration/contention/README.md)";
@@ -27,14 +31,15 @@ Json profile_section(const hardware::ContentionModel& m, const std::string& data
   for (const auto f : {hardware::Family::gemm, hardware::Family::gemm_fp8, hardware::Family::grouped_gemm,
                        hardware::Family::attention}) {
     const auto& p = m.of(f);
-    s[std::string(hardware::family_name(f))] = {{"boost_max", {{"value", p.boost_max}, {"source", src}}},
+    s[std::string(hardware::family_name(f))] = {{"boost_max", {{"value", tidy(p.boost_max)}, {"source", src}}},
                                                 {"cluster_sms", {{"value", p.cluster_sms}, {"source",
                                                  "[meas] the measured kernels' names (nvjet ..._1x2_, _2x1_; "
                                                  "QuACK/CUTLASS grouped GEMMs assumed alike [est])"}}}};
   }
   for (int i = static_cast<int>(hardware::Family::ew_add); i < hardware::kFamilies; ++i)
     s[std::string(hardware::family_name(static_cast<hardware::Family>(i)))] = {
-        {"sat_sms", {{"value", m.family[i].sat_sms}, {"source", src}}}};
+        {"sat_sms", {{"value", tidy(m.family[i].sat_sms)}, {"source", src}}},
+        {"boost_max", {{"value", tidy(m.family[i].boost_max)}, {"source", src}}}};
   return s;
 }
 

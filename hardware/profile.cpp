@@ -165,7 +165,7 @@ sim::Schema<EfficiencySpec> efficiency_schema() {
 }
 
 // Compute families have a clock boost and a cluster size; elementwise families the SMs at which
-// they saturate HBM (contention.hpp states the mechanisms).
+// they saturate HBM and a per-SM gain with few SMs busy (contention.hpp states the mechanisms).
 constexpr Family kComputeFamilies[] = {Family::gemm, Family::gemm_fp8, Family::grouped_gemm,
                                        Family::attention};
 
@@ -193,7 +193,11 @@ sim::Schema<ContentionModel> contention_schema() {
     const std::string n(family_name(static_cast<Family>(i)));
     s.real(n + ".sat_sms", "SMs", 1, 1e4, std::nullopt,
            "SMs' worth of " + n + " kernel throughput that saturates HBM",
-           [i](auto& c) -> auto& { return c.family[i].sat_sms; });
+           [i](auto& c) -> auto& { return c.family[i].sat_sms; })
+        .real(n + ".boost_max", "", 0.5, 4, std::nullopt,
+              "the most a " + n + " kernel's per-SM rate grows when few SMs are busy (clocks, "
+              "memory latency)",
+              [i](auto& c) -> auto& { return c.family[i].boost_max; });
   }
   return s;
 }
