@@ -96,8 +96,8 @@ std::string case_name(const Json& c) {
   return s + "]";
 }
 
-// The model a group is evaluated with: the project's own WMMA grouped GEMM (a calibration
-// kernel, not a step kernel) never reaches the power cap (no boost) and launches no clusters.
+}  // namespace
+
 hardware::ContentionModel model_for(const std::string& group, hardware::ContentionModel m) {
   if (group == "twin_grouped") {
     m.family[static_cast<int>(Family::grouped_gemm)].boost_max = 1.0;
@@ -106,6 +106,8 @@ hardware::ContentionModel model_for(const std::string& group, hardware::Contenti
   }
   return m;
 }
+
+namespace {
 
 double sq_log_error(const std::vector<ContentionCase>& cases, const std::set<std::string>& groups,
                     const hardware::ContentionModel& m) {

@@ -41,6 +41,11 @@ std::vector<ContentionCase> read_contention_cases(const std::vector<std::string>
 hardware::ContentionModel fit_contention(const std::vector<ContentionCase>& cases,
                                          hardware::ContentionModel base);
 
+// The model a group is evaluated with: the fitted one, except for the project's own WMMA
+// grouped GEMM (a calibration kernel, not a step kernel), which never reaches the power cap (no
+// boost) and launches no clusters.
+hardware::ContentionModel model_for(const std::string& group, hardware::ContentionModel m);
+
 // Per group: residuals (model/measured − 1) of held-out and fitted points, the median over
 // cases at each SMs-held value, and the worst; JSON for reports and tests.
 nlohmann::json contention_residuals(const std::vector<ContentionCase>& cases,

@@ -11,8 +11,10 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include "calibrate/contention_fit.hpp"
+#include "calibrate/contention_plot.hpp"
 
 using namespace twin;
 using Json = nlohmann::ordered_json;
@@ -48,9 +50,10 @@ Json profile_section(const hardware::ContentionModel& m, const std::string& data
 int main(int argc, char** argv) {
   CLI::App app{"twin-fit-contention: fit the SM-contention model to contention_bench.py's curves"};
   std::vector<std::string> files;
-  std::string out;
+  std::string out, svg_dir;
   app.add_option("files", files, "measurement files (a later file's classes replace an earlier's)")->required();
   app.add_option("--out", out, "write the fitted section and residuals here (JSON)");
+  app.add_option("--svg", svg_dir, "write one plot per family into this folder (SVG)");
   CLI11_PARSE(app, argc, argv);
   try {
     const auto cases = calibrate::read_contention_cases(files);
@@ -69,6 +72,17 @@ int main(int argc, char** argv) {
                  100 * r["held_out_worst_median"].get<double>(), 100 * r["held_out_worst"].get<double>(),
                  100 * r["fitted_worst"].get<double>());
     fmt::print("{}\n", doc["contention"].dump(2));
+    if (!svg_dir.empty()) {
+      std::map<std::string, std::vector<const calibrate::ContentionCase*>> groups;
+      for (const auto& c : cases)
+        if (c.group.find(':') == std::string::npos) groups[c.group].push_back(&c);
+      for (const auto& [g, cs] : groups) {
+        const std::string file = svg_dir + "/" + g + ".svg";
+        std::ofstream f(file);
+        f << calibrate::contention_svg(g, cs, calibrate::model_for(g, m));
+        if (!f) throw std::runtime_error(file + ": cannot write");
+      }
+    }
     if (!out.empty()) {
       std::ofstream f(out + ".tmp");
       f << doc.dump(1) << "\n";
