@@ -236,11 +236,11 @@ TEST_CASE("a host copy beside a long GEMM: engine against the H200 measurement")
 
 TEST_CASE("the micro-training step: twin against its real execution on our H200") {
   // calibrate/micro_step.py ran rank 0's plan of scenarios/micro-step.json on our H200
-  // (reports/calibration/micro-step/): real cuBLAS, grouped GEMM, FlexAttention, copies, and an
-  // SM holder of the twin's duration for each collective. The twin's step now is compared with
-  // that measurement: the whole step and the compute stream's end (from the first task's start)
-  // within 10% (issue #15 asks 5% of the compute stream: seq 8192 misses it, README), and per-category budgets. The first two runs stood in for elementwise
-  // work with a copy-engine copy (no SM), the others with an SM kernel (README there).
+  // (reports/calibration/micro-step/): real cuBLAS, grouped GEMM, FlexAttention, copies, an SM
+  // kernel for elementwise work, and an SM holder of the twin's duration for each collective.
+  // The twin's step now is compared with that measurement: the whole step and the compute
+  // stream's end (from the first task's start) within 10% (issue #15 asks 5% of the compute
+  // stream: 8,192 tokens misses it, README there), and per-category budgets.
   const std::filesystem::path root(TWIN_SOURCE_DIR);
   const struct {
     const char* file;
