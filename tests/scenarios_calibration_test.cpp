@@ -282,11 +282,14 @@ TEST_CASE("the micro-training step: twin against its real execution on our H200"
                         100 * compute_err));
     CHECK(std::abs(err) <= 0.10);
     CHECK(std::abs(compute_err) <= 0.10);
+    std::string cats;
     for (const auto& entry : budget) {
       const std::string& cat = entry.first;  // CAPTURE cannot take a structured binding (clang 14)
       CAPTURE(cat);
       const double m = measured["categories"][cat]["measured_s"];
+      cats += fmt::format(" {} {:+.0f}%", cat, 100 * (twin_s[cat] / m - 1));
       CHECK(std::abs(twin_s[cat] / m - 1) <= entry.second);
     }
+    MESSAGE(fmt::format("{}:{}", run.file, cats));
   }
 }
