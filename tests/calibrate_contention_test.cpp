@@ -67,7 +67,9 @@ TEST_CASE("held-out residuals of the contention model stay within their budgets"
       {"ew_gather", {0.10, 0.15}},      {"ew_sum_fp32", {0.12, 0.13}},   {"ew_fp8_quant", {0.10, 0.13}},
       {"ew_norm", {0.12, 0.14}},        {"ew_swiglu", {0.33, 0.34}},     {"ew_loss", {0.47, 0.49}},
       {"ew_scatter_add", {0.40, 0.40}}, {"ew_widen", {0.14, 0.19}},      {"ew_fp8_dequant", {0.30, 0.30}}};
-  for (const auto& [group, r] : res.items()) {
+  for (const auto& item : res.items()) {
+    const std::string group = item.key();  // CAPTURE cannot take a structured binding (clang 14)
+    const auto& r = item.value();
     CAPTURE(group);
     const double median = r["held_out_worst_median"], worst = r["held_out_worst"];
     MESSAGE(fmt::format("{}: held-out worst median {:.1f}%, worst point {:.1f}%", group, 100 * median, 100 * worst));
