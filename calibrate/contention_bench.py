@@ -258,15 +258,20 @@ class Case:
         return self.kernel + "[" + ",".join(f"{k}={v}" for k, v in self.shape.items()) + "]"
 
 
+def binary(op, rows, cols):
+    """A same-dtype binary elementwise kernel (torch.add, torch.mul) over rows × cols bf16."""
+    def make():
+        a, b = rand(rows, cols), rand(rows, cols)
+        out = torch.empty_like(a)
+        return lambda: op(a, b, out=out)
+    return make
+
+
 def elementwise_cases():
     cs = []
     h = HIDDEN
     for T in (4096, 16384, 65536):
-        def add(T=T):
-            a, b = rand(T, h), rand(T, h)
-            out = torch.empty_like(a)
-            return lambda: torch.add(a, b, out=out)
-        cs.append(Case("elementwise", "add", {"tokens": T}, add, bytes_=3 * T * h * 2))
+        cs.append(Case("elementwise", "add", {"tokens": T}, binary(torch.add, T, h), bytes_=3 * T * h * 2))
 
         def accum(T=T):
             acc, x = rand(T, h, dtype=torch.float32), rand(T, h)
@@ -285,11 +290,7 @@ def elementwise_cases():
             return lambda: torch.autograd.grad(y, (x, w), g, retain_graph=True)
         cs.append(Case("elementwise", "rmsnorm_bwd", {"tokens": T}, rms_bwd, bytes_=3 * T * h * 2))
     for T in (4096, 65536):
-        def mul(T=T):
-            a, b = rand(T, h), rand(T, h)
-            out = torch.empty_like(a)
-            return lambda: torch.mul(a, b, out=out)
-        cs.append(Case("elementwise", "mul", {"tokens": T}, mul, bytes_=3 * T * h * 2))
+        cs.append(Case("elementwise", "mul", {"tokens": T}, binary(torch.mul, T, h), bytes_=3 * T * h * 2))
 
         def up(T=T):
             x = rand(T, h)
