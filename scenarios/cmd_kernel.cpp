@@ -4,9 +4,11 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include <optional>
 #include <ostream>
 
 #include "hardware/cluster.hpp"
+#include "hardware/collective.hpp"
 #include "hardware/kernel_cost.hpp"
 #include "hardware/ops.hpp"
 #include "model/kernel_shapes.hpp"
@@ -59,18 +61,56 @@ KernelWork kernel_work(const KernelArgs& k, const hardware::KernelCost& cost) {
                                                                  : model::elementwise_shape(f, bytes));
 }
 
-// The engine's time for the kernel with `held` SMs taken by an NCCL-like holder throughout.
-double engine_s(const Scenario& s, const KernelWork& w, int held) {
+// A collective over the GPUs of the scenario's first node, NCCL's CTAs capped as the scenario
+// says: "KIND,BYTES,CTAS" (KIND all_gather | reduce_scatter | all_reduce | all_to_all).
+hardware::CollectiveSpec collective_spec(const std::string& text, int gpus) {
+  const auto fail = [&] {
+    return InputError("--beside-collective", "", fmt::format("\"{}\": expected KIND,BYTES,CTAS with KIND "
+                                                             "all_gather, reduce_scatter, all_reduce or all_to_all", text));
+  };
+  const auto a = text.find(','), b = text.rfind(',');
+  if (a == std::string::npos || a == b) throw fail();
+  const std::string kind = text.substr(0, a);
+  hardware::CollectiveSpec spec;
+  if (kind == "all_gather") spec.kind = hardware::CollKind::all_gather;
+  else if (kind == "reduce_scatter") spec.kind = hardware::CollKind::reduce_scatter;
+  else if (kind == "all_reduce") spec.kind = hardware::CollKind::all_reduce;
+  else if (kind == "all_to_all") spec.kind = hardware::CollKind::all_to_all;
+  else throw fail();
+  try {
+    spec.bytes = std::stod(text.substr(a + 1, b - a - 1));
+    spec.default_ctas = std::stoi(text.substr(b + 1));
+  } catch (const std::exception&) {
+    throw fail();
+  }
+  if (!(spec.bytes > 0) || spec.default_ctas < 1 || spec.default_ctas > 64) throw fail();
+  for (int g = 0; g < gpus; ++g) spec.ranks.push_back(g);
+  return spec;
+}
+
+struct Times {
+  double kernel_s, collective_s;
+};
+
+// The engine's times for the kernel on GPU 0 with `held` SMs taken by an NCCL-like holder
+// throughout, or beside a collective over the node that starts with it.
+Times engine_s(const Scenario& s, const KernelWork& w, int held, const hardware::CollectiveSpec* beside) {
   sim::Engine e;
   sim::Fluid f(e);
   sim::TaskGraph g(e);
-  hardware::Cluster c(e, f, s.hw, static_cast<int>(s.hw.node.gpus), s.nccl);
+  const int gpus = static_cast<int>(s.hw.node.gpus);
+  hardware::Cluster c(e, f, s.hw, gpus, s.nccl);
   if (held > 0) c.gpu(0).request(held, hardware::Gpu::Holder::nccl, [](int) {});
+  std::vector<sim::Task*> coll;
+  if (beside) {
+    for (int r = 0; r < gpus; ++r) coll.push_back(&g.add("collective"));
+    hardware::run_collective(coll, c, *beside);
+  }
   auto& t = g.add("kernel");
   hardware::run_kernel(t, c, 0, w);
   g.start();
   e.run();
-  return t.end_time().to_s();
+  return {t.end_time().to_s(), coll.empty() ? 0.0 : coll[0]->end_time().to_s()};
 }
 
 }  // namespace
@@ -81,17 +121,27 @@ int cmd_kernel(const CommonArgs& args, const KernelArgs& k, std::ostream& out) {
   const hardware::KernelCost cost(s.hw);
   const KernelWork w = kernel_work(k, cost);
   const int sms = static_cast<int>(s.hw.gpu.sm_count) - static_cast<int>(s.nccl.reserved_sms);
+  std::optional<hardware::CollectiveSpec> beside;
+  if (!k.beside_collective.empty()) beside = collective_spec(k.beside_collective, static_cast<int>(s.hw.node.gpus));
+  const double alone = engine_s(s, w, 0, nullptr).kernel_s;
   Json rows = Json::array();
-  const double alone = engine_s(s, w, 0);
   for (const int held : k.held_sms) {
     if (held < 0 || held >= sms)
       throw InputError("--held-sms", "", fmt::format("{} is out of range [0, {}]", held, sms - 1));
-    const double t = engine_s(s, w, held);
+    const double t = engine_s(s, w, held, nullptr).kernel_s;
     rows.push_back({{"held_sms", held}, {"time_ms", t * 1e3}, {"slowdown", t / alone}});
   }
-  const Json doc{{"kernel", k.kernel}, {"shape", k.shape}, {"profile", s.hw.name},
-                 {"family", std::string(hardware::family_name(w.shape.family))},
-                 {"alone_ms", alone * 1e3}, {"points", rows}};
+  Json doc{{"kernel", k.kernel}, {"shape", k.shape}, {"profile", s.hw.name},
+           {"family", std::string(hardware::family_name(w.shape.family))},
+           {"alone_ms", alone * 1e3}, {"points", rows}};
+  if (beside) {
+    const auto both = engine_s(s, w, 0, &*beside);
+    const auto coll = engine_s(s, {}, 0, &*beside);
+    doc["beside_collective"] = {{"collective", k.beside_collective}, {"kernel_ms", both.kernel_s * 1e3},
+                                {"slowdown", both.kernel_s / alone},
+                                {"collective_ms", both.collective_s * 1e3},
+                                {"collective_alone_ms", coll.collective_s * 1e3}};
+  }
   if (args.json) {
     out << doc.dump(2) << "\n";
     return 0;
@@ -102,6 +152,13 @@ int cmd_kernel(const CommonArgs& args, const KernelArgs& k, std::ostream& out) {
   for (const auto& r : rows)
     fmt::print(out, "  {:>9} {:>12.4f} {:>9.3f}\n", r["held_sms"].get<int>(), r["time_ms"].get<double>(),
                r["slowdown"].get<double>());
+  if (beside) {
+    const auto& b = doc["beside_collective"];
+    fmt::print(out, "  beside {} over the node's {} GPUs: kernel {:.4f} ms (×{:.3f}), collective "
+                    "{:.4f} ms ({:.4f} alone)\n",
+               k.beside_collective, s.hw.node.gpus, b["kernel_ms"].get<double>(), b["slowdown"].get<double>(),
+               b["collective_ms"].get<double>(), b["collective_alone_ms"].get<double>());
+  }
   return 0;
 }
 

@@ -55,6 +55,7 @@ struct KernelArgs {
   std::string kernel;         // gemm, gemm_fp8, grouped_static, grouped_dynamic, attention_fwd/bwd, ew_*
   std::vector<double> shape;  // per kernel: M,N,K | ROWS,N,K,EXPERTS | FLOPS | BYTES
   std::vector<int> held_sms{0, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 100, 112, 124};
+  std::string beside_collective;  // "KIND,BYTES,CTAS": also run it beside this collective
 };
 
 int cmd_model(const CommonArgs& args, std::ostream& out);

@@ -93,6 +93,10 @@ int main(int argc, char** argv) {
       ->required();
   kernel->add_option("--held-sms", kernel_args.held_sms, "SMs held, e.g. 0,16,40 (default: the measured 18)")
       ->delimiter(',');
+  kernel->add_option("--beside-collective", kernel_args.beside_collective,
+                     "also run the kernel beside a collective over the node's GPUs starting with it: "
+                     "KIND,BYTES,CTAS (all_gather | reduce_scatter | all_reduce | all_to_all; NCCL's "
+                     "default CTAs, capped by nccl.max_ctas)");
   kernel->footer("Example: twin kernel scenarios/europa.json --set hardware.profile=h200-measured "
                  "--kernel gemm --shape 16384,13568,6144 --held-sms 0,16,40,88");
   bool params_json = false;
