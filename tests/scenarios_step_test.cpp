@@ -142,6 +142,10 @@ TEST_SUITE("scenarios.step") {
     CHECK(tps({slow, "training.expert_gather_dtype=bf16"}) < base);  // twice the gathered bytes
     CHECK(tps({slow, "training.grad_reduce=fp32_reduce_scatter"}) < base);
     CHECK(tps({"hardware.node.nic_GBps=0.5"}) < base);
+    // SMs reserved by another library slow every kernel; the more, the slower.
+    const double free = tps({});
+    CHECK(tps({"nccl.reserved_sms=20"}) < free);
+    CHECK(tps({"nccl.reserved_sms=60"}) < tps({"nccl.reserved_sms=20"}));
   }
   TEST_CASE("launch plan: one rank's forward and backward, executable in order") {
     RunOptions o;
