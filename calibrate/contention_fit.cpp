@@ -8,6 +8,8 @@
 #include <set>
 #include <stdexcept>
 
+#include "hardware/kernel_shapes.hpp"
+
 namespace twin::calibrate {
 
 using hardware::Family;
@@ -19,7 +21,6 @@ namespace {
 
 constexpr int kSms = 132;            // the measured H200
 constexpr int kSmemPerSm = 233472;   // bytes (228 KiB)
-constexpr double kGemmTile = 192, kStaticBelowTilesPerSm = 4;  // as model/kernel_shapes.cpp
 
 // The launch that took longest: the kernel that decides the curve.
 const Json* major_launch(const Json& c) {
@@ -45,12 +46,13 @@ KernelShape grid_shape(Family f, const Json* l) {
           static_cast<float>(product((*l)["grid"]))};
 }
 
+// The twin's cuBLAS shape (kernel_shapes.hpp), with the measured grid for the CTAs of a static one.
 KernelShape gemm_case_shape(const Json& shape, const Json* l) {
-  const double m = shape.value("m", 1792.0), n = shape.value("n", 6144.0), batch = shape.value("batch", 1.0);
-  const double tiles = std::ceil(m / kGemmTile) * std::ceil(n / kGemmTile) * batch;
-  if (tiles >= kStaticBelowTilesPerSm * kSms) return {Family::gemm, Schedule::persistent_dynamic, 1, kSms};
-  const double grid = l ? product((*l)["grid"]) : kSms;
-  return {Family::gemm, Schedule::persistent_static, 1, static_cast<float>(std::min<double>(grid, kSms))};
+  KernelShape s = hardware::gemm_shape(kSms, shape.value("m", 1792.0), shape.value("n", 6144.0),
+                                       shape.value("batch", 1.0));
+  if (s.schedule == Schedule::persistent_static && l)
+    s.blocks = static_cast<float>(std::min<double>(product((*l)["grid"]), kSms));
+  return s;
 }
 
 // Elementwise kernels of the bench → the family of their implementation.

@@ -3,9 +3,15 @@
 #include <algorithm>
 
 #include "model/accounting.hpp"
-#include "model/kernel_shapes.hpp"
+#include "hardware/kernel_shapes.hpp"
 
 namespace twin::model {
+
+using hardware::attention_shape;
+using hardware::elementwise_shape;
+using hardware::gemm_shape;
+using hardware::grid_work;
+using hardware::grouped_shape;
 
 namespace {
 constexpr const char* kNames[] = {

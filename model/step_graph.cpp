@@ -1,9 +1,12 @@
 #include "model/step_graph.hpp"
 
 #include "model/accounting.hpp"
-#include "model/kernel_shapes.hpp"
+#include "hardware/kernel_shapes.hpp"
 
 namespace twin::model {
+
+using hardware::grid_stride_shape;
+using hardware::grid_work;
 
 using hardware::CollKind;
 

@@ -5,10 +5,13 @@
 #include <cmath>
 
 #include "model/accounting.hpp"
-#include "model/kernel_shapes.hpp"
+#include "hardware/kernel_shapes.hpp"
 #include "model/step_graph.hpp"
 
 namespace twin::model {
+
+using hardware::gemm_shape;
+using hardware::grid_work;
 
 using hardware::CollKind;
 

@@ -1,12 +1,17 @@
 // Forward and backward passes of the step graph (the FSDP2 rules are in step_graph.hpp).
 #include "model/accounting.hpp"
-#include "model/kernel_shapes.hpp"
+#include "hardware/kernel_shapes.hpp"
 #include "model/step_graph.hpp"
 
 #include <algorithm>
 #include <map>
 
 namespace twin::model {
+
+using hardware::elementwise_shape;
+using hardware::gemm_shape;
+using hardware::grid_stride_shape;
+using hardware::grid_work;
 
 using hardware::CollKind;
 using hardware::Family;

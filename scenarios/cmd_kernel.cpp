@@ -11,7 +11,7 @@
 #include "hardware/collective.hpp"
 #include "hardware/kernel_cost.hpp"
 #include "hardware/ops.hpp"
-#include "model/kernel_shapes.hpp"
+#include "hardware/kernel_shapes.hpp"
 #include "scenarios/commands.hpp"
 #include "sim/task.hpp"
 
@@ -28,14 +28,14 @@ double dim(const KernelArgs& k, std::size_t i, const char* what) {
   return k.shape[i];
 }
 
-// The kernel's work: time alone (cost model) and contention shape (model/kernel_shapes.hpp).
+// The kernel's work: time alone (cost model) and contention shape (hardware/kernel_shapes.hpp).
 KernelWork kernel_work(const KernelArgs& k, const hardware::KernelCost& cost) {
   const int sms = cost.sm_count();
   if (k.kernel == "gemm" || k.kernel == "gemm_fp8") {
     const char* mnk = "M,N,K";
     const double m = dim(k, 0, mnk), n = dim(k, 1, mnk), kk = dim(k, 2, mnk);
     const bool fp8 = k.kernel == "gemm_fp8";
-    auto shape = model::gemm_shape(sms, m, n);
+    auto shape = hardware::gemm_shape(sms, m, n);
     if (fp8) shape = {Family::gemm_fp8, hardware::Schedule::persistent_dynamic, 1, static_cast<float>(sms)};
     return {cost.gemm_s(m, n, kk, fp8), 0, KernelClass::grid, shape};
   }
@@ -45,11 +45,11 @@ KernelWork kernel_work(const KernelArgs& k, const hardware::KernelCost& cost) {
     const bool dyn = k.kernel == "grouped_dynamic";
     return {e * (cost.gemm_s(rows, n, kk) - cost.overhead_s()) + cost.overhead_s(), 0,
             dyn ? KernelClass::persistent_dynamic : KernelClass::persistent_static,
-            model::grouped_shape(sms, dyn)};
+            hardware::grouped_shape(sms, dyn)};
   }
   if (k.kernel == "attention_fwd" || k.kernel == "attention_bwd")
-    return model::grid_work(cost.attention_s(dim(k, 0, "FLOPS"), k.kernel == "attention_bwd"),
-                            model::attention_shape(sms));
+    return hardware::grid_work(cost.attention_s(dim(k, 0, "FLOPS"), k.kernel == "attention_bwd"),
+                            hardware::attention_shape(sms));
   const Family f = hardware::family_of(k.kernel);
   if (f == Family::count || f < Family::ew_add)
     throw InputError("--kernel", "", fmt::format("unknown kernel \"{}\": gemm, gemm_fp8, grouped_static, "
@@ -57,8 +57,8 @@ KernelWork kernel_work(const KernelArgs& k, const hardware::KernelCost& cost) {
                                                   "elementwise family (ew_add, ew_norm, …)", k.kernel));
   const double bytes = dim(k, 0, "BYTES");
   const bool grid_stride = f == Family::ew_fp8_dequant || f == Family::ew_sum_fp32;
-  return model::grid_work(cost.elementwise_s(bytes), grid_stride ? model::grid_stride_shape(sms, f)
-                                                                 : model::elementwise_shape(f, bytes));
+  return hardware::grid_work(cost.elementwise_s(bytes), grid_stride ? hardware::grid_stride_shape(sms, f)
+                                                                 : hardware::elementwise_shape(f, bytes));
 }
 
 // A collective over the GPUs of the scenario's first node, NCCL's CTAs capped as the scenario

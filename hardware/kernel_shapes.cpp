@@ -1,13 +1,9 @@
-#include "model/kernel_shapes.hpp"
+#include "hardware/kernel_shapes.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-namespace twin::model {
-
-using hardware::Family;
-using hardware::KernelShape;
-using hardware::Schedule;
+namespace twin::hardware {
 
 namespace {
 // [est] nvjet's tiles for these GEMMs are 128–320 by 96–256 (the names of the measured kernels);
@@ -40,4 +36,4 @@ KernelShape grouped_shape(int sms, bool dynamic) {
           static_cast<float>(sms)};
 }
 
-}  // namespace twin::model
+}  // namespace twin::hardware
