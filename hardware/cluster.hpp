@@ -77,6 +77,16 @@ class Cluster {
   }
   // Raw storage from the same arena (arrays of trivially destructible values).
   void* allocate(std::size_t bytes, std::size_t align) { return arena_.allocate(bytes, align); }
+  // Storage for state that lives only while its activity runs (a grid kernel's): taken back
+  // when it ends and handed out again, so that a step's ~10⁶ kernels touch memory for the few
+  // that run at once. Blocks of one size only (`bytes` must be the same on every call).
+  void* take_transient(std::size_t bytes, std::size_t align) {
+    if (spare_.empty()) return arena_.allocate(bytes, align);
+    void* p = spare_.back();
+    spare_.pop_back();
+    return p;
+  }
+  void give_back_transient(void* p) { spare_.push_back(p); }
   // A slot for collective.cpp's cache of collective plans (opaque here: hardware/collective.hpp
   // builds on this header).
   std::shared_ptr<void>& plan_cache() { return plan_cache_; }
@@ -101,6 +111,7 @@ class Cluster {
   std::pmr::monotonic_buffer_resource arena_{&sim::large_pages()};
   std::shared_ptr<void> plan_cache_;
   std::vector<sim::Fluid::ResourceId> solver_resource_;  // by link; shorter: unmerged
+  std::vector<void*> spare_;  // transient blocks handed back
 };
 
 }  // namespace twin::hardware

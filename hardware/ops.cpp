@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <new>
+#include <type_traits>
 
 namespace twin::hardware {
 
@@ -41,14 +43,17 @@ void rebound(SmListener* l, int sms) {
 
 void run_grid(sim::Task& t, Cluster& c, Gpu& g, double alone_s, double hbm_bytes, KernelShape shape,
               const KernelPart* parts, std::uint32_t n_parts) {
-  auto* st = c.make<FluidRun>(SmListener{rebound}, &t, &c, &g, sim::Fluid::FlowId{0}, false, parts,
-                              n_parts, shape);
+  static_assert(std::is_trivially_destructible_v<FluidRun>);
+  auto* st = new (c.take_transient(sizeof(FluidRun), alignof(FluidRun)))
+      FluidRun{SmListener{rebound}, &t, &c, &g, sim::Fluid::FlowId{0}, false, parts, n_parts, shape};
   g.listen(&st->listener);  // the others' shares shrink now; this one starts at its share
   const sim::Fluid::Use hbm[] = {{g.hbm_resource(), hbm_bytes / alone_s}};
   st->flow = c.fluid().start(alone_s, std::span(hbm, hbm_bytes > 0 ? 1 : 0),
                              fluid_speed(*st, g.grid_share()), [st] {
                                st->g->unlisten(&st->listener);
-                               st->t->finish();
+                               sim::Task* t = st->t;
+                               st->c->give_back_transient(st);
+                               t->finish();
                              }, 1.0);
   st->started = true;
 }
