@@ -3,41 +3,15 @@
 
 #include "hardware/collective.hpp"
 #include "hardware/ops.hpp"
+#include "tests/hardware_rig.hpp"
 
 #include <set>
 
 using namespace twin;
 using namespace twin::hardware;
-using sim::Time;
+using namespace twin::hardware::test;
 
 namespace {
-
-// A JUPITER-like node with round numbers.
-Profile test_profile() {
-  Profile p;
-  p.name = "test";
-  p.gpu = {132, 228, 95, 3000, 989, 1979, 0};
-  p.host = {72, 108, 450, 5, 50};
-  p.node = {4, 400, 300, 150, 450, 25};
-  p.network = {1000, 100, 10};
-  p.nccl = {40, 5, 10, 2, 5, 2.5};
-  return p;
-}
-
-struct Rig {
-  sim::Engine engine;
-  sim::Fluid fluid{engine};
-  sim::TaskGraph graph{engine};
-  Profile profile = test_profile();
-  Cluster cluster;
-  explicit Rig(int gpus, NcclOptions o = {}) : cluster(engine, fluid, profile, gpus, o) {}
-};
-
-// Holds k SMs of a GPU from 0 until `until` (an NCCL kernel stand-in).
-void hold_sms(Rig& r, int gpu, int k, Time until) {
-  r.cluster.gpu(gpu).request(k, Gpu::Holder::nccl, [](int) {});
-  r.engine.at(until, [&r, gpu, k] { r.cluster.gpu(gpu).release(k, Gpu::Holder::nccl); });
-}
 
 double kernel_end_s(KernelClass cls, int held, Time until) {
   Rig r(4);
@@ -356,94 +330,5 @@ TEST_SUITE("hardware.network") {
     o.node_names = expand_hostlist("jpbo-[000-001]-[01-48]");
     CHECK(place_nodes(96, o, net).size() == 96);
     CHECK_THROWS(place_nodes(97, o, net));
-  }
-}
-
-// The contention model (contention.hpp) on hand-solvable cases, and the engine against it.
-TEST_SUITE("hardware.contention") {
-  ContentionModel model() {
-    ContentionModel m;
-    m.cluster_waste_sms = 4;
-    auto& g = m.family[static_cast<int>(Family::grouped_gemm)];
-    g.boost_max = 1.25, g.cluster_sms = 2;
-    auto& e = m.family[static_cast<int>(Family::ew_add)];
-    e.sat_sms = 50, e.knee = 200;  // nearly a hard minimum
-    return m;
-  }
-  TEST_CASE("compute-bound dynamic kernel: SMs held and the clock they free") {
-    const ContentionModel m = model();
-    const KernelShape dyn{Family::attention, Schedule::persistent_dynamic, 1, 132};
-    // No boost, no cluster: exactly S/s.
-    CHECK(m.slowdown(dyn, 40) == doctest::Approx(132.0 / 92));
-    CHECK(m.slowdown(dyn, 0) == 1.0);
-  }
-  TEST_CASE("static kernel in clusters: rounds of the usable SMs at the round's clock") {
-    const ContentionModel m = model();
-    const KernelShape st{Family::grouped_gemm, Schedule::persistent_static, 1, 132};
-    // 2 held: 130 free − min(2, 4) wasted = 128 usable (a multiple of 2); 132 CTAs run as
-    // 128 then 4. b(128) = (132/128)^⅓, b(4) = min(1.25, 33^⅓) = 1.25: 1/b(128) + 1/1.25.
-    CHECK(m.slowdown(st, 2) == doctest::Approx(std::cbrt(128.0 / 132) + 0.8));
-    // 64 held: 68 − 4 = 64 usable: rounds 64, 64, 4 at b(64) = (132/64)^⅓ > 1.25 → 1.25.
-    CHECK(m.slowdown(st, 64) == doctest::Approx(3 / 1.25));
-  }
-  TEST_CASE("bandwidth-bound grid kernel: no slowdown until its saturation SMs") {
-    const ContentionModel m = model();
-    const KernelShape ew{Family::ew_add, Schedule::grid, 16, 1e6};
-    CHECK(m.slowdown(ew, 70) == doctest::Approx(1.0).epsilon(0.01));  // 62 free ≥ 50
-    CHECK(m.slowdown(ew, 107) == doctest::Approx(2.0).epsilon(0.01)); // 25 free: 50/25
-    // One wave of 2,112 blocks (16 per SM) alone; with 2 held a second wave of 32 blocks runs
-    // on 2 SMs at their own full rate: 2,080/50 + 32/2 over 2,112/50.
-    const KernelShape one_wave{Family::ew_add, Schedule::grid, 16, 2112};
-    CHECK(m.slowdown(one_wave, 2) == doctest::Approx((2080.0 / 50 + 16) / (2112.0 / 50)).epsilon(0.01));
-  }
-  TEST_CASE("the engine follows the model at a constant number of held SMs") {
-    Profile p = test_profile();
-    p.contention = model();
-    for (const auto& [shape, cls] :
-         {std::pair{KernelShape{Family::ew_add, Schedule::grid, 16, 1e6}, KernelClass::grid},
-          std::pair{KernelShape{Family::grouped_gemm, Schedule::persistent_dynamic, 1, 132},
-                    KernelClass::grid},
-          std::pair{KernelShape{Family::attention, Schedule::persistent_dynamic, 1, 132},
-                    KernelClass::persistent_dynamic}}) {
-      for (const int held : {8, 40, 100}) {
-        sim::Engine e;
-        sim::Fluid f(e);
-        sim::TaskGraph g(e);
-        Cluster c(e, f, p, 4, {});
-        c.gpu(0).request(held, Gpu::Holder::nccl, [](int) {});
-        auto& t = g.add("k");
-        run_kernel(t, c, 0, {1.0, 0, cls, shape});
-        g.start();
-        e.run();
-        CAPTURE(held);
-        CHECK(t.end_time().to_s() == doctest::Approx(c.contention().slowdown(shape, held)).epsilon(1e-6));
-      }
-    }
-  }
-  TEST_CASE("a fused run slows as the time-weighted mix of its kernels") {
-    Profile p = test_profile();
-    p.contention = model();
-    sim::Engine e;
-    sim::Fluid f(e);
-    sim::TaskGraph g(e);
-    Cluster c(e, f, p, 4, {});
-    c.gpu(0).request(107, Gpu::Holder::nccl, [](int) {});
-    const KernelPart parts[] = {{{Family::ew_add, Schedule::grid, 16, 1e6}, 1.0},
-                                {{Family::attention, Schedule::persistent_dynamic, 1, 132}, 1.0}};
-    auto& t = g.add("fused");
-    run_fused(t, c, 0, parts);
-    g.start();
-    e.run();
-    // 1 s at ×2 (bandwidth-bound) + 1 s at ×132/25.
-    CHECK(t.end_time().to_s() == doctest::Approx(2.0 + 132.0 / 25).epsilon(0.01));
-  }
-  TEST_CASE("SMs reserved by another library are never free") {
-    Rig r(4, NcclOptions{0, 20});
-    CHECK(r.cluster.gpu(0).free_sms() == 112);
-    auto& t = r.graph.add("k");
-    run_kernel(t, r.cluster, 0, {1.0});
-    r.graph.start();
-    r.engine.run();
-    CHECK(t.end_time().to_s() == doctest::Approx(132.0 / 112));
   }
 }
