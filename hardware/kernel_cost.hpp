@@ -19,6 +19,11 @@ class KernelCost {
 
   // A bf16 (or fp8) GEMM (m×k)·(k×n); its operands and result are its HBM traffic.
   double gemm_s(double m, double n, double k, bool fp8 = false) const;
+  // `groups` GEMMs of m rows each (the experts of a GPU) in `launches` kernels: one persistent
+  // grouped GEMM, or a loop of one GEMM per expert; the overhead is paid per launch.
+  double grouped_gemm_s(double m, double n, double k, double groups, double launches) const {
+    return groups * (gemm_s(m, n, k) - overhead_s()) + launches * overhead_s();
+  }
   double attention_s(double flops, bool backward) const;
   double elementwise_s(double bytes) const;
   double cpu_matmul_s(double flops) const;

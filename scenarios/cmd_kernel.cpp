@@ -43,7 +43,7 @@ KernelWork kernel_work(const KernelArgs& k, const hardware::KernelCost& cost) {
     const char* what = "ROWS_PER_EXPERT,N,K,EXPERTS";
     const double rows = dim(k, 0, what), n = dim(k, 1, what), kk = dim(k, 2, what), e = dim(k, 3, what);
     const bool dyn = k.kernel == "grouped_dynamic";
-    return {e * (cost.gemm_s(rows, n, kk) - cost.overhead_s()) + cost.overhead_s(), 0,
+    return {cost.grouped_gemm_s(rows, n, kk, e, 1), 0,
             dyn ? KernelClass::persistent_dynamic : KernelClass::persistent_static,
             hardware::grouped_shape(sms, dyn)};
   }
