@@ -244,7 +244,15 @@ class Resolver {
       fail(path, "unknown key" + (near.empty() ? "" : " (did you mean " + near + "?)"));
     }
     if (!node.is_object()) fail(path, "expected an object");
-    for (const auto& [k, v] : node.items()) check_unknown(v, join_path(path, k));
+    for (const auto& [k, v] : node.items()) {
+      // A dotted name is a path for --set, not a key: {"training.seq_len": …} would otherwise
+      // match no nested value and be ignored (issue #23, item 4).
+      if (k.find('.') != std::string::npos)
+        fail(join_path(path, k), "a key cannot contain a dot: write nested objects, e.g. {\"" +
+                                     k.substr(0, k.find('.')) + "\": {\"" + k.substr(k.find('.') + 1) +
+                                     "\": …}}, or --set " + join_path(path, k) + "=…");
+      check_unknown(v, join_path(path, k));
+    }
   }
 
   void bind(const Entry& e, Scenario& s) {
