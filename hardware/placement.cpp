@@ -90,7 +90,11 @@ std::vector<std::string> expand_hostlist(const std::string& text) {
       if (std::stol(hi) - std::stol(lo) > kMaxNames || out.size() > kMaxNames)
         throw std::invalid_argument("node list longer than any machine");
       for (long v = std::stol(lo); v <= std::stol(hi); ++v)
-        for (const auto& x : expand_hostlist(head + fmt::format("{:0{}}", v, lo.size()) + tail)) out.push_back(x);
+        for (const auto& x : expand_hostlist(head + fmt::format("{:0{}}", v, lo.size()) + tail)) {
+          out.push_back(x);
+          // The product of several ranges, not only each range, is bounded (issue #23, item 2).
+          if (out.size() > kMaxNames) throw std::invalid_argument("node list longer than any machine");
+        }
     }
   }
   return out;

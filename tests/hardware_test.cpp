@@ -322,6 +322,8 @@ TEST_SUITE("hardware.network") {
     // Fuzzing regressions (tests/data/fuzz/side-files-huge): huge ranges and numbers are errors.
     CHECK_THROWS_AS(expand_hostlist("x-[1-99999999999]"), std::invalid_argument);
     CHECK_THROWS_AS(expand_hostlist("x-[1-9999999]"), std::invalid_argument);
+    // Each range within the limit, their product far beyond it: refused, not expanded (10¹² names).
+    CHECK_THROWS_AS(expand_hostlist("jpbo-[000-999999]-[000-999999]"), std::invalid_argument);
     CHECK_THROWS_AS(node_from_name("n-12345678901234-1", net, 5), std::invalid_argument);
     // Rack 7 of 5-rack groups is group 1, its 3rd rack (48 nodes per rack); slot 2.
     CHECK(node_from_name("jpbo-007-02", net, 5) == 240 + 2 * 48 + 1);
