@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "scenarios/commands.hpp"
+#include "scenarios/parallel.hpp"
 #include "scenarios/simulate.hpp"
 
 using namespace twin::scenarios;
@@ -70,6 +71,23 @@ TEST_SUITE("scenarios.step") {
       for (const auto& [k, v] : r["breakdown_s"][who].items()) sum += v.get<double>();
       CHECK(sum == doctest::Approx(r["step_time_s"].get<double>()).epsilon(1e-9));
     }
+  }
+  TEST_CASE("parallel jobs: an exception reaches the caller, the lowest job's, with any threads") {
+    const std::function<int(std::size_t)> f = [](std::size_t i) -> int {
+      if (i == 3 || i == 7) throw std::runtime_error("job " + std::to_string(i));
+      return static_cast<int>(i);
+    };
+    for (const int jobs : {1, 2, 4}) {
+      CAPTURE(jobs);
+      try {
+        run_parallel<int>(12, jobs, f);
+        FAIL("no exception");
+      } catch (const std::runtime_error& e) {
+        CHECK(std::string(e.what()) == "job 3");
+      }
+    }
+    CHECK(run_parallel<int>(5, 2, [](std::size_t i) { return static_cast<int>(2 * i); }) ==
+          std::vector<int>{0, 2, 4, 6, 8});
   }
   TEST_CASE("sweep: a grid gives one row per point, in order, the same with 1 or 2 threads") {
     CommonArgs args;
