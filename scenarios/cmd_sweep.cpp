@@ -5,6 +5,8 @@
 // arguments takes the points found there and runs only the others, so its final FILE is the
 // same as an uninterrupted run's. FILE.partial is removed once FILE is written.
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <fmt/ostream.h>
 
 #include <filesystem>
@@ -127,24 +129,34 @@ Json sweep_json(const CommonArgs& args, const SweepArgs& sw, const std::string& 
   return rows;
 }
 
+// Columns: every key of any row, in the order first seen, the fullest row first — a point that
+// failed carries fewer keys, and the header must not come from it (issue #23, item 6). A cell a
+// row lacks is empty.
 std::string to_csv(const Json& rows) {
   if (rows.empty()) return "";
+  std::size_t fullest = 0;
+  for (std::size_t i = 1; i < rows.size(); ++i)
+    if (rows[i].size() > rows[fullest].size()) fullest = i;
+  std::vector<std::string> cols;
+  auto add_keys = [&cols](const Json& r) {
+    for (const auto& [k, _] : r.items())
+      if (std::find(cols.begin(), cols.end(), k) == cols.end()) cols.push_back(k);
+  };
+  add_keys(rows[fullest]);
+  for (const auto& r : rows) add_keys(r);
+  auto cell = [](const Json& v) {
+    std::string c = v.is_string() ? v.get<std::string>() : v.dump();
+    if (c.find_first_of(",\"\n") == std::string::npos) return c;
+    std::string q = "\"";
+    for (char ch : c) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+    return q + "\"";
+  };
   std::string out;
-  bool first = true;
-  for (const auto& [k, _] : rows[0].items()) out += (first ? "" : ",") + k, first = false;
+  for (std::size_t i = 0; i < cols.size(); ++i) out += (i ? "," : "") + cols[i];
   out += "\n";
   for (const auto& r : rows) {
-    first = true;
-    for (const auto& [k, v] : r.items()) {
-      std::string cell = v.is_string() ? v.get<std::string>() : v.dump();
-      if (cell.find_first_of(",\"\n") != std::string::npos) {
-        std::string q = "\"";
-        for (char c : cell) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-        cell = q + "\"";
-      }
-      out += (first ? "" : ",") + cell;
-      first = false;
-    }
+    for (std::size_t i = 0; i < cols.size(); ++i)
+      out += (i ? "," : "") + (r.contains(cols[i]) ? cell(r[cols[i]]) : std::string());
     out += "\n";
   }
   return out;

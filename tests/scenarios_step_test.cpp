@@ -106,6 +106,22 @@ TEST_SUITE("scenarios.step") {
     CHECK(one[2]["error"].get<std::string>().find("out of range") != std::string::npos);
     CHECK(one[0]["error"] == "");
     CHECK(to_csv(one).find("nccl.max_ctas,training.seq_len,tokens_per_s_per_gpu") == 0);
+    // The first point fails: the header still names every column, every line has them all.
+    sw.grid = {"training.seq_len=-1,2048"};
+    sw.jobs = 1;
+    const std::string csv = to_csv(sweep_json(args, sw));
+    CHECK(csv.find("training.seq_len,tokens_per_s_per_gpu") == 0);
+    std::istringstream lines(csv);
+    std::vector<std::size_t> commas;
+    for (std::string l; std::getline(lines, l);) {
+      std::size_t n = 0;
+      bool quoted = false;
+      for (const char c : l) quoted ^= c == '"', n += !quoted && c == ',';
+      commas.push_back(n);  // separators, not commas inside a quoted cell
+    }
+    REQUIRE(commas.size() == 3);
+    CHECK(commas[1] == commas[0]);
+    CHECK(commas[2] == commas[0]);
   }
   TEST_CASE("sweep: resumed from a progress file, the final rows equal an uninterrupted run's") {
     CommonArgs args;
