@@ -2,6 +2,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <cmath>
+#include <cstdlib>
 #include <iostream>
 
 #include "scenarios/commands.hpp"
@@ -63,7 +65,13 @@ int main(int argc, char** argv) {
   plan->add_option("--placement", plan_args.placement,
                    "packed | spread | random | FILE (a Slurm node list); default: the scenario's");
   plan->add_option("--tokens", plan_args.tokens, "token budget for days_to_tokens (default 15e12)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::PositiveNumber)
+      ->check(CLI::Validator(
+          [](const std::string& v) {
+            const double d = std::strtod(v.c_str(), nullptr);
+            return std::isfinite(d) ? std::string() : "expected a finite number, got " + v;
+          },
+          "FINITE"));
   plan->add_option("--jobs", plan_args.jobs, "threads")->check(CLI::Range(1, 256));
   LadderArgs ladder_args;
   auto* ladder = app.add_subcommand("ladder", "every rung of SPEC.md §6 beside its published figures");

@@ -22,6 +22,11 @@
 
 namespace twin::scenarios {
 
+int simulated_gpus(const Scenario& s) {
+  return static_cast<int>(s.placement.simulate_all_replicas ? s.job.parallel.total_gpus()
+                                                            : s.job.parallel.replica_gpus);
+}
+
 namespace {
 
 using reports::Interval;
@@ -71,10 +76,6 @@ struct Pass {
   Pass(const Scenario& s)
       : cluster(engine, fluid, s.hw, simulated_gpus(s), s.nccl),
         builder(job_with_fabric(s), cluster, graph) {}
-  static int simulated_gpus(const Scenario& s) {
-    return static_cast<int>(s.placement.simulate_all_replicas ? s.job.parallel.total_gpus()
-                                                              : s.job.parallel.replica_gpus);
-  }
   // Attaches the fabric before the builder plans any collective (member order).
   const model::Job& job_with_fabric(const Scenario& s) {
     cluster.attach_fabric(s.placement, s.placement.simulate_all_replicas ? 1 : static_cast<int>(s.job.parallel.dp));

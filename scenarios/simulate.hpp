@@ -28,6 +28,8 @@ struct RunResult {
 };
 
 RunResult simulate(const Loaded& loaded, const RunOptions& opts);
+// The GPUs (ranks) a simulation of the scenario has: one replica's, or every replica's.
+int simulated_gpus(const Scenario& s);
 
 // A short readable summary of a result.
 std::string summary(const Json& result);
