@@ -18,7 +18,9 @@
 #include "reports/output.hpp"
 #include "scenarios/commands.hpp"
 #include "scenarios/parallel.hpp"
+#include "scenarios/scenario.hpp"
 #include "scenarios/simulate.hpp"
+#include "sim/engine.hpp"
 
 namespace twin::scenarios {
 
@@ -71,8 +73,24 @@ std::map<std::size_t, Json> read_progress(const std::string& path, const std::st
 
 }  // namespace
 
+namespace {
+
+// Input errors are the command's, not a point's (issue #23, item 5): the scenario and --set must
+// load on their own, and every grid key must be a parameter — checked before any work or file.
+void check_inputs(const CommonArgs& args, const std::vector<Axis>& axes) {
+  load_scenario(args.scenario, args.load_options());
+  for (const auto& a : axes) {
+    const auto& entries = scenario_schema().entries();
+    if (std::none_of(entries.begin(), entries.end(), [&](const auto& e) { return e.spec.key == a.key; }))
+      throw InputError("--grid", "", fmt::format("\"{}\" is not a scenario key (twin help-params lists them)", a.key));
+  }
+}
+
+}  // namespace
+
 Json sweep_json(const CommonArgs& args, const SweepArgs& sw, const std::string& progress) {
   const auto axes = parse_grid(sw.grid);
+  check_inputs(args, axes);
   std::size_t points = 1;
   for (const auto& a : axes) points *= a.values.size();
   const std::string header =
@@ -117,6 +135,8 @@ Json sweep_json(const CommonArgs& args, const SweepArgs& sw, const std::string& 
       row["fits"] = !m["oom"].get<bool>() &&
                     m["host_headroom_GiB"].get<double>() > m["host_unattributed_median_GiB"].get<double>();
       row["error"] = "";
+    } catch (const sim::EventLimitExceeded&) {
+      throw;  // the run's budget, not the point's fault: the command fails (exit 2)
     } catch (const std::exception& e) {
       row["error"] = e.what();  // a point that cannot run is a row that says why
     }

@@ -13,6 +13,7 @@
 #include "scenarios/commands.hpp"
 #include "scenarios/parallel.hpp"
 #include "scenarios/simulate.hpp"
+#include "sim/engine.hpp"
 
 using namespace twin::scenarios;
 namespace fs = std::filesystem;
@@ -122,6 +123,26 @@ TEST_SUITE("scenarios.step") {
     REQUIRE(commas.size() == 3);
     CHECK(commas[1] == commas[0]);
     CHECK(commas[2] == commas[0]);
+  }
+  TEST_CASE("sweep: input errors fail the command, before any point runs") {
+    CommonArgs args;
+    args.scenario = (kRoot / "tests/golden/small.json").string();
+    args.data_dir = kRoot.string();
+    SweepArgs sw;
+    sw.grid = {"nccl.max_ctas=8,16"};
+    auto fails = [&](const CommonArgs& a, const SweepArgs& s) { CHECK_THROWS(sweep_json(a, s)); };
+    CommonArgs missing = args;
+    missing.scenario = (kRoot / "tests/data/no-such-scenario.json").string();
+    fails(missing, sw);
+    CommonArgs bad_set = args;
+    bad_set.sets = {"training.seq_lenx=4"};
+    fails(bad_set, sw);
+    SweepArgs bad_key = sw;
+    bad_key.grid = {"nccl.max_ctax=8,16"};
+    fails(args, bad_key);
+    CommonArgs budget = args;
+    budget.max_events = 10;
+    CHECK_THROWS_AS(sweep_json(budget, sw), twin::sim::EventLimitExceeded);
   }
   TEST_CASE("sweep: resumed from a progress file, the final rows equal an uninterrupted run's") {
     CommonArgs args;
