@@ -245,13 +245,11 @@ class Resolver {
     }
     if (!node.is_object()) fail(path, "expected an object");
     for (const auto& [k, v] : node.items()) {
-      // A dotted name is a path for --set, not a key: {"training.seq_len": …} would otherwise
-      // match no nested value and be ignored (issue #23, item 4).
+      // A dotted name is a --set path, not a key: it would match nothing (issue #23, item 4).
+      const std::string key = join_path(path, k);
       if (k.find('.') != std::string::npos)
-        fail(join_path(path, k), "a key cannot contain a dot: write nested objects, e.g. {\"" +
-                                     k.substr(0, k.find('.')) + "\": {\"" + k.substr(k.find('.') + 1) +
-                                     "\": …}}, or --set " + join_path(path, k) + "=…");
-      check_unknown(v, join_path(path, k));
+        fail(key, "a key cannot contain a dot: nest the objects, or use --set " + key + "=…");
+      check_unknown(v, key);
     }
   }
 
