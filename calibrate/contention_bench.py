@@ -134,16 +134,21 @@ def checked(rc, what):
         raise RuntimeError(f"{what}: cudaError {rc}")
 
 
-HOLDER_SHAPES = [  # (shared memory bytes, threads, 96 registers per thread), most NCCL-like first
-    None,  # an NCCL CTA: 80 KiB, 640 threads × 96 registers (SPEC.md §8)
-    (200 * 1024, 640, 1), (200 * 1024, 1024, 0), (200 * 1024, 32, 0)]
+# (shared memory bytes, threads, mode), most NCCL-like first; mode (kernels/twin_kernels.cuh):
+# 0 few registers, all threads dozing; 1 96 registers, all dozing; 2 96 registers, one thread
+# polling and the rest at a barrier. The first shape that lets kernels run beside 124 holders is
+# used; 2026-11-30's files used (200 KiB, 640, 1).
+HOLDER_SHAPES = [
+    None,  # an NCCL CTA: 80 KiB, 640 threads × 96 registers (SPEC.md §8), mode 2
+    (200 * 1024, 640, 2), (200 * 1024, 640, 1), (200 * 1024, 32, 0)]
 
 
-def probe_holder(lib, sms, work):
+def probe_holder(lib, sms, work, copier=None):
     """For each holder shape: how many holders are resident 50 ms after launching one per SM,
     whether a one-block kernel then runs beside them (`shares`: an NCCL CTA leaves 4,096
-    registers, so a tiny block may), and whether a kernel runs on the SMs left free with 124 held
-    (it must). Returns the first shape that passes the last test, and every result."""
+    registers, so a tiny block may), whether a kernel runs on the SMs left free with 124 held
+    (it must), and a copy engine's bandwidth with 124 held (a quiet holder leaves it as alone).
+    Returns the first shape that passes the third test, and every result."""
     x = torch.zeros(1, device="cuda")
     results, chosen = [], False
     for shape in HOLDER_SHAPES:
@@ -166,8 +171,17 @@ def probe_holder(lib, sms, work):
             progresses = True
         except HolderTimeout:
             progresses = False
-        results.append({"shape": shape or "nccl_cta", "resident_of_all": resident,
-                        "tiny_kernel_ran_beside_all_held": shares, "kernel_ran_beside_124_held": progresses})
+        row = {"shape": shape or "nccl_cta", "resident_of_all": resident,
+               "tiny_kernel_ran_beside_all_held": shares, "kernel_ran_beside_124_held": progresses}
+        if copier is not None:
+            h.hold(sms - 8, work, max_ns=1_000_000_000)
+            row["copy_alone_GBps"] = copier.GBps(copier.alone_ms)
+            row["copy_with_124_held_GBps"] = copier.GBps(copier.time(4, after=work))
+            try:
+                h.release(work)
+            except HolderTimeout:
+                row["copy_with_124_held_GBps"] = None
+        results.append(row)
         if progresses and chosen is False:
             chosen = shape
     return chosen, results
@@ -646,7 +660,7 @@ def provenance(args):
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "host": os.uname().nodename, "command": " ".join(sys.argv), "commit": args.commit,
             "driver": nvidia_smi("driver_version"), "sm_clock_max_MHz": nvidia_smi("clocks.max.sm"),
-            "holder": "kernels/sm_hold.cu sm_hold_until: 1 block/SM, 640 threads x 96 registers, 80 KiB shared memory (an NCCL CTA, SPEC.md §8)"}
+            "holder": "kernels/sm_hold.cu sm_hold_until: 1 block/SM; shape (shared memory, threads, mode) in holder_shape"}
 
 
 def nvidia_smi(field):
@@ -683,13 +697,13 @@ def main():
     only = [g for g in args.only.split(",") if g] or list(groups)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     work = torch.cuda.Stream()
-    shape, probe = probe_holder(lib, sms, work)
+    copier = None if args.no_copy else Copier()
+    shape, probe = probe_holder(lib, sms, work, copier)
     print("holder probe:", probe, flush=True)
     if shape is False:
         print("contention_bench: no holder shape lets kernels run beside 124 holders", file=sys.stderr)
         return 1
     holder = Holder(lib, sms, shape)
-    copier = None if args.no_copy else Copier()
     doc = {"provenance": provenance(args), "held_sms": held, "holder_probe": probe,
            "holder_shape": shape or "nccl_cta",
            "cases": [], "errors": [], "skipped": []}

@@ -21,9 +21,9 @@ int twin_sm_hold_until(int blocks, int* started, int* smids, const int* stop, lo
 }
 
 int twin_sm_hold_shaped(int blocks, int* started, int* smids, const int* stop, long long max_ns,
-                        int smem_bytes, int threads, int heavy_regs, void* s) {
+                        int smem_bytes, int threads, int mode, void* s) {
   return static_cast<int>(k::launch_sm_hold_shaped(blocks, started, smids, stop, max_ns, smem_bytes,
-                                                   threads, heavy_regs != 0, stream(s)));
+                                                   threads, mode, stream(s)));
 }
 
 int twin_wait_count(const int* counter, int target, long long max_ns, void* s) {

@@ -18,12 +18,19 @@ __device__ __forceinline__ int smid() {
 // The holder, shaped like an NCCL CTA (SPEC.md §8: 544–640 threads, 96 registers each,
 // ~80 KiB of shared memory): 640 threads kept at 96 live registers each (61,440 of the SM's
 // 65,536) and 80 KiB of shared memory, so that whatever can share an SM with an NCCL CTA — in
-// practice nothing but the smallest blocks — can share it with the holder. It spins until *stop
+// practice nothing but the smallest blocks — can share it with the holder. It runs until *stop
 // is set or max_ns passes. Measured runs pass `started` and `smids`: each block writes its %smid
 // and bumps *started; a block that gives up before *stop adds 1 << 16 to *started (a lost stop
 // cannot hang the GPU, and the caller sees it). Without them it is a holder of fixed duration.
+//
+// How the block waits (Mode): kDozing — every thread loops on the global timer with a 2 µs
+// nanosleep while thread 0 polls *stop (the holder of 2026-11-30's measurements; 640 threads
+// polling a global load had cut a copy engine's device copy from 4.2 to 1.6 TB/s, and even the
+// dozing loop left it at 1.8 TB/s with 124 SMs held); kBarrier — thread 0 alone polls, every
+// ~2 µs, and the other 639 threads wait at a barrier, issuing nothing.
 constexpr int kHoldThreads = 640, kHoldLiveRegs = 88;
-template <int LiveRegs>
+enum Mode { kLight = 0, kDozing = 1, kBarrier = 2 };
+template <int LiveRegs, bool Barrier>
 __global__ void __launch_bounds__(LiveRegs > 1 ? kHoldThreads : 1024, 1)
     sm_hold_until(int* started, int* smids, const volatile int* stop, long long max_ns) {
   extern __shared__ char smem[];
@@ -35,21 +42,21 @@ __global__ void __launch_bounds__(LiveRegs > 1 ? kHoldThreads : 1024, 1)
     __threadfence();
     atomicAdd(started, 1);
   }
-  // Quiet: thread 0 polls *stop every ~2 µs and tells the block through shared memory; the
-  // others doze. (640 threads spinning on a global load took a copy engine's device copy from
-  // 4.2 to 1.6 TB/s with 124 SMs held: the holder itself must not load the memory system.)
   __shared__ volatile int stop_seen;
   if (threadIdx.x == 0) stop_seen = 0;
   __syncthreads();
   unsigned live[LiveRegs];
 #pragma unroll
   for (int i = 0; i < LiveRegs; ++i) live[i] = threadIdx.x * (i + 1);
-  while (!stop_seen && globaltimer() < end) {
-    if (threadIdx.x == 0 && *stop != 0) stop_seen = 1;
-    __nanosleep(2000);
+  if (!Barrier || threadIdx.x == 0) {
+    while (!stop_seen && globaltimer() < end) {
+      if (threadIdx.x == 0 && *stop != 0) stop_seen = 1;
+      __nanosleep(2000);
 #pragma unroll
-    for (int i = 0; i < LiveRegs; ++i) asm volatile("" : "+r"(live[i]));  // stay in registers
+      for (int i = 0; i < LiveRegs; ++i) asm volatile("" : "+r"(live[i]));  // stay in registers
+    }
   }
+  __syncthreads();
   unsigned sum = 0;
 #pragma unroll
   for (int i = 0; i < LiveRegs; ++i) sum += live[i];
@@ -82,26 +89,29 @@ cudaError_t launch_sm_hold(int blocks, long long ns, cudaStream_t s) {
 }
 
 cudaError_t launch_sm_hold_shaped(int blocks, int* started, int* smids, const int* stop,
-                                  long long max_ns, int smem_bytes, int threads, bool heavy_regs,
+                                  long long max_ns, int smem_bytes, int threads, int mode,
                                   cudaStream_t s) {
   if (blocks <= 0) return cudaSuccess;
-  const void* k = heavy_regs ? reinterpret_cast<const void*>(sm_hold_until<kHoldLiveRegs>)
-                             : reinterpret_cast<const void*>(sm_hold_until<1>);
+  const void* k = mode == kBarrier  ? reinterpret_cast<const void*>(sm_hold_until<kHoldLiveRegs, true>)
+                  : mode == kDozing ? reinterpret_cast<const void*>(sm_hold_until<kHoldLiveRegs, false>)
+                                    : reinterpret_cast<const void*>(sm_hold_until<1, false>);
   int most = 0;
   cudaError_t e = hold_smem(k, &most);
   if (e != cudaSuccess) return e;
   const int smem = smem_bytes > 0 && smem_bytes < most ? smem_bytes : most;
-  if (heavy_regs)
-    sm_hold_until<kHoldLiveRegs><<<blocks, threads, smem, s>>>(started, smids, stop, max_ns);
+  if (mode == kBarrier)
+    sm_hold_until<kHoldLiveRegs, true><<<blocks, threads, smem, s>>>(started, smids, stop, max_ns);
+  else if (mode == kDozing)
+    sm_hold_until<kHoldLiveRegs, false><<<blocks, threads, smem, s>>>(started, smids, stop, max_ns);
   else
-    sm_hold_until<1><<<blocks, threads, smem, s>>>(started, smids, stop, max_ns);
+    sm_hold_until<1, false><<<blocks, threads, smem, s>>>(started, smids, stop, max_ns);
   return cudaGetLastError();
 }
 
 cudaError_t launch_sm_hold_until(int blocks, int* started, int* smids, const int* stop,
                                  long long max_ns, int smem_bytes, cudaStream_t s) {
   return launch_sm_hold_shaped(blocks, started, smids, stop, max_ns,
-                               smem_bytes > 0 ? smem_bytes : 80 * 1024, kHoldThreads, true, s);
+                               smem_bytes > 0 ? smem_bytes : 80 * 1024, kHoldThreads, kBarrier, s);
 }
 
 cudaError_t launch_wait_count(const int* counter, int target, long long max_ns, cudaStream_t s) {

@@ -22,10 +22,12 @@ cudaError_t launch_sm_hold(int blocks, long long ns, cudaStream_t s);
 // block is resident, and smids proves which SMs (and how many distinct ones) were held.
 cudaError_t launch_sm_hold_until(int blocks, int* started, int* smids, const int* stop,
                                  long long max_ns, int smem_bytes, cudaStream_t s);
-// The same holder with another footprint (threads, shared memory, 96 or few registers per
-// thread): for the holder probe of calibrate/contention_bench.py.
+// The same holder with another footprint (threads, shared memory) and way of waiting — mode
+// 0: few registers per thread, every thread dozing in a loop; 1: 96 registers per thread, every
+// thread dozing; 2: 96 registers, one thread polling and the rest at a barrier (the default) —
+// for the holder probe of calibrate/contention_bench.py.
 cudaError_t launch_sm_hold_shaped(int blocks, int* started, int* smids, const int* stop,
-                                  long long max_ns, int smem_bytes, int threads, bool heavy_regs,
+                                  long long max_ns, int smem_bytes, int threads, int mode,
                                   cudaStream_t s);
 cudaError_t launch_wait_count(const int* counter, int target, long long max_ns, cudaStream_t s);
 
