@@ -60,13 +60,13 @@ const std::map<std::string, Family>& elementwise_families() {
   static const std::map<std::string, Family> m = {
       {"add", Family::ew_add},          {"mul", Family::ew_add},
       {"rmsnorm_fwd", Family::ew_norm},
-      {"rmsnorm_bwd", Family::ew_norm}, {"swiglu_fwd", Family::ew_swiglu},
-      {"swiglu_bwd", Family::ew_swiglu}, {"permute_gather", Family::ew_gather},
+      {"rmsnorm_bwd", Family::ew_norm_bwd}, {"swiglu_fwd", Family::ew_swiglu},
+      {"swiglu_bwd", Family::ew_swiglu_bwd}, {"permute_gather", Family::ew_gather},
       {"unpermute_index_add", Family::ew_scatter_add}, {"fp32_accumulate_bf16", Family::ew_widen},
       {"cast_bf16_fp32", Family::ew_widen}, {"copy_strided", Family::ew_widen},
       {"fp8_block_quantize", Family::ew_fp8_quant}, {"fp8_block_dequantize", Family::ew_fp8_dequant},
       {"bf16_sum_fp32", Family::ew_sum_fp32}, {"cross_entropy_fwd", Family::ew_loss},
-      {"cross_entropy_bwd", Family::ew_loss}};
+      {"cross_entropy_bwd", Family::ew_loss_bwd}};
   return m;
 }
 
@@ -81,7 +81,7 @@ std::pair<std::string, KernelShape> classify(const Json& c) {
   }
   if (cls == "gemm" || cls == "newton_schulz") return {"gemm", gemm_case_shape(c["shape"], l)};
   if (cls == "gemm_fp8") return {"gemm_fp8", {Family::gemm_fp8, Schedule::persistent_dynamic, 1, kSms}};
-  if (cls == "attention" && kernel.rfind("sdpa", 0) == 0)
+  if (cls == "attention" && (kernel.rfind("sdpa", 0) == 0 || kernel.rfind("flex", 0) == 0))
     return {"attention", {Family::attention, Schedule::persistent_dynamic, 1, kSms}};
   if (cls == "grouped_gemm") {
     const bool dyn = kernel.find("dynamic") != std::string::npos;

@@ -9,7 +9,7 @@ namespace {
 constexpr std::string_view kNames[] = {
     "gemm",   "gemm_fp8",  "grouped_gemm",   "attention", "ew_add",       "ew_norm",
     "ew_swiglu", "ew_gather", "ew_scatter_add", "ew_widen", "ew_fp8_quant", "ew_fp8_dequant",
-    "ew_sum_fp32", "ew_loss"};
+    "ew_sum_fp32", "ew_loss", "ew_norm_bwd", "ew_swiglu_bwd", "ew_loss_bwd"};
 static_assert(sizeof(kNames) / sizeof(kNames[0]) == kFamilies);
 }  // namespace
 

