@@ -168,6 +168,10 @@ std::vector<ContentionCase> read_contention_cases(const std::vector<std::string>
     for (const auto& c : j["cases"]) {
       auto [group, shape] = classify(c);
       ContentionCase cc{case_name(c), group.empty() ? c["class"].get<std::string>() + ":unmodelled" : group, shape, {}};
+      cc.bytes = c.value("bytes", 0.0);
+      const double copy_GBps = j.contains("copy_engine_check") ? j["copy_engine_check"].value("alone_GBps", 0.0) : 0.0;
+      if (copy_GBps > 0 && cc.bytes > 0)
+        cc.copy_share = cc.bytes / (c["alone_ms"].get<double>() * 1e-3) / (copy_GBps * 1e9);
       const bool fit_case = !group.empty() && index[group]++ % 2 == 0;
       double most = 0;
       for (const auto& p : c["points"]) {
@@ -191,6 +195,20 @@ std::vector<ContentionCase> read_contention_cases(const std::vector<std::string>
     for (auto& c : v) out.push_back(std::move(c));
   return out;
 }
+
+namespace {
+double copy_share(const std::vector<ContentionCase>& cases, const std::string& group) {
+  std::map<std::string, const ContentionCase*> largest;  // kernel → its case with the most bytes
+  for (const auto& c : cases) {
+    if (c.group != group || c.copy_share <= 0) continue;
+    auto& l = largest[c.name.substr(0, c.name.find('['))];
+    if (!l || c.bytes > l->bytes) l = &c;
+  }
+  double sum = 0;
+  for (const auto& [k, c] : largest) sum += c->copy_share;
+  return largest.empty() ? 0 : std::round(sum / static_cast<double>(largest.size()) * 1000) / 1000;
+}
+}  // namespace
 
 hardware::ContentionModel fit_contention(const std::vector<ContentionCase>& cases,
                                          hardware::ContentionModel m) {
@@ -232,19 +250,21 @@ hardware::ContentionModel fit_contention(const std::vector<ContentionCase>& case
     m.family[i].boost_max = best_b;
     return best_of(cases, g, m, sats, [&](auto& mm) -> double& { return mm.family[i].sat_sms; });
   };
-  double best_knee = 3;
-  best_e = INFINITY;
-  for (const double knee : {1.5, 2.0, 3.0, 4.0, 6.0, 8.0}) {
-    double e = 0;
-    for (int i = static_cast<int>(Family::ew_add); i < hardware::kFamilies; ++i) {
-      fam(static_cast<Family>(i)).knee = knee;
-      e += fit_family(i);
-    }
-    if (e < best_e) best_e = e, best_knee = knee;
-  }
+  // The knee and the lone block's share too, per family: how sharply a kernel's memory latency
+  // rises near saturation depends on its access pattern (a gather's random rows, a widening
+  // cast's fp32 writes), and what one block reaches alone on its own (its warps' loads in flight).
   for (int i = static_cast<int>(Family::ew_add); i < hardware::kFamilies; ++i) {
-    fam(static_cast<Family>(i)).knee = best_knee;
+    auto& p = fam(static_cast<Family>(i));
+    double best_e = INFINITY, best_knee = 3, best_lone = 0;
+    for (const double knee : {1.5, 2.0, 3.0, 4.0, 6.0, 8.0})
+      for (const double lone : {0.0, 0.125, 0.25, 0.5, 1.0}) {
+        p.knee = knee, p.lone_block = lone;
+        const double e = fit_family(i);
+        if (e < best_e) best_e = e, best_knee = knee, best_lone = lone;
+      }
+    p.knee = best_knee, p.lone_block = best_lone;
     fit_family(i);
+    p.hbm_fraction = copy_share(cases, std::string(hardware::family_name(static_cast<Family>(i))));
   }
   return m;
 }

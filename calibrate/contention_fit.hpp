@@ -9,7 +9,7 @@
 // second value of the measured list). A point is fitted only if both its case and its SMs are;
 // every other point is held out. Fit: least squares of log(model/measured) over the fitted
 // points, by exhaustive search over a grid of each family's parameters (the cluster waste w is
-// shared by the clustered families, the elementwise knee by the elementwise ones).
+// shared by the clustered families; each elementwise family has its own knee and lone-block share).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -32,12 +32,16 @@ struct ContentionCase {
   std::string group;  // the family fitted, or a report-only group ("twin_grouped", "copy_engine", …)
   hardware::KernelShape shape;
   std::vector<ContentionPoint> points;
+  double bytes = 0;         // read + written by one launch
+  double copy_share = 0;    // its bandwidth alone over the file's device copy's (0: unknown)
 };
 
 // Reads the measurement files into cases (throws std::runtime_error with the file on bad input).
 std::vector<ContentionCase> read_contention_cases(const std::vector<std::string>& files);
 
 // Fits the model's parameters; `base` supplies what the data does not decide (cluster sizes).
+// An elementwise family's hbm_fraction is the mean over its kernels of the copy share of each
+// kernel's largest case (the least launch overhead).
 hardware::ContentionModel fit_contention(const std::vector<ContentionCase>& cases,
                                          hardware::ContentionModel base);
 

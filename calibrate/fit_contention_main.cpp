@@ -29,7 +29,6 @@ Json profile_section(const hardware::ContentionModel& m, const std::string& data
                           "; reports/calibration/contention/README.md)";
   Json s;
   s["cluster_waste_sms"] = {{"value", m.cluster_waste_sms}, {"source", src}};
-  s["ew_knee"] = {{"value", m.of(hardware::Family::ew_add).knee}, {"source", src}};
   for (const auto f : {hardware::Family::gemm, hardware::Family::gemm_fp8, hardware::Family::grouped_gemm,
                        hardware::Family::attention}) {
     const auto& p = m.of(f);
@@ -41,7 +40,12 @@ Json profile_section(const hardware::ContentionModel& m, const std::string& data
   for (int i = static_cast<int>(hardware::Family::ew_add); i < hardware::kFamilies; ++i)
     s[std::string(hardware::family_name(static_cast<hardware::Family>(i)))] = {
         {"sat_sms", {{"value", tidy(m.family[i].sat_sms)}, {"source", src}}},
-        {"boost_max", {{"value", tidy(m.family[i].boost_max)}, {"source", src}}}};
+        {"boost_max", {{"value", tidy(m.family[i].boost_max)}, {"source", src}}},
+        {"knee", {{"value", m.family[i].knee}, {"source", src}}},
+        {"lone_block", {{"value", m.family[i].lone_block}, {"source", src}}},
+        {"hbm_fraction", {{"value", m.family[i].hbm_fraction},
+                          {"source", "[meas] the family's kernels alone on our H200, bytes / time over a device "
+                                     "copy's bandwidth in the same file (mean over kernels, largest case each; " + data + ")"}}}};
   return s;
 }
 

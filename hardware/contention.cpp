@@ -43,8 +43,12 @@ void ContentionModel::prepare() {
 }
 
 double ContentionModel::compute_throughput(Family f, double active) const {
+  return throughput_spread(f, active, active);
+}
+
+double ContentionModel::throughput_spread(Family f, double work, double active) const {
   const auto& p = of(f);
-  const double x = active * boost(f, active);
+  const double x = work * boost(f, active);
   if (p.sat_sms <= 0) return x;
   // x / (1 + (x/a_sat)^p)^(1/p), written so that no power overflows for a sharp knee.
   const double r = x / p.sat_sms;
@@ -69,8 +73,10 @@ double grid_time(const ContentionModel& m, const KernelShape& k, int u) {
   const double blocks = std::max<double>(1, k.blocks);
   const double waves = std::floor(blocks / slots);
   const double rest = blocks - waves * slots;
-  auto d = [&](double a) { return a * o / m.throughput(k.family, a); };
-  return waves * d(u) + (rest > 0 ? d(std::ceil(rest / o)) : 0.0);
+  const double full = waves * u * o / m.throughput(k.family, u);
+  if (rest <= 0) return full;
+  const double lone = std::max(m.of(k.family).lone_block, 1 / o), at = std::min(rest, static_cast<double>(u));
+  return full + rest / m.throughput_spread(k.family, std::min(rest * lone, at), at);
 }
 
 double static_time(const ContentionModel& m, const KernelShape& k, int u) {

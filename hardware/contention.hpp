@@ -17,8 +17,13 @@
 //     Θ(a) = x / (1 + (x/a_sat)^p)^(1/p), x = a·b(a): linear in SMs until the memory system
 //     saturates at a_sat SMs' worth (a soft minimum of sharpness p). Compute-bound: a_sat = ∞.
 //  4. Scheduling. grid: the hardware dispatches blocks as slots free, u·o at a time; full waves
-//     run on u SMs, the last partial wave on ⌈r/o⌉ SMs (fast when bandwidth-bound):
-//        T = ⌊B/(u·o)⌋·d(u) + [r > 0]·d(⌈r/o⌉),  r = B mod u·o,  d(a) = a·o/Θ(a);
+//     run on u SMs; the last r = B mod u·o blocks start as slots free, spread over a_t =
+//     min(r, u) SMs. A block alone reaches β of its SM's throughput (at least its share 1/o: a
+//     latency-bound block gains nothing from an emptier SM, one whose SM is bound by its own
+//     pipes or by HBM gains up to the whole SM), so the tail runs min(r·β, a_t) SMs' worth:
+//        T = ⌊B/(u·o)⌋·u·o/Θ(u) + [r > 0]·r/Θ'(min(r·β, a_t), a_t),
+//     Θ'(x, a) the saturation of 3. for x·b(a). Measured: the FP8 dequantization's tail of 32
+//     blocks costs 0.34 of a full wave (β = 1/o), RMSNorm's of 128 rows almost nothing (β ≈ 1);
 //     persistent static: min(B, S) CTAs with fixed tile lists; those without an SM start when
 //     one frees, so the kernel runs in rounds of u CTAs, each round as long as one tile list at
 //     that round's clock:  T = Σ_rounds a_j/Θ(a_j),  a_j = min(u, CTAs left);
@@ -75,10 +80,14 @@ struct KernelShape {
 
 // A family's fitted parameters.
 struct FamilyParams {
-  double boost_max = 1;  // b_max
-  double sat_sms = 0;    // a_sat (0: compute-bound)
-  double knee = 3;       // p
-  int cluster_sms = 1;   // c
+  double boost_max = 1;   // b_max
+  double sat_sms = 0;     // a_sat (0: compute-bound)
+  double knee = 3;        // p
+  double lone_block = 0;  // β: an SM's throughput one block reaches alone (0: 1/o, its share)
+  int cluster_sms = 1;    // c
+  // Elementwise families: the HBM bandwidth the kernel reaches alone, as a fraction of a device
+  // copy's (the time alone of `bytes` moved is bytes / (hbm_bw · hbm_fraction), kernel_cost.hpp).
+  double hbm_fraction = 0;
 };
 
 struct ContentionModel {
@@ -94,6 +103,8 @@ struct ContentionModel {
   // b(a) and Θ(a) of a family (for the engine's persistent kernels and for tests).
   double boost(Family f, double active) const;
   double throughput(Family f, double active) const;
+  // Θ for `work` SMs' worth of blocks spread over `active` SMs (a grid's last, partial wave).
+  double throughput_spread(Family f, double work, double active) const;
   // SMs a family can use with `held` of them taken (mechanism 1).
   int usable_sms(Family f, int held) const;
   // Tabulates Θ for every family and whole numbers of SMs (the engine asks on every change of

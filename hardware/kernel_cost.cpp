@@ -21,9 +21,9 @@ double KernelCost::attention_s(double flops, bool backward) const {
   return overhead_s() + flops / (p_.gpu.bf16_dense_TFLOPs * 1e12 * f);
 }
 
-double KernelCost::elementwise_s(double bytes) const {
+double KernelCost::elementwise_s(double bytes, Family f) const {
   if (bytes <= 0) return 0;
-  return overhead_s() + bytes / (p_.gpu.hbm_bw_GBps * 1e9 * p_.efficiency.hbm_fraction);
+  return overhead_s() + bytes / (p_.gpu.hbm_bw_GBps * 1e9 * p_.contention.of(f).hbm_fraction);
 }
 
 double KernelCost::cpu_matmul_s(double flops) const {

@@ -4,11 +4,13 @@
 //              — a GEMM of m rows reaches f_gemm·m/(m+m½) of peak (small expert GEMMs are slow);
 //   attention  t = overhead + FLOPs_w / (peak·f_attn)          (forward and backward differ),
 //              FLOPs_w counting each document's pairs × (L + L½)/L (model/workload.hpp);
-//   elementwise t = overhead + bytes / (HBM·f_hbm);
+//   elementwise t = overhead + bytes / (HBM·f_F), f_F the fraction of a device copy's bandwidth
+//              that kernel family F reaches alone (measured per family: profile `contention`);
 //   CPU        matmul FLOPs / (host fp32·f_cpu_gemm), streaming bytes / (host bw·f_cpu_stream).
 // The calibration harness replaces these curves with measured tables (calibrate/).
 #pragma once
 
+#include "hardware/contention.hpp"
 #include "hardware/profile.hpp"
 
 namespace twin::hardware {
@@ -25,7 +27,8 @@ class KernelCost {
     return groups * (gemm_s(m, n, k) - overhead_s()) + launches * overhead_s();
   }
   double attention_s(double flops, bool backward) const;
-  double elementwise_s(double bytes) const;
+  // `bytes` read and written by a kernel of elementwise family f.
+  double elementwise_s(double bytes, Family f) const;
   double cpu_matmul_s(double flops) const;
   double cpu_stream_s(double bytes) const;
   double overhead_s() const { return p_.efficiency.kernel_overhead_us * 1e-6; }

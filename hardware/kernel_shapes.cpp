@@ -27,6 +27,11 @@ KernelShape elementwise_shape(Family f, double bytes) {
 
 KernelShape grid_stride_shape(int sms, Family f) { return {f, Schedule::grid, 8, static_cast<float>(sms * 16)}; }
 
+KernelShape elementwise_kernel_shape(int sms, Family f, double bytes) {
+  return f == Family::ew_fp8_dequant || f == Family::ew_sum_fp32 ? grid_stride_shape(sms, f)
+                                                                 : elementwise_shape(f, bytes);
+}
+
 KernelShape attention_shape(int sms) {
   return {Family::attention, Schedule::persistent_dynamic, 1, static_cast<float>(sms)};
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "hardware/contention.hpp"
+#include "hardware/kernel_cost.hpp"
 #include "hardware/ops.hpp"
 
 namespace twin::hardware {
@@ -19,6 +20,9 @@ KernelShape elementwise_shape(Family f, double bytes);
 // A grid-stride kernel of 16 blocks of 256 threads per SM (8 resident at once): the FP8
 // dequantization and the fp32 sum of bf16 slices (kernels/fp8_block.cu's launch).
 KernelShape grid_stride_shape(int sms, Family f);
+// The launch of an elementwise kernel of family f moving `bytes`: the project's grid-stride
+// kernels for the FP8 dequantization and the fp32 sum, PyTorch's grid for the others.
+KernelShape elementwise_kernel_shape(int sms, Family f, double bytes);
 // cuDNN / FlashAttention: a persistent grid of one CTA per SM taking tiles dynamically.
 KernelShape attention_shape(int sms);
 // A persistent grouped GEMM (SonicMoE, torch._grouped_mm) with static or dynamic tile lists.
@@ -26,6 +30,10 @@ KernelShape grouped_shape(int sms, bool dynamic);
 
 inline KernelWork grid_work(double seconds, KernelShape shape) {
   return {seconds, 0, KernelClass::grid, shape};
+}
+// An elementwise kernel of family f moving `bytes`: its time alone and its launch.
+inline KernelWork elementwise_work(const KernelCost& cost, Family f, double bytes) {
+  return grid_work(cost.elementwise_s(bytes, f), elementwise_kernel_shape(cost.sm_count(), f, bytes));
 }
 
 }  // namespace twin::hardware

@@ -150,9 +150,6 @@ sim::Schema<EfficiencySpec> efficiency_schema() {
       .real("attention_bwd_half_tokens", "tokens", 0, 1e7, std::nullopt,
             "document length (or window) at which attention backward reaches half its fraction",
             [](auto& e) -> auto& { return e.attention_bwd_half_tokens; })
-      .real("hbm_fraction", "", 0.01, 1, std::nullopt,
-            "fraction of achieved HBM bandwidth reached by elementwise kernels",
-            [](auto& e) -> auto& { return e.hbm_fraction; })
       .real("kernel_overhead_us", "us", 0, 1e5, std::nullopt, "fixed cost per kernel",
             [](auto& e) -> auto& { return e.kernel_overhead_us; })
       .real("cpu_gemm_fraction", "", 0.001, 1, std::nullopt,
@@ -174,10 +171,7 @@ sim::Schema<ContentionModel> contention_schema() {
   s.real("cluster_waste_sms", "SMs", 0, 1e4, std::nullopt,
          "SMs a kernel of thread-block clusters cannot use once any SM is held (GPCs left with a "
          "remainder no cluster fits)",
-         [](auto& c) -> auto& { return c.cluster_waste_sms; })
-      .real("ew_knee", "", 0.5, 100, std::nullopt,
-            "sharpness of an elementwise kernel's bandwidth saturation (soft minimum's exponent)",
-            [](auto& c) -> auto& { return c.family[static_cast<int>(Family::ew_add)].knee; });
+         [](auto& c) -> auto& { return c.cluster_waste_sms; });
   for (const Family f : kComputeFamilies) {
     const int i = static_cast<int>(f);
     const std::string n(family_name(f));
@@ -197,7 +191,18 @@ sim::Schema<ContentionModel> contention_schema() {
         .real(n + ".boost_max", "", 0.5, 4, std::nullopt,
               "the most a " + n + " kernel's per-SM rate grows when few SMs are busy (clocks, "
               "memory latency)",
-              [i](auto& c) -> auto& { return c.family[i].boost_max; });
+              [i](auto& c) -> auto& { return c.family[i].boost_max; })
+        .real(n + ".knee", "", 0.5, 100, std::nullopt,
+              "sharpness of a " + n + " kernel's bandwidth saturation (soft minimum's exponent)",
+              [i](auto& c) -> auto& { return c.family[i].knee; })
+        .real(n + ".lone_block", "", 0, 1, std::nullopt,
+              "fraction of an SM's throughput one " + n + " block reaches alone on it (0: its "
+              "share of a full SM)",
+              [i](auto& c) -> auto& { return c.family[i].lone_block; })
+        .real(n + ".hbm_fraction", "", 0.01, 2, std::nullopt,
+              "HBM bandwidth a " + n + " kernel reaches alone, as a fraction of a device copy's "
+              "(gpu.hbm_bw_GBps)",
+              [i](auto& c) -> auto& { return c.family[i].hbm_fraction; });
   }
   return s;
 }
@@ -207,8 +212,6 @@ sim::Schema<ContentionModel> contention_schema() {
 void finish_contention(Profile& p) {
   auto& c = p.contention;
   c.sm_count = static_cast<int>(p.gpu.sm_count);
-  const double knee = c.family[static_cast<int>(Family::ew_add)].knee;
-  for (int i = static_cast<int>(Family::ew_add); i < kFamilies; ++i) c.family[i].knee = knee;
 }
 
 const sim::Schema<Profile>& profile_schema() {

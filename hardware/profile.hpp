@@ -80,7 +80,6 @@ struct EfficiencySpec {
   // short documents fill the kernel's causal tiles poorly (fitted per pass, attention_bench.py).
   double attention_fwd_half_tokens = 0;
   double attention_bwd_half_tokens = 0;
-  double hbm_fraction = 0;         // elementwise kernels reach this fraction of HBM bandwidth
   double kernel_overhead_us = 0;   // fixed cost per kernel (launch, tail)
   double cpu_gemm_fraction = 0;    // CPU matmuls (Newton–Schulz) reach this of host fp32 peak
   double cpu_stream_fraction = 0;  // CPU optimizer loops reach this of host memory bandwidth

@@ -54,6 +54,11 @@ const sim::Schema<TrainingOptions>& training_schema() {
         .choice("moe_tile_scheduler", {"static", "dynamic"}, "dynamic",
                 "SonicMoE tile scheduling: static per-block tile lists, or an atomic counter (rung 5)",
                 [](auto& t) -> auto& { return t.moe_tile_scheduler; })
+        .choice("elementwise", {"eager", "stand_in"}, "eager",
+                "elementwise ops as their own kernels (PyTorch eager, the project's FP8 and fp32-sum "
+                "kernels: measured bandwidth and contention per family), or each as one vectorized "
+                "bf16 kernel moving its bytes (the micro-step harness's stand-in)",
+                [](auto& t) -> auto& { return t.elementwise; })
         .choice("routing", {"topk", "group_limited"}, "group_limited",
                 "unconstrained top-k (EP ranks get unequal tokens) or 2 experts per group of 96 "
                 "(exactly balanced, rung 7)",

@@ -8,7 +8,6 @@
 namespace twin::model {
 
 using hardware::attention_shape;
-using hardware::elementwise_shape;
 using hardware::gemm_shape;
 using hardware::grid_work;
 using hardware::grouped_shape;
@@ -27,6 +26,10 @@ using hardware::KernelWork;
 
 KernelWork scaled(KernelWork w, double k) { return {w.alone_s * k, w.hbm_bytes * k, w.cls, w.shape}; }
 }  // namespace
+
+hardware::KernelWork elementwise_op(const Job& job, const hardware::KernelCost& cost, Family f, double bytes) {
+  return hardware::elementwise_work(cost, job.training.elementwise == "stand_in" ? Family::ew_add : f, bytes);
+}
 
 const char* category_name(std::int32_t c) {
   return c >= 0 && c < kCategoryCount ? kNames[c] : "?";
@@ -73,8 +76,7 @@ LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankW
               gemm_launch(rows, n, kk)};
   };
   auto ew = [&](const char* name, Family f, double bytes) {
-    return Op{name, kElementwise, grid_work(cost.elementwise_s(bytes), elementwise_shape(f, bytes)), 0,
-              elementwise_launch(bytes)};
+    return Op{name, kElementwise, elementwise_op(job, cost, f, bytes), 0, elementwise_launch(bytes)};
   };
   auto attention = [&](const char* name, double flops, bool backward) {
     Launch l{Launch::kAttention};
@@ -95,6 +97,11 @@ LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankW
   const double norms = 6 * T * h * 2;
   const double route_ew = 3 * T * static_cast<double>(m.experts) * 4;
   const double permute = 2 * T * k * h * 2;
+  // Combining the k expert outputs of each token (and, in backward, summing the gradients of a
+  // token's k copies): PyTorch's index_add_ (atomic adds, measured 0.12 of a copy's bandwidth)
+  // in a plain MoE; SonicMoE aggregates by gathering each token's k rows, without atomics
+  // (arXiv:2512.14080) [est: a gather's measured curve].
+  const Family combine = sonic ? Family::ew_gather : Family::ew_scatter_add;
 
   LayerOps ops;
   auto& fw = ops.forward;
@@ -111,7 +118,7 @@ LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankW
   if (!sonic) fw.push_back(ew("swiglu", Family::ew_swiglu, pairs * 3 * f * 2));
   fw.push_back(down);
   fw.push_back(a2a("combine"));
-  fw.push_back(ew("unpermute", Family::ew_scatter_add, permute));
+  fw.push_back(ew("unpermute", combine, permute));
 
   // Recompute: full re-runs the forward; selective (every second matmul output saved) half of
   // the matmul work and all elementwise work; attention outputs are saved [est].
@@ -134,7 +141,7 @@ LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankW
   if (!sonic) bw.push_back(ew("swiglu_bwd", Family::ew_swiglu_bwd, 2 * pairs * 3 * f * 2));
   bw.push_back(times(up, "expert_up_bwd", 2));
   bw.push_back(a2a("dispatch_bwd"));
-  bw.push_back(ew("route_bwd", Family::ew_scatter_add, 2 * (route_ew + permute)));
+  bw.push_back(ew("route_bwd", combine, 2 * (route_ew + permute)));
   bw.push_back(times(fw[4], "router_bwd", 2));
   bw.push_back(times(fw[3], "o_proj_bwd", 2));
   bw.push_back(attention("attention_bwd", attn_bwd, true));

@@ -51,6 +51,13 @@ inline Launch elementwise_launch(double bytes) {
   return l;
 }
 
+// An elementwise op whose own kernel is of family f, moving `bytes`, as the scenario runs it
+// (training.elementwise): "eager", that kernel (its measured bandwidth and contention curve);
+// "stand_in", one vectorized bf16 kernel (ew_add) moving the same bytes — what the micro-step
+// harness (calibrate/micro_step.py) runs for every elementwise op.
+hardware::KernelWork elementwise_op(const Job& job, const hardware::KernelCost& cost, hardware::Family f,
+                                    double bytes);
+
 struct Op {
   const char* name;
   Category category;

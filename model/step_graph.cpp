@@ -211,8 +211,8 @@ void StepBuilder::run_ops(const std::vector<std::vector<Op>>& ops, std::int32_t 
       if (first_expert && job_.training.expert_gather_dtype == "fp8") {
         // Dequantize: read FP8 values and scales, write bf16 (SPEC.md §6.8).
         const double bytes = comm.expert_gather + 2 * comm.expert_elems;
-        auto& dq = kernel(r, "fp8_dequant", kElementwise, grid_work(cost_.elementwise_s(bytes),
-                          grid_stride_shape(cost_.sm_count(), hardware::Family::ew_fp8_dequant)), layer);
+        auto& dq = kernel(r, "fp8_dequant", kElementwise,
+                          elementwise_op(job_, cost_, hardware::Family::ew_fp8_dequant, bytes), layer);
         note(r, dq, {elementwise_launch(bytes)});
         dq.after(*weights_expert[static_cast<std::size_t>(r)]);
       }

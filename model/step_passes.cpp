@@ -36,8 +36,8 @@ void StepBuilder::forward(std::vector<PerRank>& begin, std::vector<PerRank>& end
   const double rope = rope_cache_bytes(job_);
   for (std::int64_t r = 0; r < ranks_; ++r) {
     const double eb = 4 * work_[r].tokens * h;
-    auto& k = kernel(r, "embedding", kElementwise, grid_work(cost_.elementwise_s(eb), elementwise_shape(Family::ew_gather, eb)), -1);
-    note(r, k, {elementwise_launch(4 * work_[r].tokens * h)});
+    auto& k = kernel(r, "embedding", kElementwise, elementwise_op(job_, cost_, Family::ew_gather, eb), -1);
+    note(r, k, {elementwise_launch(eb)});
     k.after(*emb[static_cast<std::size_t>(r)]);
     unshard(r, V * h * kBf16, V * h * kBf16, *emb[static_cast<std::size_t>(r)], k, k);
     mem_.alloc(r, "rope_caches", kPoolCompute, rope, k, BufferLog::kStart);  // kept all step
@@ -112,8 +112,7 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
     hf.after(*head_ag[static_cast<std::size_t>(r)]);
     // One task for the loss's forward and backward kernels; it slows as the forward does (the
     // larger of the two, measured ×7.2 with 124 SMs held against ×4.7 for the backward).
-    auto& loss = kernel(r, "loss", kElementwise, grid_work(cost_.elementwise_s(3 * T * V * 4),
-                        elementwise_shape(Family::ew_loss, 3 * T * V * 4)), L);
+    auto& loss = kernel(r, "loss", kElementwise, elementwise_op(job_, cost_, Family::ew_loss, 3 * T * V * 4), L);
     auto& hb = kernel(r, "head_backward", kOtherGemm, grid_work(2 * fwd, head), L);
     note(r, hf, {gemm_launch(T, V, h)});
     note(r, loss, {elementwise_launch(3 * T * V * 4)});
@@ -234,8 +233,8 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
       // The owner converts the received bf16 slices to fp32 and sums them.
       const double recv = comm.expert_reduce * (expert_pg - 1) / expert_pg;
       const double sum_bytes = recv + 2 * recv / expert_pg;
-      auto& s = kernel(r, "grad_fp32_sum", kElementwise, grid_work(cost_.elementwise_s(sum_bytes),
-                       grid_stride_shape(cost_.sm_count(), Family::ew_sum_fp32)), i, kSideStream);
+      auto& s = kernel(r, "grad_fp32_sum", kElementwise, elementwise_op(job_, cost_, Family::ew_sum_fp32, sum_bytes),
+                       i, kSideStream);
       note(r, s, {elementwise_launch(sum_bytes)});
       s.after(*rse[ri]);
       const auto rb = mem_.alloc(r, "grad_all_to_all_recv",
@@ -269,8 +268,7 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
   // Embedding gradient (a scatter-add from the token ids), reduced and sent home.
   for (std::int64_t r = 0; r < ranks_; ++r) {
     const double eb = 4 * work_[r].tokens * h;
-    note(r, kernel(r, "embedding_backward", kElementwise, grid_work(cost_.elementwise_s(eb),
-                   elementwise_shape(Family::ew_scatter_add, eb)), -1),
+    note(r, kernel(r, "embedding_backward", kElementwise, elementwise_op(job_, cost_, Family::ew_scatter_add, eb), -1),
          {elementwise_launch(eb)});
   }
   auto emb_rs = collective(dense_pg_, kDensePg, CollKind::reduce_scatter, V * h * 4, ctas.dense,

@@ -55,10 +55,7 @@ KernelWork kernel_work(const KernelArgs& k, const hardware::KernelCost& cost) {
     throw InputError("--kernel", "", fmt::format("unknown kernel \"{}\": gemm, gemm_fp8, grouped_static, "
                                                   "grouped_dynamic, attention_fwd, attention_bwd or an "
                                                   "elementwise family (ew_add, ew_norm, …)", k.kernel));
-  const double bytes = dim(k, 0, "BYTES");
-  const bool grid_stride = f == Family::ew_fp8_dequant || f == Family::ew_sum_fp32;
-  return hardware::grid_work(cost.elementwise_s(bytes), grid_stride ? hardware::grid_stride_shape(sms, f)
-                                                                 : hardware::elementwise_shape(f, bytes));
+  return hardware::elementwise_work(cost, f, dim(k, 0, "BYTES"));
 }
 
 // A collective over the GPUs of the scenario's first node, NCCL's CTAs capped as the scenario
