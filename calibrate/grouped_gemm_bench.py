@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Persistent grouped GEMMs alone over rows per expert (issue #15: the micro-step's expert GEMMs).
+
+Times `torch._grouped_mm` (CUTLASS's persistent grouped GEMM, the kernel calibrate/micro_step.py
+runs for the expert GEMMs) for the model's expert projections — up (n 3,584, k 6,144) and down
+(n 6,144, k 1,792) over 96 experts of equal rows — at rows per expert from 64 to 5,456 (multiples of
+16, grouped_mm's alignment; the real job's 65,536 tokens × top-8 / 96 ≈ 5,461). The twin's grouped GEMM time (hardware/kernel_cost.hpp) is
+  t = overhead + groups · 2mnk / (peak · f_g · m/(m + h_g)),
+and the fit is least squares of 1/eff = 1/f_g + (h_g/f_g)/m over the rows of even index (both
+projections), held out on the odd ones; the residuals of both halves are written.
+`--profile FILE` writes efficiency.grouped_gemm_peak_fraction and _half_rows into a profile.
+
+Usage (on a GPU machine with PyTorch):
+  python3 calibrate/grouped_gemm_bench.py --out grouped.json [--profile P.json] [--peak-TFLOPs 989]
+  python3 calibrate/grouped_gemm_bench.py --refit grouped.json --out grouped.json   # no GPU
+"""
+import argparse
+import datetime
+import json
+import os
+import statistics
+import sys
+
+try:
+    import torch
+except ImportError:  # --refit and --help need no PyTorch
+    torch = None
+
+EXPERTS = 96
+PROJECTIONS = {"up": (3584, 6144), "down": (6144, 1792)}  # n, k
+ROWS = [64, 128, 176, 256, 352, 512, 688, 1024, 1376, 2048, 2736, 4096, 5456]  # multiples of 16
+
+
+def time_ms(fn, reps):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record(); fn(); e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e))
+    return statistics.median(times)
+
+
+def measure(reps):
+    rows = []
+    for proj, (n, k) in PROJECTIONS.items():
+        b = torch.randn(EXPERTS, k, n, device="cuda", dtype=torch.bfloat16)
+        for m in ROWS:
+            a = torch.randn(EXPERTS * m, k, device="cuda", dtype=torch.bfloat16)
+            offs = torch.arange(m, EXPERTS * m + 1, m, device="cuda", dtype=torch.int32)
+            ms = time_ms(lambda: torch._grouped_mm(a, b, offs=offs), reps)
+            flops = 2.0 * EXPERTS * m * n * k
+            rows.append({"projection": proj, "rows_per_expert": m, "n": n, "k": k, "experts": EXPERTS,
+                         "median_ms": ms, "TFLOPs": flops / (ms * 1e-3) / 1e12})
+            print(f"{proj:5s} rows {m:5d}: {ms:8.3f} ms  {rows[-1]['TFLOPs']:6.1f} TFLOP/s", flush=True)
+            del a
+        del b
+    return rows
+
+
+def fit(rows, peak_TFLOPs):
+    """1/eff = 1/f + (h/f)/m on the rows of even index; residuals of time on every row."""
+    index = {m: i for i, m in enumerate(ROWS)}
+    used = [r for r in rows if index.get(r["rows_per_expert"], 1) % 2 == 0]
+    xs = [1.0 / r["rows_per_expert"] for r in used]
+    ys = [peak_TFLOPs / r["TFLOPs"] for r in used]
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    inv_f = my - slope * mx
+    f, h = 1 / inv_f, slope / inv_f
+    res = []
+    for r in rows:
+        m = r["rows_per_expert"]
+        model_TFLOPs = peak_TFLOPs * f * m / (m + h)
+        res.append({"projection": r["projection"], "rows_per_expert": m,
+                    "fitted": index.get(m, 1) % 2 == 0,
+                    "error": r["TFLOPs"] / model_TFLOPs - 1})  # twin time / measured − 1
+    held = [abs(e["error"]) for e in res if not e["fitted"]]
+    return {"peak_fraction": f, "half_rows": h, "points": len(used),
+            "held_out_worst_error": max(held) if held else None, "residuals": res}
+
+
+def write_profile(path, fr, note):
+    with open(path) as fh:
+        prof = json.load(fh)
+    src = (f"[meas] {note}: torch._grouped_mm over rows per expert, least squares of 1/eff = 1/f + (h/f)/rows "
+           f"on {fr['points']} points (held-out worst error {100 * fr['held_out_worst_error']:.0f}%)")
+    eff = prof.setdefault("efficiency", {})
+    eff["grouped_gemm_peak_fraction"] = {"value": round(fr["peak_fraction"], 4), "source": src}
+    eff["grouped_gemm_half_rows"] = {"value": round(fr["half_rows"], 1), "source": src}
+    with open(path + ".tmp", "w") as fh:
+        json.dump(prof, fh, indent=2)
+        fh.write("\n")
+    os.replace(path + ".tmp", path)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True)
+    p.add_argument("--reps", type=int, default=10)
+    p.add_argument("--peak-TFLOPs", type=float, default=989.0)
+    p.add_argument("--refit", help="fit the rows of an earlier --out file again (no GPU needed)")
+    p.add_argument("--profile", help="hardware profile JSON to write the fitted efficiency into")
+    p.add_argument("--note", default="calibrate/grouped_gemm_bench.py")
+    a = p.parse_args()
+    if a.refit:
+        with open(a.refit) as fh:
+            old = json.load(fh)
+        rows, prov = old["rows"], old["provenance"]
+        prov["refit"] = " ".join(sys.argv)
+    elif torch is None or not torch.cuda.is_available():
+        print("grouped_gemm_bench: no PyTorch with a CUDA GPU here: nothing measured", file=sys.stderr)
+        return 3
+    else:
+        torch.manual_seed(0)
+        rows = measure(a.reps)
+        prov = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, cuda=torch.version.cuda,
+                    date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    command=" ".join(sys.argv))
+    fr = fit(rows, a.peak_TFLOPs)
+    tmp = a.out + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(dict(provenance=prov, peak_TFLOPs=a.peak_TFLOPs, rows=rows, fit=fr), fh, indent=1)
+    os.replace(tmp, a.out)
+    print(f"fit: peak fraction {fr['peak_fraction']:.4f}, half rows {fr['half_rows']:.1f}, "
+          f"held-out worst error {100 * fr['held_out_worst_error']:.1f}%")
+    if a.profile:
+        write_profile(a.profile, fr, a.note)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
