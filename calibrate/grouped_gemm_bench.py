@@ -4,11 +4,16 @@
 Times `torch._grouped_mm` (CUTLASS's persistent grouped GEMM, the kernel calibrate/micro_step.py
 runs for the expert GEMMs) for the model's expert projections — up (n 3,584, k 6,144) and down
 (n 6,144, k 1,792) over 96 experts of equal rows — at rows per expert from 64 to 5,456 (multiples of
-16, grouped_mm's alignment; the real job's 65,536 tokens × top-8 / 96 ≈ 5,461). The twin's grouped GEMM time (hardware/kernel_cost.hpp) is
-  t = overhead + groups · 2mnk / (peak · f_g · m/(m + h_g)),
-and the fit is least squares of 1/eff = 1/f_g + (h_g/f_g)/m over the rows of even index (both
-projections), held out on the odd ones; the residuals of both halves are written.
-`--profile FILE` writes efficiency.grouped_gemm_peak_fraction and _half_rows into a profile.
+16, grouped_mm's alignment; the real job's 65,536 tokens × top-8 / 96 ≈ 5,461). Measured on our H200 (2026-12-01): time is a staircase
+in rows — 64 to 256 rows per expert cost the same, 352 twice that — each expert's rows run as
+whole tiles — and the down projection (k 1,792) runs ~12% less efficiently than the up (k 6,144).
+The twin's grouped GEMM time (hardware/kernel_cost.hpp) is
+  t = overhead + groups · 2·rows_padded·n·(k + k½) / (peak · f_g),
+rows padded to whole tiles of Mt rows (⌈m/Mt⌉·Mt for equal rows, m + Mt/2 on average when
+experts' rows differ), k½ a tile's fixed cost in K-steps. The fit chooses Mt, k½ and f_g by least
+squares of log time over the rows of even index (both projections), held out on the odd ones; the
+residuals of both halves are written. `--profile FILE` writes efficiency.grouped_gemm_peak_fraction,
+_tile_rows and _half_k into a profile.
 
 Usage (on a GPU machine with PyTorch):
   python3 calibrate/grouped_gemm_bench.py --out grouped.json [--profile P.json] [--peak-TFLOPs 989]
@@ -17,6 +22,7 @@ Usage (on a GPU machine with PyTorch):
 import argparse
 import datetime
 import json
+import math
 import os
 import statistics
 import sys
@@ -62,36 +68,49 @@ def measure(reps):
 
 
 def fit(rows, peak_TFLOPs):
-    """1/eff = 1/f + (h/f)/m on the rows of even index; residuals of time on every row."""
+    """Tile padding and a per-tile fixed cost: each expert's rows run as whole tiles of Mt rows,
+    and each tile pays k½ K-steps' worth beyond its k (prologue, epilogue), so the time of equal
+    rows m per expert is groups · 2·⌈m/Mt⌉·Mt·n·(k + k½) / (peak · f). Mt from {64, 128, 192,
+    256}, k½ on a grid and f by least squares of log time on the rows of even index; residuals on
+    every row."""
     index = {m: i for i, m in enumerate(ROWS)}
-    used = [r for r in rows if index.get(r["rows_per_expert"], 1) % 2 == 0]
-    xs = [1.0 / r["rows_per_expert"] for r in used]
-    ys = [peak_TFLOPs / r["TFLOPs"] for r in used]
-    n = len(xs)
-    mx, my = sum(xs) / n, sum(ys) / n
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-    inv_f = my - slope * mx
-    f, h = 1 / inv_f, slope / inv_f
+    fitted = lambda r: index.get(r["rows_per_expert"], 1) % 2 == 0
+    padded = lambda m, mt: -(-m // mt) * mt
+    # log(work at peak / t) = log f − log(padding · (k + k½)/k): the best log f is the mean.
+    loss = lambda r, mt, kh: math.log(r["rows_per_expert"] / padded(r["rows_per_expert"], mt) * r["k"] / (r["k"] + kh)
+                                      * peak_TFLOPs / r["TFLOPs"])
+    best = None
+    for mt in (64, 128, 192, 256):
+        for kh in range(0, 1001, 25):
+            logs = [loss(r, mt, kh) for r in rows if fitted(r)]
+            log_f = -sum(logs) / len(logs)
+            err = sum((l + log_f) ** 2 for l in logs)
+            if best is None or err < best[0]:
+                best = (err, mt, kh, math.exp(log_f), len(logs))
+    _, mt, kh, f, n = best
     res = []
     for r in rows:
-        m = r["rows_per_expert"]
-        model_TFLOPs = peak_TFLOPs * f * m / (m + h)
-        res.append({"projection": r["projection"], "rows_per_expert": m,
-                    "fitted": index.get(m, 1) % 2 == 0,
+        m, k = r["rows_per_expert"], r["k"]
+        model_TFLOPs = peak_TFLOPs * f * m / padded(m, mt) * k / (k + kh)
+        res.append({"projection": r["projection"], "rows_per_expert": m, "fitted": fitted(r),
                     "error": r["TFLOPs"] / model_TFLOPs - 1})  # twin time / measured − 1
     held = [abs(e["error"]) for e in res if not e["fitted"]]
-    return {"peak_fraction": f, "half_rows": h, "points": len(used),
-            "held_out_worst_error": max(held) if held else None, "residuals": res}
+    held_big = [abs(e["error"]) for e in res if not e["fitted"] and e["rows_per_expert"] >= 256]
+    return {"peak_fraction": f, "tile_rows": mt, "half_k": kh, "points": n,
+            "held_out_worst_error": max(held), "held_out_worst_error_256_rows_up": max(held_big),
+            "residuals": res}
 
 
 def write_profile(path, fr, note):
     with open(path) as fh:
         prof = json.load(fh)
-    src = (f"[meas] {note}: torch._grouped_mm over rows per expert, least squares of 1/eff = 1/f + (h/f)/rows "
-           f"on {fr['points']} points (held-out worst error {100 * fr['held_out_worst_error']:.0f}%)")
+    src = (f"[meas] {note}: torch._grouped_mm over equal rows per expert, least squares of log time with "
+           f"rows padded to whole tiles on {fr['points']} points (held-out worst error "
+           f"{100 * fr['held_out_worst_error']:.0f}%)")
     eff = prof.setdefault("efficiency", {})
     eff["grouped_gemm_peak_fraction"] = {"value": round(fr["peak_fraction"], 4), "source": src}
-    eff["grouped_gemm_half_rows"] = {"value": round(fr["half_rows"], 1), "source": src}
+    eff["grouped_gemm_tile_rows"] = {"value": fr["tile_rows"], "source": src}
+    eff["grouped_gemm_half_k"] = {"value": fr["half_k"], "source": src}
     with open(path + ".tmp", "w") as fh:
         json.dump(prof, fh, indent=2)
         fh.write("\n")
@@ -126,8 +145,9 @@ def main():
     with open(tmp, "w") as fh:
         json.dump(dict(provenance=prov, peak_TFLOPs=a.peak_TFLOPs, rows=rows, fit=fr), fh, indent=1)
     os.replace(tmp, a.out)
-    print(f"fit: peak fraction {fr['peak_fraction']:.4f}, half rows {fr['half_rows']:.1f}, "
-          f"held-out worst error {100 * fr['held_out_worst_error']:.1f}%")
+    print(f"fit: peak fraction {fr['peak_fraction']:.4f}, tile rows {fr['tile_rows']}, half k {fr['half_k']}, "
+          f"held-out worst error {100 * fr['held_out_worst_error']:.1f}% "
+          f"({100 * fr['held_out_worst_error_256_rows_up']:.1f}% from 256 rows per expert up)")
     if a.profile:
         write_profile(a.profile, fr, a.note)
     return 0

@@ -1,6 +1,7 @@
 #include "hardware/kernel_cost.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace twin::hardware {
 
@@ -12,6 +13,17 @@ double KernelCost::gemm_s(double m, double n, double k, bool fp8) const {
   const double elem = fp8 ? 1.0 : 2.0;
   const double bytes = elem * (m * k + k * n) + 2.0 * m * n;
   return overhead_s() + std::max(2 * m * n * k / (peak * eff), bytes / (p_.gpu.hbm_bw_GBps * 1e9));
+}
+
+double KernelCost::grouped_gemm_s(double m, double n, double k, double groups, bool equal) const {
+  if (m <= 0 || n <= 0 || k <= 0 || groups <= 0) return 0;
+  const auto& e = p_.efficiency;
+  const double tile = std::max(1.0, e.grouped_gemm_tile_rows);
+  const double padded = equal ? std::ceil(m / tile) * tile : m + tile / 2;
+  const double flops = 2 * groups * padded * n * (k + e.grouped_gemm_half_k);
+  const double bytes = groups * (2.0 * (m * k + k * n) + 2.0 * m * n);
+  return overhead_s() + std::max(flops / (p_.gpu.bf16_dense_TFLOPs * 1e12 * e.grouped_gemm_peak_fraction),
+                                 bytes / (p_.gpu.hbm_bw_GBps * 1e9));
 }
 
 double KernelCost::attention_s(double flops, bool backward) const {

@@ -2,6 +2,11 @@
 // classes consume). A roofline with per-class efficiency (profile `efficiency`):
 //   GEMM       t = overhead + max( 2mnk / (peak·f_gemm·m/(m+m½)),  bytes / HBM )
 //              — a GEMM of m rows reaches f_gemm·m/(m+m½) of peak (small expert GEMMs are slow);
+//   grouped    t = overhead + max( G·2·m_p·n·(k+k½) / (peak·f_g),  bytes / HBM )
+//              — one persistent kernel over G experts of m rows each: every expert's rows run as
+//              whole tiles of M_t rows, m_p = ⌈m/M_t⌉·M_t when all experts have m, m + M_t/2 on
+//              average when their rows differ; each tile costs k½ K-steps beyond its k
+//              (torch._grouped_mm measured on our H200: reports/calibration/grouped-gemm/);
 //   attention  t = overhead + FLOPs_w / (peak·f_attn)          (forward and backward differ),
 //              FLOPs_w counting each document's pairs × (L + L½)/L (model/workload.hpp);
 //   elementwise t = overhead + bytes / (HBM·f_F), f_F the fraction of a device copy's bandwidth
@@ -21,10 +26,11 @@ class KernelCost {
 
   // A bf16 (or fp8) GEMM (m×k)·(k×n); its operands and result are its HBM traffic.
   double gemm_s(double m, double n, double k, bool fp8 = false) const;
-  // `groups` GEMMs of m rows each (the experts of a GPU) in `launches` kernels: one persistent
-  // grouped GEMM, or a loop of one GEMM per expert; the overhead is paid per launch.
-  double grouped_gemm_s(double m, double n, double k, double groups, double launches) const {
-    return groups * (gemm_s(m, n, k) - overhead_s()) + launches * overhead_s();
+  // `groups` GEMMs of m rows each (the experts of a GPU): one persistent grouped GEMM (rows
+  // `equal` in every expert, or spread around m), or a loop of one GEMM per expert.
+  double grouped_gemm_s(double m, double n, double k, double groups, bool equal) const;
+  double expert_loop_s(double m, double n, double k, double groups) const {
+    return groups * gemm_s(m, n, k);
   }
   double attention_s(double flops, bool backward) const;
   // `bytes` read and written by a kernel of elementwise family f.

@@ -138,6 +138,15 @@ sim::Schema<EfficiencySpec> efficiency_schema() {
       .real("gemm_half_rows", "rows", 0, 1e7, std::nullopt,
             "GEMM rows (tokens) at which a GEMM reaches half of gemm_peak_fraction",
             [](auto& e) -> auto& { return e.gemm_half_rows; })
+      .real("grouped_gemm_peak_fraction", "", 0.01, 1, std::nullopt,
+            "fraction of dense bf16 peak a persistent grouped GEMM reaches on its padded rows",
+            [](auto& e) -> auto& { return e.grouped_gemm_peak_fraction; })
+      .real("grouped_gemm_tile_rows", "rows", 1, 4096, std::nullopt,
+            "rows of a grouped GEMM's tile: each expert's rows run as whole tiles",
+            [](auto& e) -> auto& { return e.grouped_gemm_tile_rows; })
+      .real("grouped_gemm_half_k", "", 0, 1e5, std::nullopt,
+            "a grouped GEMM tile's fixed cost (prologue, epilogue) in steps of its K dimension",
+            [](auto& e) -> auto& { return e.grouped_gemm_half_k; })
       .real("attention_fwd_fraction", "", 0.01, 1, std::nullopt,
             "fraction of dense peak reached by FlashAttention forward",
             [](auto& e) -> auto& { return e.attention_fwd_fraction; })

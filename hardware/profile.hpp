@@ -74,6 +74,10 @@ struct NcclSpec {
 struct EfficiencySpec {
   double gemm_peak_fraction = 0;   // large bf16 GEMMs reach this fraction of dense peak
   double gemm_half_rows = 0;       // a GEMM with this many rows (tokens) reaches half of it
+  // Persistent grouped GEMMs (one kernel over a GPU's experts; kernel_cost.hpp):
+  double grouped_gemm_peak_fraction = 0;  // of dense peak, on rows padded to whole tiles
+  double grouped_gemm_tile_rows = 0;      // each expert's rows run as whole tiles of this many
+  double grouped_gemm_half_k = 0;         // a tile's fixed cost, in steps of K
   double attention_fwd_fraction = 0;  // FlashAttention forward, fraction of dense peak
   double attention_bwd_fraction = 0;
   // A document of L attended tokens (L = min(length, window)) reaches L/(L + h) of the fraction:

@@ -59,6 +59,11 @@ const sim::Schema<TrainingOptions>& training_schema() {
                 "kernels: measured bandwidth and contention per family), or each as one vectorized "
                 "bf16 kernel moving its bytes (the micro-step harness's stand-in)",
                 [](auto& t) -> auto& { return t.elementwise; })
+        .choice("expert_rows", {"spread", "equal"}, "spread",
+                "tokens per expert within a GPU: spread (routing gives each expert its own count; a "
+                "grouped GEMM pads half a tile per expert on average) or equal (every expert the same "
+                "rows, padded to whole tiles: the micro-step harness)",
+                [](auto& t) -> auto& { return t.expert_rows; })
         .choice("routing", {"topk", "group_limited"}, "group_limited",
                 "unconstrained top-k (EP ranks get unequal tokens) or 2 experts per group of 96 "
                 "(exactly balanced, rung 7)",

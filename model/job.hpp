@@ -32,6 +32,7 @@ struct TrainingOptions {
   std::string moe_kernel = "sonicmoe";         // sonicmoe | plain
   std::string moe_tile_scheduler = "dynamic";  // static | dynamic (rung 5)
   std::string elementwise = "eager";           // eager | stand_in (step_costs.hpp)
+  std::string expert_rows = "spread";          // spread | equal (hardware/kernel_cost.hpp)
   std::string routing = "group_limited";       // topk | group_limited (rung 7)
   double routing_imbalance_cv = 0.15;          // topk: spread of an EP rank's token share
   std::string expert_gather_dtype = "fp8";     // bf16 | fp8 (rung 8)

@@ -65,7 +65,8 @@ LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankW
   const int sms = cost.sm_count();
   // A plain MoE loops over experts, one cuBLAS GEMM each: their shape is one expert's.
   auto grouped = [&](const char* name, double n, double kk) {
-    const double alone = cost.grouped_gemm_s(per_expert, n, kk, e_gpu, sonic ? 1 : e_gpu);
+    const double alone = sonic ? cost.grouped_gemm_s(per_expert, n, kk, e_gpu, t.expert_rows == "equal")
+                               : cost.expert_loop_s(per_expert, n, kk, e_gpu);
     const auto shape = sonic ? grouped_shape(sms, expert_cls == KernelClass::persistent_dynamic)
                              : gemm_shape(sms, per_expert, n);
     return Op{name, kExpertGemm, {alone, 0, expert_cls, shape}, 0,

@@ -29,7 +29,7 @@ double dim(const KernelArgs& k, std::size_t i, const char* what) {
 }
 
 // The kernel's work: time alone (cost model) and contention shape (hardware/kernel_shapes.hpp).
-KernelWork kernel_work(const KernelArgs& k, const hardware::KernelCost& cost) {
+KernelWork kernel_work(const KernelArgs& k, const hardware::KernelCost& cost, bool equal_rows) {
   const int sms = cost.sm_count();
   if (k.kernel == "gemm" || k.kernel == "gemm_fp8") {
     const char* mnk = "M,N,K";
@@ -43,7 +43,7 @@ KernelWork kernel_work(const KernelArgs& k, const hardware::KernelCost& cost) {
     const char* what = "ROWS_PER_EXPERT,N,K,EXPERTS";
     const double rows = dim(k, 0, what), n = dim(k, 1, what), kk = dim(k, 2, what), e = dim(k, 3, what);
     const bool dyn = k.kernel == "grouped_dynamic";
-    return {cost.grouped_gemm_s(rows, n, kk, e, 1), 0,
+    return {cost.grouped_gemm_s(rows, n, kk, e, equal_rows), 0,
             dyn ? KernelClass::persistent_dynamic : KernelClass::persistent_static,
             hardware::grouped_shape(sms, dyn)};
   }
@@ -116,7 +116,7 @@ int cmd_kernel(const CommonArgs& args, const KernelArgs& k, std::ostream& out) {
   const auto loaded = load_scenario(args.scenario, args.load_options());
   const auto& s = loaded.scenario;
   const hardware::KernelCost cost(s.hw);
-  const KernelWork w = kernel_work(k, cost);
+  const KernelWork w = kernel_work(k, cost, s.job.training.expert_rows == "equal");
   const int sms = static_cast<int>(s.hw.gpu.sm_count) - static_cast<int>(s.nccl.reserved_sms);
   std::optional<hardware::CollectiveSpec> beside;
   if (!k.beside_collective.empty()) beside = collective_spec(k.beside_collective, static_cast<int>(s.hw.node.gpus));

@@ -239,9 +239,9 @@ TEST_CASE("the micro-training step: twin against its real execution on our H200"
   // (reports/calibration/micro-step/): real cuBLAS, grouped GEMM, FlexAttention, copies, an SM
   // kernel for elementwise work, and an SM holder of the twin's duration for each collective.
   // The twin's step now is compared with that measurement: the whole step within 10%, the
-  // compute stream's end (from the first task's start) within 7% (issue #15 asks 5%: 8,192
-  // tokens misses it, +6.5%, README there), and per-category budgets. The scenario runs its
-  // elementwise ops as the harness does (training.elementwise = stand_in).
+  // compute stream's end (from the first task's start) within 5% (issue #15), and per-category
+  // budgets. The scenario runs its elementwise ops and expert rows as the harness does
+  // (training.elementwise = stand_in, training.expert_rows = equal).
   const std::filesystem::path root(TWIN_SOURCE_DIR);
   const struct {
     const char* file;
@@ -253,7 +253,7 @@ TEST_CASE("the micro-training step: twin against its real execution on our H200"
               {"micro-step-seq-8192.json", "training.seq_len=8192"},
               {"micro-step-seq-32768.json", "training.seq_len=32768"}};
   const std::map<std::string, double> budget{{"attention", 0.20}, {"elementwise", 0.15},
-                                             {"expert_gemm", 0.28}, {"other_gemm", 0.10},
+                                             {"expert_gemm", 0.20}, {"other_gemm", 0.10},
                                              {"copy_d2h", 0.10}, {"copy_h2d", 0.10}};
   for (const auto& run : runs) {
     const std::string file = run.file;
@@ -282,7 +282,7 @@ TEST_CASE("the micro-training step: twin against its real execution on our H200"
     MESSAGE(fmt::format("{}: whole step {:+.1f}%, compute stream end {:+.1f}%", run.file, 100 * err,
                         100 * compute_err));
     CHECK(std::abs(err) <= 0.10);
-    CHECK(std::abs(compute_err) <= 0.07);
+    CHECK(std::abs(compute_err) <= 0.05);
     std::string cats;
     for (const auto& entry : budget) {
       const std::string& cat = entry.first;  // CAPTURE cannot take a structured binding (clang 14)
