@@ -61,6 +61,8 @@ class Cluster {
   const Profile& profile() const { return profile_; }
   // The profile's contention model (contention.hpp) with this machine's SM count.
   const ContentionModel& contention() const { return contention_; }
+  // contention().time_units through this simulation's memo.
+  double contention_units(const KernelShape& k, int held) { return memo_.time_units(k, held); }
   // Keeps an activity's state alive as long as the cluster (its callbacks hold a raw pointer).
   template <class T>
   T* keep(std::shared_ptr<T> p) {
@@ -100,6 +102,7 @@ class Cluster {
   NcclOptions nccl_;
   int gpus_per_node_;
   ContentionModel contention_;
+  ContentionMemo memo_{contention_};
   std::vector<std::unique_ptr<Gpu>> gpus_;
   std::vector<GpuLinks> links_;
   std::vector<sim::Fluid::ResourceId> pairs_;  // [gpu][local peer]

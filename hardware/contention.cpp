@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace twin::hardware {
 
@@ -101,10 +102,21 @@ double time_at(const ContentionModel& m, const KernelShape& k, int held) {
 
 }  // namespace
 
-double ContentionModel::slowdown(const KernelShape& k, int held) const {
-  held = std::clamp(held, 0, sm_count - 1);
-  if (held == 0) return 1.0;
-  return time_at(*this, k, held) / time_at(*this, k, 0);
+double ContentionModel::time_units(const KernelShape& k, int held) const {
+  return time_at(*this, k, std::clamp(held, 0, sm_count - 1));
+}
+
+double ContentionMemo::time_units(const KernelShape& k, int held) {
+  if (held < 0 || held > 255) return m_.time_units(k, held);  // beyond the key's 8 bits
+  std::uint32_t blocks;
+  static_assert(sizeof(blocks) == sizeof(k.blocks));
+  std::memcpy(&blocks, &k.blocks, sizeof(blocks));
+  const std::uint64_t key = (std::uint64_t{blocks} << 32) | (std::uint64_t{k.blocks_per_sm} << 16) |
+                            (static_cast<std::uint64_t>(k.family) << 10) |
+                            (static_cast<std::uint64_t>(k.schedule) << 8) | static_cast<std::uint8_t>(held);
+  Slot& s = slots_[(key * 0x9E3779B97F4A7C15ull) >> 52 & (kSlots - 1)];
+  if (s.key != key) s = {key, m_.time_units(k, held)};
+  return s.units;
 }
 
 }  // namespace twin::hardware

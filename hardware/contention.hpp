@@ -97,7 +97,11 @@ struct ContentionModel {
 
   const FamilyParams& of(Family f) const { return family[static_cast<int>(f)]; }
   // T(held)/T(0) for one launch (mechanisms 1–4 above).
-  double slowdown(const KernelShape& k, int held) const;
+  double slowdown(const KernelShape& k, int held) const {
+    return held <= 0 ? 1.0 : time_units(k, held) / time_units(k, 0);
+  }
+  // T(held) in the model's units (only ratios mean anything); held is clamped to [0, S − 1].
+  double time_units(const KernelShape& k, int held) const;
   // Relative speed 1/slowdown with `free` SMs available (the engine's rate of a fluid kernel).
   double speed(const KernelShape& k, int free) const { return 1.0 / slowdown(k, sm_count - free); }
   // b(a) and Θ(a) of a family (for the engine's persistent kernels and for tests).
@@ -114,6 +118,23 @@ struct ContentionModel {
  private:
   double compute_throughput(Family f, double active) const;
   std::vector<double> table_;  // [family · (sm_count + 1) + active]
+};
+
+// T(held) of recent (shape, held) pairs, for one simulation's engine, which asks the same ones
+// on every change of a GPU's free SMs (a direct-mapped table: a miss recomputes and replaces).
+class ContentionMemo {
+ public:
+  explicit ContentionMemo(const ContentionModel& m) : m_(m), slots_(kSlots) {}
+  double time_units(const KernelShape& k, int held);
+
+ private:
+  static constexpr std::size_t kSlots = 4096;  // a power of two
+  struct Slot {
+    std::uint64_t key = ~std::uint64_t{0};
+    double units = 0;
+  };
+  const ContentionModel& m_;
+  std::vector<Slot> slots_;
 };
 
 }  // namespace twin::hardware
