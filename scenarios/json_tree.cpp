@@ -1,7 +1,10 @@
 #include "scenarios/json_tree.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <stdexcept>
+#include <unordered_set>
 
 namespace twin::scenarios {
 
@@ -76,6 +79,87 @@ void deep_merge(Json& dst, const Json& src, const std::string& path, const std::
   }
 }
 
+bool valid_utf8(const std::string& s) {
+  for (std::size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    for (std::size_t k = 1; k < n; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return false;
+    i += n;
+  }
+  return true;
+}
+
+namespace {
+
+// One pass over the text (nlohmann's SAX interface): depth, keys per object, key lengths,
+// duplicates, UTF-8; stops at the first problem.
+class TextCheck : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  explicit TextCheck(const JsonLimits& l) : l_(l) {}
+  std::string problem;
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool string(string_t& s) override { return valid_utf8(s) || fail("a string that is not UTF-8"); }
+  bool start_object(std::size_t) override {
+    if (!open()) return false;
+    objects_.push_back({path_.size(), {}});
+    return true;
+  }
+  bool key(string_t& k) override {
+    if (k.size() > l_.max_key_bytes) return fail(fmt::format("a key longer than {} bytes", l_.max_key_bytes));
+    if (!valid_utf8(k)) return fail("a key that is not UTF-8");
+    auto& o = objects_.back();
+    if (o.keys.size() >= l_.max_keys) return fail(fmt::format("an object with more than {} keys", l_.max_keys));
+    path_.resize(o.prefix);
+    path_ = join_path(path_, k);
+    if (!o.keys.insert(k).second) return fail(fmt::format("duplicate key {}", path_));
+    return true;
+  }
+  bool end_object() override {
+    path_.resize(objects_.back().prefix);
+    objects_.pop_back();
+    --depth_;
+    return true;
+  }
+  bool start_array(std::size_t) override { return open(); }
+  bool end_array() override { return --depth_, true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;  // the parser itself reports it, with line and column
+  }
+
+ private:
+  struct Object {
+    std::size_t prefix;  // path_'s length at the object
+    std::unordered_set<std::string> keys;
+  };
+  bool open() {
+    return ++depth_ <= l_.max_depth || fail(fmt::format("nested deeper than {} levels", l_.max_depth));
+  }
+  bool fail(std::string why) {
+    problem = std::move(why);
+    return false;
+  }
+  const JsonLimits& l_;
+  int depth_ = 0;
+  std::string path_;
+  std::vector<Object> objects_;
+};
+
+}  // namespace
+
+std::string json_text_problem(const std::string& text, const JsonLimits& limits) {
+  TextCheck check(limits);
+  nlohmann::json::sax_parse(text, &check, nlohmann::json::input_format_t::json, false);
+  return check.problem;
+}
+
 namespace {
 std::size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
@@ -92,6 +176,7 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
 
 std::string closest_key(const std::string& key, const std::vector<std::string>& known) {
   std::string best;
+  if (key.size() > 64) return best;  // no key is that long; the distances would cost len²
   std::size_t best_d = std::max<std::size_t>(3, key.size() / 3) + 1;
   for (const auto& k : known) {
     const auto d = edit_distance(key, k);

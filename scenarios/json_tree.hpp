@@ -34,6 +34,20 @@ Json& make_path(Json& root, const std::string& dotted);
 void deep_merge(Json& dst, const Json& src, const std::string& path, const std::string& origin,
                 Origins& origins);
 
+// Limits on JSON text the loader reads, checked in one pass before parsing (the parser keeps
+// key order, so it is quadratic in an object's keys; the tree walks recurse).
+struct JsonLimits {
+  int max_depth = 64;
+  std::size_t max_keys = 4096;        // per object (a scenario has ~100)
+  std::size_t max_key_bytes = 256;    // the longest key of any schema is ~40
+};
+// Why `text` may not be parsed — nesting, an object's key count, a key's length, a duplicate key
+// (with its dotted path), a string that is not UTF-8 — or "" if it may. Syntax errors are left
+// to the parser, which reports their line and column.
+std::string json_text_problem(const std::string& text, const JsonLimits& limits = {});
+// Whether `s` is well-formed UTF-8.
+bool valid_utf8(const std::string& s);
+
 // The known key closest to `key` by edit distance, or "" if none is close.
 std::string closest_key(const std::string& key, const std::vector<std::string>& known);
 

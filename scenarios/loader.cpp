@@ -33,28 +33,6 @@ fs::path default_data_dir() {
 
 namespace {
 
-// Deepest nesting of objects and arrays in JSON text (outside strings); the loader's tree walks
-// recurse, so absurd nesting is refused before parsing.
-int nesting_depth(const std::string& text) {
-  int depth = 0, deepest = 0;
-  bool in_string = false;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      deepest = std::max(deepest, ++depth);
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  return deepest;
-}
-
-constexpr int kMaxNesting = 64;
 
 }  // namespace
 
@@ -68,8 +46,7 @@ Json read_json_file(const fs::path& file) {
   ss << in.rdbuf();
   if (in.bad()) throw InputError(file.string(), "", "cannot read the file");
   const std::string text = ss.str();
-  if (nesting_depth(text) > kMaxNesting)
-    throw InputError(file.string(), "", fmt::format("nested deeper than {} levels", kMaxNesting));
+  if (const auto why = json_text_problem(text); !why.empty()) throw InputError(file.string(), "", why);
   try {
     Json j = Json::parse(text);
     if (!j.is_object()) throw InputError(file.string(), "", "expected a JSON object at the top");
@@ -159,12 +136,14 @@ class Resolver {
       if (eq == std::string::npos || eq == 0)
         throw InputError(kSetOrigin, "", fmt::format("\"{}\": expected KEY=VALUE", s));
       const std::string key = s.substr(0, eq), text = s.substr(eq + 1);
+      if (!valid_utf8(s)) throw InputError(kSetOrigin, "", "a --set that is not UTF-8");
       if (std::find(keys_.begin(), keys_.end(), key) == keys_.end()) {
         const auto near = closest_key(key, keys_);
         throw InputError(kSetOrigin, key,
                          "no such parameter" + (near.empty() ? "" : " (did you mean " + near + "?)") +
                              "; `twin help-params` lists them");
       }
+      if (const auto why = json_text_problem(text); !why.empty()) throw InputError(kSetOrigin, key, why);
       Json v = Json::parse(text, nullptr, false);
       if (v.is_discarded()) v = text;  // a bare word is a string
       out.emplace_back(key, std::move(v));
