@@ -96,8 +96,8 @@ sim::Schema<NetworkSpec> network_schema() {
       .real("leaf_spine_GBps", "GBps", 0.01, 1e6, std::nullopt,
             "bandwidth between one leaf and one spine, per direction",
             [](auto& n) -> auto& { return n.leaf_spine_GBps; })
-      .integer("global_links_per_group_pair", "links", 0, 1e5, std::nullopt,
-               "global links between every pair of groups",
+      .integer("global_links_per_group_pair", "links", 1, 1e5, std::nullopt,
+               "global links between every pair of groups (at least one: a Dragonfly+ connects them all)",
                [](auto& n) -> auto& { return n.global_links_per_group_pair; })
       .real("global_link_GBps", "GBps", 0.01, 1e6, std::nullopt,
             "bandwidth of one global link, per direction",

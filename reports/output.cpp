@@ -1,33 +1,73 @@
 #include "reports/output.hpp"
 
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <stdexcept>
 
 namespace twin::reports {
 
-void write_atomic(const std::filesystem::path& path, const std::string& content) {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Leftovers of runs killed between writing and renaming (SIGKILL cannot be caught).
+void remove_stale_temporaries(const fs::path& path) {
+  std::error_code ec;
+  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  const std::string prefix = path.filename().string() + ".tmp.";
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    const std::string pid = name.substr(prefix.size());
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos || pid.size() > 9) continue;
+    const int p = std::stoi(pid);
+    if (p != ::getpid() && ::kill(p, 0) != 0 && errno == ESRCH) fs::remove(e.path(), ec);
+  }
+}
+
+}  // namespace
+
+void write_atomic(const fs::path& path, const std::string& content) {
+  remove_stale_temporaries(path);
   auto tmp = path;
   tmp += ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error(path.string() + ": cannot write: " + std::strerror(errno));
+    if (!out) throw OutputError(path.string() + ": cannot write: " + std::strerror(errno));
     out << content;
     out.flush();
     if (!out) {
-      std::filesystem::remove(tmp);
-      throw std::runtime_error(path.string() + ": write failed");
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      throw OutputError(path.string() + ": write failed (disk full?)");
     }
   }
   std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
+  fs::rename(tmp, path, ec);
   if (ec) {
-    std::filesystem::remove(tmp);
-    throw std::runtime_error(path.string() + ": cannot rename into place: " + ec.message());
+    fs::remove(tmp, ec);
+    throw OutputError(path.string() + ": cannot rename into place: " + ec.message());
   }
+}
+
+std::string output_problem(const fs::path& path, const std::vector<fs::path>& inputs) {
+  std::error_code ec;
+  const auto st = fs::symlink_status(path, ec);
+  if (st.type() == fs::file_type::symlink) return "a symbolic link (name the file it points to)";
+  const bool exists = fs::exists(st);
+  if (exists && st.type() != fs::file_type::regular)
+    return "not a regular file (a device, folder or pipe is never replaced)";
+  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  if (!fs::is_directory(dir, ec)) return "its folder " + dir.string() + " does not exist";
+  if (::access(dir.c_str(), W_OK) != 0) return "its folder " + dir.string() + " cannot be written";
+  if (exists && ::access(path.c_str(), W_OK) != 0) return "the file cannot be written";
+  for (const auto& in : inputs)
+    if (exists && fs::exists(in, ec) && fs::equivalent(path, in, ec)) return "it is an input of this command";
+  return "";
 }
 
 }  // namespace twin::reports

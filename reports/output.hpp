@@ -3,11 +3,25 @@
 #pragma once
 
 #include <filesystem>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace twin::reports {
 
-// Throws std::runtime_error naming the file on failure.
+// An output that could not be written (disk full, a folder removed meanwhile): not bad input,
+// not a bug — the command exits 1 with this message.
+struct OutputError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Throws OutputError naming the file on failure. Temporary files of earlier runs killed before
+// their rename (FILE.tmp.PID of a process that no longer exists) are removed first.
 void write_atomic(const std::filesystem::path& path, const std::string& content);
+
+// Why `path` cannot be an output — a symbolic link (its target is not replaced), a device, folder
+// or pipe, a folder that does not exist or cannot be written, a file that cannot be written, or
+// one of the command's inputs — or "" if it can. Checked before any work.
+std::string output_problem(const std::filesystem::path& path, const std::vector<std::filesystem::path>& inputs);
 
 }  // namespace twin::reports

@@ -5,6 +5,7 @@
 #include <ostream>
 
 #include "model/accounting.hpp"
+#include "reports/output.hpp"
 #include "scenarios/commands.hpp"
 
 namespace twin::scenarios {
@@ -15,6 +16,12 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 LoadOptions CommonArgs::load_options() const {
   return {data_dir.empty() ? default_data_dir() : std::filesystem::path(data_dir), sets};
+}
+
+void CommonArgs::check_output(const std::string& path, const char* option) const {
+  if (path.empty()) return;
+  if (const auto why = reports::output_problem(path, {scenario}); !why.empty())
+    throw InputError(option, "", path + ": " + why);
 }
 
 Json accounting_json(const Scenario& s) {

@@ -32,27 +32,30 @@ LoadOptions with_replicas(const CommonArgs& args, const PlanDpArgs& plan, int dp
 Json plan_dp_json(const CommonArgs& args, const PlanDpArgs& plan) {
   std::vector<int> counts = plan.replicas;
   if (std::find(counts.begin(), counts.end(), 1) == counts.end()) counts.insert(counts.begin(), 1);
-  std::vector<Loaded> loaded;  // load every point first: bad input fails before any run
-  for (int dp : counts) loaded.push_back(load_scenario(args.scenario, with_replicas(args, plan, dp)));
+  // Load every point first: bad input fails before any run. DP = 1 loads first, so an error of
+  // a larger count is the count's (the machine cannot hold it), not the scenario's.
+  std::vector<Loaded> loaded;
+  for (int dp : counts) {
+    try {
+      loaded.push_back(load_scenario(args.scenario, with_replicas(args, plan, dp)));
+    } catch (const InputError& e) {
+      if (dp == 1) throw;
+      const bool ours = e.file == "--set" && e.path == "parallel.dp";  // the count we set
+      throw InputError("--replicas", "", fmt::format("{} replicas: {}", dp, ours ? e.message : e.what()));
+    }
+  }
+  // A point that fails to simulate fails the command (exit 2 past --max-events, 1 otherwise);
+  // nothing is printed (issue #23, item 5).
   auto runs = run_parallel<Json>(counts.size(), plan.jobs, [&](std::size_t i) {
     RunOptions o;
     o.event_limit = args.max_events;
-    try {
-      return simulate(loaded[i], o).json;
-    } catch (const std::exception& e) {
-      return Json{{"error", e.what()}};
-    }
+    return simulate(loaded[i], o).json;
   });
   Json rows = Json::array();
-  const double base = runs[0].contains("error") ? 0 : runs[0]["tokens_per_s_per_gpu"].get<double>();
+  const double base = runs[0]["tokens_per_s_per_gpu"].get<double>();
   for (std::size_t i = 0; i < counts.size(); ++i) {
     const auto& r = runs[i];
     Json row{{"replicas", counts[i]}, {"gpus", loaded[i].scenario.job.parallel.total_gpus()}};
-    if (r.contains("error")) {
-      row["error"] = r["error"];
-      rows.push_back(row);
-      continue;
-    }
     const double tps = r["tokens_per_s_per_gpu"].get<double>(), per_day = r["tokens_per_day"].get<double>();
     const auto& net = r["network"];
     row["nodes"] = net["nodes"];
@@ -68,7 +71,6 @@ Json plan_dp_json(const CommonArgs& args, const PlanDpArgs& plan) {
     row["busiest_link_utilization"] = top.value("utilization_while_busy", 0.0);
     row["busiest_link_saturated_s"] = top.value("saturated_s", 0.0);
     row["host_oom_probability"] = r["memory"]["host_oom_probability"];
-    row["error"] = "";
     rows.push_back(row);
   }
   return {{"scenario", args.scenario}, {"tokens", plan.tokens}, {"rows", rows}};
@@ -84,10 +86,6 @@ int cmd_plan_dp(const CommonArgs& args, const PlanDpArgs& plan, std::ostream& ou
              "GPUs", "nodes", "groups", "tok/s/GPU", "vs DP=1", "tokens/day", "days", "host OOM",
              "saturated", "link use", "busiest link");
   for (const auto& r : j["rows"]) {
-    if (r["error"] != "") {
-      fmt::print(out, "{:>8} error: {}\n", r["replicas"].get<int>(), r["error"].get<std::string>());
-      continue;
-    }
     fmt::print(out, "{:>8} {:>6} {:>6} {:>7} {:>12.1f} {:>8.3f} {:>11.3g} {:>9.1f} {:>9.2g} {:>8.1f}s {:>8.2f}  {}\n",
                r["replicas"].get<int>(), r["gpus"].get<std::int64_t>(), r["nodes"].get<std::size_t>(),
                r["groups"].get<std::size_t>(), r["tokens_per_s_per_gpu"].get<double>(),

@@ -20,6 +20,8 @@ int cmd_run(const CommonArgs& args, const RunArgs& run, std::ostream& out) {
   };
   for (const int r : run.trace_ranks) check_rank("--trace-ranks", r);
   if (!run.plan_file.empty()) check_rank("--plan-rank", run.plan_rank);
+  args.check_output(run.trace_file, "--trace");
+  args.check_output(run.plan_file, "--plan");
   RunOptions o;
   o.trace = !run.trace_file.empty();
   o.trace_ranks = run.trace_ranks;

@@ -45,9 +45,24 @@ std::vector<Axis> parse_grid(const std::vector<std::string>& grid) {
       if (comma == std::string::npos) break;
       start = comma + 1;
     }
+    for (const auto& b : axes)
+      if (b.key == a.key) throw InputError("--grid", "", fmt::format("\"{}\" is given twice", a.key));
     axes.push_back(std::move(a));
   }
   return axes;
+}
+
+// Points of the grid, refused above kMaxPoints (a product that would overflow, or more work than
+// any sweep on one machine: split it with --set).
+constexpr std::size_t kMaxPoints = 1'000'000;
+std::size_t grid_points(const std::vector<Axis>& axes) {
+  std::size_t points = 1;
+  for (const auto& a : axes) {
+    if (a.values.size() > kMaxPoints / points)
+      throw InputError("--grid", "", fmt::format("more than {} points; split the sweep", kMaxPoints));
+    points *= a.values.size();
+  }
+  return points;
 }
 
 const char* kOutputs[] = {"tokens_per_s_per_gpu", "step_time_s", "exposed_comm_s",
@@ -58,17 +73,28 @@ const char* kOutputs[] = {"tokens_per_s_per_gpu", "step_time_s", "exposed_comm_s
 namespace {
 
 // The finished points of an earlier run with the same arguments (header line equal).
-std::map<std::size_t, Json> read_progress(const std::string& path, const std::string& header) {
+// Rows that are not a point of this grid (a torn last line, a hand-edited file) are ignored: the
+// point runs again.
+std::map<std::size_t, Json> read_progress(const std::string& path, const std::string& header, std::size_t points) {
   std::map<std::size_t, Json> done;
   std::ifstream in(path);
   std::string line;
   if (!in || !std::getline(in, line) || line != header) return done;
   while (std::getline(in, line)) {
     const Json j = Json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.contains("i") || !j.contains("row")) continue;  // a torn last line
-    done[j["i"].get<std::size_t>()] = j["row"];
+    if (j.is_discarded() || !j.is_object() || !j.contains("i") || !j["i"].is_number_unsigned() ||
+        !j.contains("row") || !j["row"].is_object())
+      continue;
+    const auto i = j["i"].get<std::size_t>();
+    if (i < points) done[i] = j["row"];
   }
   return done;
+}
+
+std::string fnv1a(const std::string& s) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (const unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return fmt::format("{:016x}", h);
 }
 
 }  // namespace
@@ -88,21 +114,27 @@ void check_inputs(const CommonArgs& args, const std::vector<Axis>& axes) {
 
 }  // namespace
 
+// The resume key: the arguments, the resolved scenario's content (an edited scenario or preset
+// starts afresh) and the twin's version.
+std::string sweep_progress_header(const CommonArgs& args, const SweepArgs& sw) {
+  const auto resolved = load_scenario(args.scenario, args.load_options()).resolved.dump();
+  return Json{{"twin_sweep", 2}, {"scenario", args.scenario}, {"sets", args.sets}, {"grid", sw.grid},
+              {"max_events", args.max_events}, {"resolved_fnv1a", fnv1a(resolved)}, {"twin", TWIN_VERSION}}
+      .dump();
+}
+
 Json sweep_json(const CommonArgs& args, const SweepArgs& sw, const std::string& progress) {
   const auto axes = parse_grid(sw.grid);
   check_inputs(args, axes);
-  std::size_t points = 1;
-  for (const auto& a : axes) points *= a.values.size();
-  const std::string header =
-      Json{{"twin_sweep", 1}, {"scenario", args.scenario}, {"sets", args.sets}, {"grid", sw.grid},
-           {"max_events", args.max_events}}.dump();
+  const std::size_t points = grid_points(axes);
+  const std::string header = sweep_progress_header(args, sw);
   std::map<std::size_t, Json> done;
   std::ofstream log;
   std::mutex log_mutex;
   if (!progress.empty()) {
-    done = read_progress(progress, header);
+    done = read_progress(progress, header, points);
     log.open(progress, done.empty() ? std::ios::trunc : std::ios::app);
-    if (!log) throw std::runtime_error(progress + ": cannot write the sweep's progress file");
+    if (!log) throw reports::OutputError(progress + ": cannot write the sweep's progress file");
     if (done.empty()) log << header << "\n" << std::flush;
   }
   auto rows = run_parallel<Json>(points, sw.jobs, [&](std::size_t i) {
@@ -184,6 +216,8 @@ std::string to_csv(const Json& rows) {
 
 int cmd_sweep(const CommonArgs& args, const SweepArgs& sw, std::ostream& out) {
   const std::string progress = sw.out.empty() ? "" : sw.out + ".partial";
+  args.check_output(sw.out, "--out");
+  args.check_output(progress, "--out");
   const Json rows = sweep_json(args, sw, progress);
   const bool json = args.json || sw.out.ends_with(".json");
   const std::string text = json ? rows.dump(2) + "\n" : to_csv(rows);

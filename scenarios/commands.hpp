@@ -18,6 +18,9 @@ struct CommonArgs {
   bool json = false;
   std::uint64_t max_events = 2'000'000'000;  // a run past this stops with an error
   LoadOptions load_options() const;
+  // Refuses (InputError, before any work) an output `path` of `option` that cannot be written or
+  // must not be replaced (reports/output.hpp output_problem); "" is no output.
+  void check_output(const std::string& path, const char* option) const;
 };
 
 struct RunArgs {
@@ -38,6 +41,10 @@ struct SweepArgs {
   int jobs = 1;
   std::string out;  // FILE.csv or FILE.json; stdout when empty
 };
+
+// The first line of a sweep's progress file: the arguments, a hash of the resolved scenario and
+// the twin's version; a progress file with another first line is not resumed.
+std::string sweep_progress_header(const CommonArgs& args, const SweepArgs& sw);
 
 struct PlanDpArgs {
   std::vector<int> replicas{1, 2, 4};

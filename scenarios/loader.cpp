@@ -20,11 +20,12 @@ namespace twin::scenarios {
 
 namespace fs = std::filesystem;
 
-InputError::InputError(std::string file_, std::string path_, const std::string& msg)
+InputError::InputError(std::string file_, std::string path_, std::string msg)
     : std::runtime_error(fmt::format("{}: {}{}", file_, path_.empty() ? "" : "$." + path_ + ": ",
                                      msg)),
       file(std::move(file_)),
-      path(std::move(path_)) {}
+      path(std::move(path_)),
+      message(std::move(msg)) {}
 
 fs::path default_data_dir() {
   if (const char* env = std::getenv("TWIN_DATA_DIR"); env && *env) return env;

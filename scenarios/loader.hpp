@@ -23,8 +23,8 @@ using Json = nlohmann::ordered_json;
 
 // A bad input: which file, where in it, what was expected. `twin` exits 2 on it.
 struct InputError : std::runtime_error {
-  InputError(std::string file_, std::string path_, const std::string& msg);
-  std::string file, path;
+  InputError(std::string file_, std::string path_, std::string msg);
+  std::string file, path, message;
 };
 
 struct LoadOptions {

@@ -2,10 +2,12 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
 
+#include "reports/output.hpp"
 #include "scenarios/commands.hpp"
 #include "sim/engine.hpp"
 
@@ -23,7 +25,11 @@ void add_common(CLI::App* sub, twin::scenarios::CommonArgs& a) {
   sub->add_flag("--json", a.json, "machine-readable JSON instead of the readable summary");
   sub->add_option("--max-events", a.max_events,
                   "stop a simulation that needs more events than this, with an error")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Validator([](const std::string& v) { return v.find_first_not_of("0123456789") == std::string::npos &&
+                                                                  v.find_first_not_of('0') != std::string::npos
+                                                              ? std::string()
+                                                              : "expected a whole number of at least 1"; },
+                             "N ≥ 1"));
 }
 
 }  // namespace
@@ -112,11 +118,22 @@ int main(int argc, char** argv) {
   auto* params = app.add_subcommand("help-params", "list every scenario key: unit, default, range");
   params->add_flag("--json", params_json, "as JSON");
 
+  // An unknown command is named as such (CLI11 would say a subcommand is required).
+  if (argc > 1 && argv[1][0] != '-') {
+    const auto subs = app.get_subcommands([](CLI::App*) { return true; });
+    if (std::none_of(subs.begin(), subs.end(), [&](CLI::App* s) { return s->get_name() == argv[1]; })) {
+      std::string names;
+      for (const auto* s : subs) names += (names.empty() ? "" : ", ") + s->get_name();
+      fmt::print(stderr, "twin: error: unknown command \"{}\" (commands: {})\n", argv[1], names);
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    fmt::print(stderr, "twin: error: {}\n(twin --help, or twin COMMAND --help)\n", e.what());
+    return 2;
   }
   try {
     if (*model) return cmd_model(common, std::cout);
@@ -137,6 +154,9 @@ int main(int argc, char** argv) {
   } catch (const twin::sim::EventLimitExceeded& e) {
     fmt::print(stderr, "twin: error: {} (raise --max-events)\n", e.what());
     return 2;
+  } catch (const twin::reports::OutputError& e) {
+    fmt::print(stderr, "twin: error: {}\n", e.what());
+    return 1;
   } catch (const std::exception& e) {
     fmt::print(stderr, "twin: internal error: {}\n", e.what());
     return 1;

@@ -153,9 +153,7 @@ TEST_SUITE("scenarios.step") {
     const auto full = sweep_json(args, sw);
     const auto progress = fs::temp_directory_path() / ("twin-sweep-" + std::to_string(::getpid()) + ".partial");
     // An interrupted run: its header, two finished points, a torn line.
-    const std::string header =
-        Json{{"twin_sweep", 1}, {"scenario", args.scenario}, {"sets", args.sets}, {"grid", sw.grid},
-             {"max_events", args.max_events}}.dump();
+    const std::string header = sweep_progress_header(args, sw);
     {
       std::ofstream f(progress);
       f << header << "\n" << Json{{"i", 0}, {"row", full[0]}}.dump() << "\n"
@@ -178,6 +176,28 @@ TEST_SUITE("scenarios.step") {
       f << "{\"other\":1}\n" << Json{{"i", 1}, {"row", wrong}}.dump() << "\n";
     }
     CHECK(sweep_json(args, sw, progress.string()).dump() == full.dump());
+    // Rows that are no point of the grid are ignored, not trusted or fatal (issue #23, item 7):
+    // a non-numeric or out-of-range "i", a row that is not an object.
+    {
+      std::ofstream f(progress);
+      f << header << "\n" << R"({"i": "x", "row": {}})" << "\n" << R"({"i": 99, "row": {}})" << "\n"
+        << R"({"i": 1, "row": 5})" << "\n";
+    }
+    CHECK(sweep_json(args, sw, progress.string()).dump() == full.dump());
+    // The header changes with the scenario's content under the same arguments.
+    {
+      const auto copy = fs::temp_directory_path() / ("twin-sweep-" + std::to_string(::getpid()) + ".json");
+      Json j = read_json_file(kRoot / "tests/golden/small.json");
+      j["base"] = (kRoot / "scenarios/europa.json").string();
+      std::ofstream(copy) << j.dump();
+      CommonArgs a2 = args;
+      a2.scenario = copy.string();
+      const auto before = sweep_progress_header(a2, sw);
+      j["training"]["seq_len"] = 8192;
+      std::ofstream(copy) << j.dump();
+      CHECK(sweep_progress_header(a2, sw) != before);
+      fs::remove(copy);
+    }
     // Through the command: the output is written and the progress file removed.
     sw.out = (fs::temp_directory_path() / ("twin-sweep-" + std::to_string(::getpid()) + ".json")).string();
     std::ostringstream sink;
@@ -319,7 +339,6 @@ TEST_SUITE("scenarios.network") {
     CHECK(j["rows"][0]["replicas"] == 1);
     CHECK(j["rows"][0]["relative_to_dp1"] == 1.0);
     for (const auto& r : j["rows"]) {
-      CHECK(r["error"] == "");
       CHECK(r["relative_to_dp1"].get<double>() <= 1.0);
       CHECK(r["days_to_tokens"].get<double>() ==
             doctest::Approx(15e12 / r["tokens_per_day"].get<double>()));
