@@ -51,8 +51,7 @@ void print_memory(std::ostream& out, const Json& m) {
 int cmd_memory(const CommonArgs& args, const MemoryArgs& mem, std::ostream& out) {
   const auto loaded = load_scenario(args.scenario, args.load_options());
   args.check_output(mem.events_file, "--events");
-  RunOptions o;
-  o.event_limit = args.max_events;
+  RunOptions o = args.run_options();
   o.alloc_events_rank = mem.events_file.empty() ? -1 : mem.events_rank;
   const auto r = simulate(loaded, o);
   if (!mem.events_file.empty()) {

@@ -5,6 +5,8 @@
 #include <ostream>
 
 #include "model/accounting.hpp"
+#include <unistd.h>
+
 #include "reports/output.hpp"
 #include "scenarios/commands.hpp"
 
@@ -16,6 +18,17 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 LoadOptions CommonArgs::load_options() const {
   return {data_dir.empty() ? default_data_dir() : std::filesystem::path(data_dir), sets};
+}
+
+RunOptions CommonArgs::run_options() const {
+  RunOptions o;
+  o.event_limit = max_events;
+  o.memory_limit_GiB = max_memory_GiB;
+  if (o.memory_limit_GiB <= 0) {
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0) o.memory_limit_GiB = 0.75 * static_cast<double>(pages) * static_cast<double>(page) / (1ull << 30);
+  }
+  return o;
 }
 
 void CommonArgs::check_output(const std::string& path, const char* option) const {

@@ -47,9 +47,7 @@ Json plan_dp_json(const CommonArgs& args, const PlanDpArgs& plan) {
   // A point that fails to simulate fails the command (exit 2 past --max-events, 1 otherwise);
   // nothing is printed (issue #23, item 5).
   auto runs = run_parallel<Json>(counts.size(), plan.jobs, [&](std::size_t i) {
-    RunOptions o;
-    o.event_limit = args.max_events;
-    return simulate(loaded[i], o).json;
+    return simulate(loaded[i], args.run_options()).json;
   });
   Json rows = Json::array();
   const double base = runs[0]["tokens_per_s_per_gpu"].get<double>();

@@ -22,10 +22,9 @@ int cmd_run(const CommonArgs& args, const RunArgs& run, std::ostream& out) {
   if (!run.plan_file.empty()) check_rank("--plan-rank", run.plan_rank);
   args.check_output(run.trace_file, "--trace");
   args.check_output(run.plan_file, "--plan");
-  RunOptions o;
+  RunOptions o = args.run_options();
   o.trace = !run.trace_file.empty();
   o.trace_ranks = run.trace_ranks;
-  o.event_limit = args.max_events;
   o.plan_rank = run.plan_file.empty() ? -1 : run.plan_rank;
   auto r = simulate(loaded, o);
   if (o.trace) reports::write_atomic(run.trace_file, r.trace);

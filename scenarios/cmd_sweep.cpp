@@ -154,8 +154,7 @@ Json sweep_json(const CommonArgs& args, const SweepArgs& sw, const std::string& 
     try {
       LoadOptions lo = args.load_options();
       lo.sets = sets;
-      RunOptions ro;
-      ro.event_limit = args.max_events;
+      const RunOptions ro = args.run_options();
       const auto r = simulate(load_scenario(args.scenario, lo), ro).json;
       for (const char* o : kOutputs) row[o] = r[o];
       row["nccl_sms_max"] = r["nccl_sms"]["max"];

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "scenarios/loader.hpp"
+#include "scenarios/simulate.hpp"
 
 namespace twin::scenarios {
 
@@ -17,7 +18,10 @@ struct CommonArgs {
   std::string data_dir;
   bool json = false;
   std::uint64_t max_events = 2'000'000'000;  // a run past this stops with an error
+  double max_memory_GiB = 0;                  // 0: three quarters of this machine's memory
   LoadOptions load_options() const;
+  // The limits of a run from these arguments (simulate.hpp).
+  RunOptions run_options() const;
   // Refuses (InputError, before any work) an output `path` of `option` that cannot be written or
   // must not be replaced (reports/output.hpp output_problem); "" is no output.
   void check_output(const std::string& path, const char* option) const;

@@ -30,6 +30,9 @@ void add_common(CLI::App* sub, twin::scenarios::CommonArgs& a) {
                                                               ? std::string()
                                                               : "expected a whole number of at least 1"; },
                              "N ≥ 1"));
+  sub->add_option("--max-memory-GiB", a.max_memory_GiB,
+                  "refuse a run estimated to need more memory than this (default: 3/4 of this machine's)")
+      ->check(CLI::PositiveNumber);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@ struct RunOptions {
   std::vector<int> trace_ranks;  // ranks whose streams go into the Chrome trace
   bool trace = false;
   std::uint64_t event_limit = 2'000'000'000;
+  double memory_limit_GiB = 0;  // > 0: refuse a run estimated to need more (estimate_resources)
   int alloc_events_rank = -1;  // ≥ 0: export that rank's allocation sequence
   int plan_rank = -1;          // ≥ 0: export that rank's launch plan (scenarios/plan.hpp)
 };
@@ -30,6 +31,19 @@ struct RunResult {
 RunResult simulate(const Loaded& loaded, const RunOptions& opts);
 // The GPUs (ranks) a simulation of the scenario has: one replica's, or every replica's.
 int simulated_gpus(const Scenario& s);
+
+// What a run will hold, estimated from the resolved scenario before anything is built: the
+// documents drawn for every replica's rows (model/workload.cpp: rows × 9 bands × seq_len tokens
+// over the mean document length) and the step graph's tasks (~41 per simulated GPU and layer:
+// scenarios/europa.json builds 0.97 M tasks for 384 GPUs × 61 layers, in 255 MB).
+struct ResourceEstimate {
+  double documents = 0, tasks = 0, events = 0, GiB = 0;
+};
+ResourceEstimate estimate_resources(const Scenario& s);
+// Refuses a run, before any allocation, that would pass opts.memory_limit_GiB (InputError naming
+// the estimate, the limit and the keys that drive it) or opts.event_limit (sim::EventLimitExceeded,
+// as a run that passes it): issue #23, item 8.
+void check_resources(const Scenario& s, const std::string& file, const RunOptions& opts);
 
 // A short readable summary of a result.
 std::string summary(const Json& result);
