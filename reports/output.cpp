@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <fstream>
 
@@ -13,6 +14,28 @@ namespace twin::reports {
 namespace fs = std::filesystem;
 
 namespace {
+
+// The temporary file being written, for the signal handler (async-signal-safe: a fixed buffer,
+// unlink, signal, raise).
+char g_tmp[4096];
+volatile std::sig_atomic_t g_tmp_set = 0;
+
+extern "C" void on_signal(int sig) {
+  if (g_tmp_set) ::unlink(g_tmp);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+struct TmpGuard {
+  explicit TmpGuard(const fs::path& p) {
+    const std::string s = p.string();
+    if (s.size() < sizeof(g_tmp)) {
+      std::memcpy(g_tmp, s.c_str(), s.size() + 1);
+      g_tmp_set = 1;
+    }
+  }
+  ~TmpGuard() { g_tmp_set = 0; }
+};
 
 // Leftovers of runs killed between writing and renaming (SIGKILL cannot be caught).
 void remove_stale_temporaries(const fs::path& path) {
@@ -31,10 +54,16 @@ void remove_stale_temporaries(const fs::path& path) {
 
 }  // namespace
 
+void remove_temporaries_on_signals() {
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+}
+
 void write_atomic(const fs::path& path, const std::string& content) {
   remove_stale_temporaries(path);
   auto tmp = path;
   tmp += ".tmp." + std::to_string(::getpid());
+  const TmpGuard guard(tmp);
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) throw OutputError(path.string() + ": cannot write: " + std::strerror(errno));

@@ -15,6 +15,10 @@ struct OutputError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Makes SIGINT and SIGTERM remove the temporary file of a write in progress before the process
+// ends as the signal says (main calls it once).
+void remove_temporaries_on_signals();
+
 // Throws OutputError naming the file on failure. Temporary files of earlier runs killed before
 // their rename (FILE.tmp.PID of a process that no longer exists) are removed first.
 void write_atomic(const std::filesystem::path& path, const std::string& content);

@@ -121,6 +121,7 @@ int main(int argc, char** argv) {
   auto* params = app.add_subcommand("help-params", "list every scenario key: unit, default, range");
   params->add_flag("--json", params_json, "as JSON");
 
+  twin::reports::remove_temporaries_on_signals();
   // An unknown command is named as such (CLI11 would say a subcommand is required).
   if (argc > 1 && argv[1][0] != '-') {
     const auto subs = app.get_subcommands([](CLI::App*) { return true; });

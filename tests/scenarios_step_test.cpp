@@ -8,8 +8,13 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <csignal>
+
+#include "reports/output.hpp"
 #include "scenarios/commands.hpp"
 #include "scenarios/parallel.hpp"
 #include "scenarios/simulate.hpp"
@@ -351,5 +356,39 @@ TEST_SUITE("scenarios.network") {
     plan.placement = list.string();
     CHECK_THROWS_AS(plan_dp_json(args, plan), InputError);
     fs::remove(list);
+  }
+}
+
+TEST_SUITE("scenarios.outputs") {
+  TEST_CASE("outputs: temporaries of dead writers are removed, a SIGTERM mid-write leaves none") {
+    // Issue #23 item 7: SIGKILL between writing and renaming left FILE.tmp.PID behind.
+    namespace fs = std::filesystem;
+    const auto dir = fs::temp_directory_path() / ("twin-out-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    const auto out = dir / "out.json";
+    int dead = 999999;  // a PID no process has
+    while (::kill(dead, 0) == 0 || errno != ESRCH) --dead;
+    const auto stale = dir / ("out.json.tmp." + std::to_string(dead));
+    const auto live = dir / ("out.json.tmp." + std::to_string(::getppid()));
+    std::ofstream(stale) << "half";
+    std::ofstream(live) << "another writer's";
+    twin::reports::write_atomic(out, "{}\n");
+    CHECK(fs::exists(out));
+    CHECK_FALSE(fs::exists(stale));
+    CHECK(fs::exists(live));
+    // A child writing 512 MiB is sent SIGTERM while it writes: no temporary is left.
+    const pid_t child = ::fork();
+    if (child == 0) {
+      twin::reports::remove_temporaries_on_signals();
+      twin::reports::write_atomic(dir / "big.json", std::string(512u << 20, 'x'));
+      ::_exit(0);
+    }
+    const auto tmp = dir / ("big.json.tmp." + std::to_string(child));
+    for (int i = 0; i < 2000 && !fs::exists(tmp); ++i) ::usleep(1000);
+    ::kill(child, SIGTERM);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    if (WIFSIGNALED(status)) CHECK_FALSE(fs::exists(tmp));  // else it finished first: nothing to check
+    fs::remove_all(dir);
   }
 }
