@@ -26,12 +26,19 @@ if [ "${fuzz:-0}" = 1 ]; then
   cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
     -DCMAKE_CXX_COMPILER=clang++ -DTWIN_FUZZ=ON -DTWIN_SANITIZE=address,undefined -DTWIN_CUDA=OFF \
     >build-fuzz.configure.log 2>&1 || { cat build-fuzz.configure.log; exit 1; }
-  cmake --build build-fuzz -j"$(nproc)" --target twin-fuzz-loader
-  corpus=build-fuzz/corpus; mkdir -p "$corpus"
+  cmake --build build-fuzz -j"$(nproc)" --target twin-fuzz-loader twin-fuzz-sweep
+  corpus=build-fuzz/corpus; mkdir -p "$corpus" build-fuzz/corpus-sweep
   cp scenarios/*.json scenarios/ladder/*.json tests/golden/small.json tests/data/*.json \
      tests/data/fuzz/* tests/data/fuzz-seeds/* "$corpus"/
-  build-fuzz/twin-fuzz-loader "$corpus" -max_total_time="${FUZZ_SECONDS:-30}" -max_len=8192 \
+  cp tests/data/fuzz-sweep-seeds/* build-fuzz/corpus-sweep/
+  # Two thirds of the time to the loader, a third to the sweep (its runs are slower).
+  total="${FUZZ_SECONDS:-30}"; sweep_s=$(( total / 3 > 1 ? total / 3 : 1 )); loader_s=$(( total - sweep_s ))
+  build-fuzz/twin-fuzz-loader "$corpus" -max_total_time="$loader_s" -max_len=8192 \
     -timeout=10 -print_final_stats=1 2>&1 | tail -n 25
+  rc=${PIPESTATUS[0]}
+  [ "$rc" = 0 ] || exit "$rc"
+  build-fuzz/twin-fuzz-sweep build-fuzz/corpus-sweep -max_total_time="$sweep_s" -max_len=2048 \
+    -timeout=20 -print_final_stats=1 2>&1 | tail -n 25
   exit "${PIPESTATUS[0]}"
 fi
 twin_build "$dir" "${cmake_args[@]}"

@@ -26,6 +26,8 @@ import random
 import statistics
 import sys
 
+from profile_json import update_efficiency
+
 try:
     import torch
 except ImportError:  # --refit needs no GPU and no PyTorch
@@ -198,24 +200,16 @@ def fit(rows, backend, peak, docs_of):
 
 
 def write_profile(path, backend, fits, source_note):
-    with open(path) as f:
-        prof = json.load(f)
-    eff = prof.setdefault("efficiency", {})
+    values = {}
     for key in ("fwd", "bwd"):
         if key in fits:
             fr = fits[key]
-            eff[f"attention_{key}_fraction"] = {
-                "value": fr["fraction"],
-                "source": f"[meas] {source_note}: {backend} attention {key}, least squares of "
-                          f"t = sum over documents of FLOPs (L + h)/L / (peak f) over {fr['points']} "
-                          f"layouts (worst error {100 * fr['worst_relative_error']:.0f}%)"}
-            eff[f"attention_{key}_half_tokens"] = {
-                "value": fr["half_tokens"], "source": eff[f"attention_{key}_fraction"]["source"]}
-    with open(path + ".tmp", "w") as f:
-        json.dump(prof, f, indent=2)
-        f.write("\n")
-    import os
-    os.replace(path + ".tmp", path)
+            src = (f"[meas] {source_note}: {backend} attention {key}, least squares of "
+                   f"t = sum over documents of FLOPs (L + h)/L / (peak f) over {fr['points']} "
+                   f"layouts (worst error {100 * fr['worst_relative_error']:.0f}%)")
+            values[f"attention_{key}_fraction"] = (fr["fraction"], src)
+            values[f"attention_{key}_half_tokens"] = (fr["half_tokens"], src)
+    update_efficiency(path, values)
 
 
 def main():

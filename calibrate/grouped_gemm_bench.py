@@ -27,6 +27,8 @@ import os
 import statistics
 import sys
 
+from profile_json import update_efficiency
+
 try:
     import torch
 except ImportError:  # --refit and --help need no PyTorch
@@ -102,19 +104,12 @@ def fit(rows, peak_TFLOPs):
 
 
 def write_profile(path, fr, note):
-    with open(path) as fh:
-        prof = json.load(fh)
     src = (f"[meas] {note}: torch._grouped_mm over equal rows per expert, least squares of log time with "
            f"rows padded to whole tiles on {fr['points']} points (held-out worst error "
            f"{100 * fr['held_out_worst_error']:.0f}%)")
-    eff = prof.setdefault("efficiency", {})
-    eff["grouped_gemm_peak_fraction"] = {"value": round(fr["peak_fraction"], 4), "source": src}
-    eff["grouped_gemm_tile_rows"] = {"value": fr["tile_rows"], "source": src}
-    eff["grouped_gemm_half_k"] = {"value": fr["half_k"], "source": src}
-    with open(path + ".tmp", "w") as fh:
-        json.dump(prof, fh, indent=2)
-        fh.write("\n")
-    os.replace(path + ".tmp", path)
+    update_efficiency(path, {"grouped_gemm_peak_fraction": (round(fr["peak_fraction"], 4), src),
+                             "grouped_gemm_tile_rows": (fr["tile_rows"], src),
+                             "grouped_gemm_half_k": (fr["half_k"], src)})
 
 
 def main():
