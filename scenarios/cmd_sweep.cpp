@@ -17,6 +17,7 @@
 
 #include "reports/output.hpp"
 #include "scenarios/commands.hpp"
+#include "scenarios/json_tree.hpp"
 #include "scenarios/parallel.hpp"
 #include "scenarios/scenario.hpp"
 #include "scenarios/simulate.hpp"
@@ -35,6 +36,7 @@ std::vector<Axis> parse_grid(const std::vector<std::string>& grid) {
   std::vector<Axis> axes;
   for (const auto& g : grid) {
     const auto eq = g.find('=');
+    if (!valid_utf8(g)) throw InputError("--grid", "", "a --grid that is not UTF-8");
     if (eq == std::string::npos || eq == 0 || eq + 1 == g.size())
       throw InputError("--grid", "", fmt::format("\"{}\": expected KEY=V1,V2,...", g));
     Axis a{g.substr(0, eq), {}};
@@ -117,6 +119,7 @@ void check_inputs(const CommonArgs& args, const std::vector<Axis>& axes) {
 // The resume key: the arguments, the resolved scenario's content (an edited scenario or preset
 // starts afresh) and the twin's version.
 std::string sweep_progress_header(const CommonArgs& args, const SweepArgs& sw) {
+  parse_grid(sw.grid);  // refuses what the header could not hold
   const auto resolved = load_scenario(args.scenario, args.load_options()).resolved.dump();
   return Json{{"twin_sweep", 2}, {"scenario", args.scenario}, {"sets", args.sets}, {"grid", sw.grid},
               {"max_events", args.max_events}, {"resolved_fnv1a", fnv1a(resolved)}, {"twin", TWIN_VERSION}}

@@ -145,6 +145,10 @@ TEST_SUITE("scenarios.step") {
     SweepArgs bad_key = sw;
     bad_key.grid = {"nccl.max_ctax=8,16"};
     fails(args, bad_key);
+    SweepArgs not_utf8 = sw;  // found by fuzzing: a value that is not UTF-8 was an internal error
+    not_utf8.grid = {"nccl.max_ctas=8,\xfe"};
+    fails(args, not_utf8);
+    CHECK_THROWS_AS(sweep_progress_header(args, not_utf8), InputError);
     CommonArgs budget = args;
     budget.max_events = 10;
     CHECK_THROWS_AS(sweep_json(budget, sw), twin::sim::EventLimitExceeded);
