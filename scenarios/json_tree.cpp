@@ -114,6 +114,7 @@ class TextCheck : public nlohmann::json_sax<nlohmann::json> {
   }
   bool key(string_t& k) override {
     if (k.size() > l_.max_key_bytes) return fail(fmt::format("a key longer than {} bytes", l_.max_key_bytes));
+    if (k.empty()) return fail("an empty key in " + (objects_.back().prefix ? path_.substr(0, objects_.back().prefix) : "the top object"));
     if (!valid_utf8(k)) return fail("a key that is not UTF-8");
     auto& o = objects_.back();
     if (o.keys.size() >= l_.max_keys) return fail(fmt::format("an object with more than {} keys", l_.max_keys));

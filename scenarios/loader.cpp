@@ -115,10 +115,12 @@ class Resolver {
   void load_chain(const fs::path& file, std::vector<std::string>& stack) {
     std::error_code ec;
     const auto canon = fs::weakly_canonical(file, ec).string();
-    for (const auto& s : stack)
-      if (s == canon)
-        throw InputError(file.string(), "base", "base-scenario cycle: " + file.string() +
-                                                    " is its own base");
+    for (auto s = stack.begin(); s != stack.end(); ++s)
+      if (*s == canon) {
+        std::string chain;
+        for (auto t = s; t != stack.end(); ++t) chain += fs::path(*t).filename().string() + " → ";
+        throw InputError(file.string(), "base", "base-scenario cycle: " + chain + file.filename().string());
+      }
     stack.push_back(canon);
     Json j = read_json_file(file);
     if (auto it = j.find("base"); it != j.end()) {

@@ -126,7 +126,8 @@ TEST_SUITE("scenarios.loader") {
           std::string::npos);
     s.write("a.json", R"({"base": "b.json"})");
     s.write("b.json", R"({"base": "a.json"})");
-    CHECK(error_of(s.dir / "a.json", opts()).find("base-scenario cycle") != std::string::npos);
+    CHECK(error_of(s.dir / "a.json", opts()).find("base-scenario cycle: a.json → b.json → a.json") !=
+          std::string::npos);
     const auto europa = kRoot / "scenarios/europa.json";
     CHECK(error_of(europa, opts({"training.seqlen=5"})).find("--set: $.training.seqlen: no such parameter") !=
           std::string::npos);
@@ -145,6 +146,8 @@ TEST_SUITE("scenarios.loader") {
     // took 35 s), a 1 MB key took 4 s in the did-you-mean, duplicates were silently merged, deep
     // --set values crashed the recursive walks, non-UTF-8 --set values were an internal error.
     Scratch s;
+    CHECK(error_of(s.write("empty.json", R"({"training": {"": 1}})"), opts()).find("empty.json: an empty key in training") !=
+          std::string::npos);
     CHECK(error_of(s.write("dup.json", R"({"training": {"seq_len": 4096, "seq_len": 8192}})"), opts())
               .find("dup.json: duplicate key training.seq_len") != std::string::npos);
     std::string many = "{";
