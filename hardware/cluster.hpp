@@ -61,8 +61,10 @@ class Cluster {
   const Profile& profile() const { return profile_; }
   // The profile's contention model (contention.hpp) with this machine's SM count.
   const ContentionModel& contention() const { return contention_; }
-  // contention().time_units through this simulation's memo.
-  double contention_units(const KernelShape& k, int held) { return memo_.time_units(k, held); }
+  // contention().slowdown through this simulation's memo.
+  double contention_slowdown(const KernelShape& k, int held) {
+    return held <= 0 ? 1.0 : memo_.time_units(k, held) / memo_.time_units(k, 0);
+  }
   // Keeps an activity's state alive as long as the cluster (its callbacks hold a raw pointer).
   template <class T>
   T* keep(std::shared_ptr<T> p) {

@@ -23,19 +23,15 @@ struct FluidRun {
   const KernelPart* parts;  // a fused run's kernels, or null
   std::uint32_t n_parts;
   KernelShape shape;        // the kernel's shape when not fused
-  double alone_units;       // its contention time with no SM held (asked on every SM change)
 };
 
 double fluid_speed(const FluidRun& r, int sms) {
-  const auto& m = r.c->contention();
-  if (r.parts == nullptr) return sms >= m.sm_count ? 1.0 : r.alone_units / r.c->contention_units(r.shape, m.sm_count - sms);
+  const int held = r.c->contention().sm_count - sms;
+  if (r.parts == nullptr) return 1.0 / r.c->contention_slowdown(r.shape, held);
   double t = 0, slowed = 0;
   for (std::uint32_t i = 0; i < r.n_parts; ++i) {
     t += r.parts[i].alone_s;
-    const auto& shape = r.parts[i].shape;
-    slowed += r.parts[i].alone_s * (sms >= m.sm_count ? 1.0
-                                                       : r.c->contention_units(shape, m.sm_count - sms) /
-                                                             r.c->contention_units(shape, 0));
+    slowed += r.parts[i].alone_s * r.c->contention_slowdown(r.parts[i].shape, held);
   }
   return slowed > 0 ? t / slowed : 1.0;
 }
@@ -49,8 +45,7 @@ void run_grid(sim::Task& t, Cluster& c, Gpu& g, double alone_s, double hbm_bytes
               const KernelPart* parts, std::uint32_t n_parts) {
   static_assert(std::is_trivially_destructible_v<FluidRun>);
   auto* st = new (c.take_transient(sizeof(FluidRun), alignof(FluidRun)))
-      FluidRun{SmListener{rebound}, &t, &c, &g, sim::Fluid::FlowId{0}, false, parts, n_parts, shape,
-               parts == nullptr ? c.contention().time_units(shape, 0) : 0.0};
+      FluidRun{SmListener{rebound}, &t, &c, &g, sim::Fluid::FlowId{0}, false, parts, n_parts, shape};
   g.listen(&st->listener);  // the others' shares shrink now; this one starts at its share
   const sim::Fluid::Use hbm[] = {{g.hbm_resource(), hbm_bytes / alone_s}};
   st->flow = c.fluid().start(alone_s, std::span(hbm, hbm_bytes > 0 ? 1 : 0),
