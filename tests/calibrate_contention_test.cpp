@@ -61,6 +61,31 @@ TEST_CASE("the H200 profile's contention section is the fit of the committed mea
   }
 }
 
+TEST_CASE("the measured profile keeps the raw curves the fit reads") {
+  // calibrate/contention_tables.py copies them into h200-measured.json (issue #15): every point
+  // of every fitted case is there, with its slowdown.
+  std::ifstream in(kRoot / "hardware/profiles/h200-measured.json");
+  const auto j = nlohmann::json::parse(in)["measurements"]["contention_curves"];  // keys sorted, as the fit names cases
+  std::map<std::string, std::map<int, double>> kept;
+  for (const auto& c : j["cases"]) {
+    std::string name = c["kernel"].get<std::string>() + "[";
+    bool first = true;
+    for (const auto& [k, v] : c["shape"].items()) name += (first ? "" : ",") + k + "=" + v.dump(), first = false;
+    for (std::size_t i = 0; i < c["held_sms"].size(); ++i)
+      kept[name + "]"][c["held_sms"][i].get<int>()] = c["slowdown"][i].get<double>();
+  }
+  int points = 0;
+  for (const auto& c : measured())
+    for (const auto& p : c.points) {
+      CAPTURE(c.name);
+      CAPTURE(p.held);
+      REQUIRE(kept[c.name].count(p.held) == 1);
+      CHECK(kept[c.name][p.held] == doctest::Approx(p.measured).epsilon(1e-3));
+      ++points;
+    }
+  CHECK(points > 1000);
+}
+
 TEST_CASE("held-out residuals of the contention model stay within their budgets") {
   const auto res = calibrate::contention_residuals(measured(), profile_model("h200"));
   // Per family: the worst (over SMs held) median over cases of |model/measured − 1| on held-out
