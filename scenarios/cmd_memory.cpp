@@ -15,7 +15,7 @@ namespace twin::scenarios {
 namespace {
 
 void print_rank(std::ostream& out, const Json& r, const char* who) {
-  fmt::print(out, "HBM, {} (rank {}): peak allocated {:.2f} GiB, peak reserved {:.2f} GiB, "
+  fmt::print(out, "HBM, {}rank {}: peak allocated {:.2f} GiB, peak reserved {:.2f} GiB, "
                   "retries {}, inactive split at peak {:.2f} GiB{}\n",
              who, r["rank"].get<std::int64_t>(), r["peak_allocated_GiB"].get<double>(),
              r["peak_reserved_GiB"].get<double>(), r["alloc_retries"].get<std::size_t>(),
@@ -37,8 +37,8 @@ void print_memory(std::ostream& out, const Json& m) {
                   "of NCCL buffers and {:.2f} GiB of host pages in HBM)\n",
              m["hbm_capacity_GiB"].get<double>(), m["nccl_buffers_GiB"].get<double>(),
              m["host_pages_in_hbm_GiB"].get<double>());
-  print_rank(out, m["rank0"], "rank 0");
-  if (m["worst_rank"]["rank"] != m["rank0"]["rank"]) print_rank(out, m["worst_rank"], "most reserved");
+  print_rank(out, m["rank0"], "");
+  if (m["worst_rank"]["rank"] != m["rank0"]["rank"]) print_rank(out, m["worst_rank"], "most reserved, ");
   fmt::print(out, "ranks with allocator retries: {}\n", m["ranks_with_retries"].get<std::size_t>());
   fmt::print(out, "Grace memory per rank (GiB):\n");
   for (const auto& [k, v] : m["host_parts_GiB"].items()) fmt::print(out, "  {:<30}{:>8.2f}\n", k, v.get<double>());

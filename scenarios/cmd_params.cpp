@@ -12,12 +12,26 @@ namespace twin::scenarios {
 
 namespace {
 
+bool numeric(const sim::ParamSpec& s) { return s.type == sim::ParamType::integer || s.type == sim::ParamType::real; }
+
+// A bound as written: integers whole (1048576, not 1.04858e+06), reals shortest.
+std::string bound(const sim::ParamSpec& s, double v) {
+  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
+  return s.type == sim::ParamType::integer ? fmt::format("{:.0f}", v) : fmt::format("{}", v);
+}
+
 std::string range_of(const sim::ParamSpec& s) {
   if (s.type == sim::ParamType::choice) return fmt::format("{}", fmt::join(s.choices, "|"));
-  if (s.type != sim::ParamType::integer && s.type != sim::ParamType::real) return "";
-  const auto num = [](double v) { return std::isinf(v) ? std::string(v < 0 ? "-inf" : "inf")
-                                                       : fmt::format("{:g}", v); };
-  return fmt::format("[{}, {}]", num(s.min), num(s.max));
+  if (!numeric(s)) return "";
+  return fmt::format("[{}, {}]", bound(s, s.min), bound(s, s.max));
+}
+
+// JSON: [min, max] as numbers (null for an unbounded side), the choices as a list.
+Json range_json(const sim::ParamSpec& s) {
+  if (s.type == sim::ParamType::choice) return Json(s.choices);
+  if (!numeric(s)) return nullptr;
+  const auto side = [&](double v) { return std::isinf(v) ? Json() : Json::parse(bound(s, v)); };
+  return Json::array({side(s.min), side(s.max)});
 }
 
 }  // namespace
@@ -29,7 +43,7 @@ int cmd_help_params(bool json, std::ostream& out) {
     for (const auto& e : entries) {
       const auto& s = e.spec;
       Json j{{"key", s.key}, {"type", sim::type_name(s.type)}, {"unit", s.unit},
-             {"range", range_of(s)}, {"help", s.help}, {"needs_source", s.sourced}};
+             {"range", range_json(s)}, {"help", s.help}, {"needs_source", s.sourced}};
       j["default"] = s.default_value ? Json::parse(sim::format_value(*s.default_value)) : Json();
       arr.push_back(j);
     }

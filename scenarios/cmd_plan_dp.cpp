@@ -21,6 +21,9 @@ LoadOptions with_replicas(const CommonArgs& args, const PlanDpArgs& plan, int dp
   if (p == "packed" || p == "spread" || p == "random") {
     lo.sets.push_back("placement.policy=" + p);
   } else if (!p.empty()) {  // a Slurm node list, relative to where twin runs
+    std::error_code ec;
+    if (!std::filesystem::exists(p, ec))
+      throw InputError("--placement", "", fmt::format("\"{}\": not packed, spread or random, and no such file", p));
     lo.sets.push_back("placement.policy=file");
     lo.sets.push_back("placement.node_list_file=" + std::filesystem::absolute(p).string());
   }

@@ -357,9 +357,9 @@ RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
 
 std::string summary(const Json& r) {
   std::string s = fmt::format(
-      "scenario {}: step {:.2f} s, {:.0f} tokens/s per GPU, {:.3g} tokens/day\n",
+      "scenario {}: step {:.2f} s, {:.0f} tokens/s per GPU, {:.1f} billion tokens/day\n",
       r["scenario"].get<std::string>(), r["step_time_s"].get<double>(),
-      r["tokens_per_s_per_gpu"].get<double>(), r["tokens_per_day"].get<double>());
+      r["tokens_per_s_per_gpu"].get<double>(), r["tokens_per_day"].get<double>() / 1e9);
   for (const char* who : {"rank0", "slowest"}) {
     const auto& b = r["breakdown_s"][who];
     s += fmt::format("  {:<8} compute+comm {:6.2f} s | compute only {:6.2f} s | waiting on comm "

@@ -396,3 +396,16 @@ TEST_SUITE("scenarios.outputs") {
     fs::remove_all(dir);
   }
 }
+
+TEST_SUITE("scenarios.cli") {
+  TEST_CASE("help-params: integer ranges written whole, JSON ranges as numbers (issue #19)") {
+    std::ostringstream text, json;
+    cmd_help_params(false, text);
+    cmd_help_params(true, json);
+    CHECK(text.str().find("[1, 16777216]") != std::string::npos);  // was [1, 1.67772e+07]
+    CHECK(text.str().find("e+0") == std::string::npos);
+    for (const auto& e : Json::parse(json.str()))
+      if (e["key"] == "training.seq_len") CHECK(e["range"] == Json::array({1, 16777216}));
+  }
+}
+
