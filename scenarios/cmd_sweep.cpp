@@ -141,15 +141,20 @@ Json sweep_json(const CommonArgs& args, const SweepArgs& sw, const std::string& 
     if (done.empty()) log << header << "\n" << std::flush;
   }
   auto rows = run_parallel<Json>(points, sw.jobs, [&](std::size_t i) {
-    if (auto it = done.find(i); it != done.end()) return it->second;
-    Json row = Json::object();
-    auto sets = args.sets;
     std::size_t rest = i;
     std::vector<std::string> vals(axes.size());
     for (std::size_t k = axes.size(); k-- > 0;) {
       vals[k] = axes[k].values[rest % axes[k].values.size()];
       rest /= axes[k].values.size();
     }
+    // A resumed row is taken only if it is this point's (its grid values are the point's).
+    if (auto it = done.find(i); it != done.end()) {
+      bool ours = true;
+      for (std::size_t k = 0; k < axes.size(); ++k) ours = ours && it->second.value(axes[k].key, Json()) == vals[k];
+      if (ours) return it->second;
+    }
+    Json row = Json::object();
+    auto sets = args.sets;
     for (std::size_t k = 0; k < axes.size(); ++k) {
       row[axes[k].key] = vals[k];
       sets.push_back(axes[k].key + "=" + vals[k]);

@@ -189,8 +189,10 @@ TEST_SUITE("scenarios.step") {
     // a non-numeric or out-of-range "i", a row that is not an object.
     {
       std::ofstream f(progress);
+      Json other_point = full[2];  // a row of point 2 filed as point 1: not this point's
+      other_point["tokens_per_s_per_gpu"] = -1;
       f << header << "\n" << R"({"i": "x", "row": {}})" << "\n" << R"({"i": 99, "row": {}})" << "\n"
-        << R"({"i": 1, "row": 5})" << "\n";
+        << R"({"i": 1, "row": 5})" << "\n" << Json{{"i", 1}, {"row", other_point}}.dump() << "\n";
     }
     CHECK(sweep_json(args, sw, progress.string()).dump() == full.dump());
     // The header changes with the scenario's content under the same arguments.
