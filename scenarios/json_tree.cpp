@@ -80,13 +80,29 @@ void deep_merge(Json& dst, const Json& src, const std::string& path, const std::
 }
 
 bool valid_utf8(const std::string& s) {
-  for (std::size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    const std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    if (n == 0 || i + n > s.size()) return false;
-    for (std::size_t k = 1; k < n; ++k)
-      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return false;
-    i += n;
+  // RFC 3629's well-formed sequences: no overlong forms, no surrogates, nothing above U+10FFFF
+  // (what nlohmann's writer accepts; anything else would make it throw on output).
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const auto* end = p + s.size();
+  const auto in = [](unsigned char c, unsigned char lo, unsigned char hi) { return c >= lo && c <= hi; };
+  while (p < end) {
+    const unsigned char c = *p;
+    std::size_t n = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
+    if (c < 0x80) n = 1;
+    else if (in(c, 0xC2, 0xDF)) n = 2;
+    else if (c == 0xE0) n = 3, lo = 0xA0;
+    else if (in(c, 0xE1, 0xEC) || in(c, 0xEE, 0xEF)) n = 3;
+    else if (c == 0xED) n = 3, hi = 0x9F;
+    else if (c == 0xF0) n = 4, lo = 0x90;
+    else if (in(c, 0xF1, 0xF3)) n = 4;
+    else if (c == 0xF4) n = 4, hi = 0x8F;
+    else return false;
+    if (static_cast<std::size_t>(end - p) < n) return false;
+    if (n > 1 && !in(p[1], lo, hi)) return false;
+    for (std::size_t k = 2; k < n; ++k)
+      if (!in(p[k], 0x80, 0xBF)) return false;
+    p += n;
   }
   return true;
 }

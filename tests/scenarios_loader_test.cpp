@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "scenarios/json_tree.hpp"
 #include "scenarios/loader.hpp"
 
 using namespace twin::scenarios;
@@ -161,6 +162,10 @@ TEST_SUITE("scenarios.loader") {
           std::string::npos);
     const auto europa = kRoot / "scenarios/europa.json";
     CHECK(error_of(europa, opts({"name=\xff"})).find("--set: a --set that is not UTF-8") != std::string::npos);
+    // Overlong forms and surrogates too: the JSON writer would throw on them.
+    CHECK(error_of(europa, opts({"name=\xc0\x80"})).find("not UTF-8") != std::string::npos);
+    CHECK(error_of(europa, opts({"name=\xed\xa0\x80"})).find("not UTF-8") != std::string::npos);
+    CHECK(valid_utf8("J\xc3\xbclich \xe2\x86\x92 \xf0\x9f\x9a\x80"));
     CHECK(error_of(europa, opts({"name=" + std::string(100000, '[')}))
               .find("--set: $.name: nested deeper than 64 levels") != std::string::npos);
     CHECK(error_of(europa, opts({std::string(1 << 20, 'k') + "=1"})).find("no such parameter") !=
