@@ -1,0 +1,195 @@
+// Tier 3: the commands around the step — sweeps (grid, input errors, resume), outputs (atomic
+// writes, temporaries on signals) and the CLI's parameter table.
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "reports/output.hpp"
+#include "scenarios/commands.hpp"
+#include "sim/engine.hpp"
+
+using namespace twin::scenarios;
+namespace fs = std::filesystem;
+
+namespace {
+const fs::path kRoot = TWIN_SOURCE_DIR;
+}  // namespace
+
+TEST_SUITE("scenarios.sweep") {
+  TEST_CASE("sweep: a grid gives one row per point, in order, the same with 1 or 2 threads") {
+    CommonArgs args;
+    args.scenario = (kRoot / "tests/golden/small.json").string();
+    args.data_dir = kRoot.string();
+    SweepArgs sw;
+    sw.grid = {"nccl.max_ctas=8,16", "training.seq_len=2048,4096,-1"};
+    sw.jobs = 1;
+    const auto one = sweep_json(args, sw);
+    sw.jobs = 2;
+    const auto two = sweep_json(args, sw);
+    REQUIRE(one.size() == 6);
+    CHECK(one.dump() == two.dump());
+    CHECK(one[0]["nccl.max_ctas"] == "8");
+    CHECK(one[1]["training.seq_len"] == "4096");
+    CHECK(one[2]["error"].get<std::string>().find("out of range") != std::string::npos);
+    CHECK(one[0]["error"] == "");
+    CHECK(to_csv(one).find("nccl.max_ctas,training.seq_len,tokens_per_s_per_gpu") == 0);
+    // The first point fails: the header still names every column, every line has them all.
+    sw.grid = {"training.seq_len=-1,2048"};
+    sw.jobs = 1;
+    const std::string csv = to_csv(sweep_json(args, sw));
+    CHECK(csv.find("training.seq_len,tokens_per_s_per_gpu") == 0);
+    std::istringstream lines(csv);
+    std::vector<std::size_t> commas;
+    for (std::string l; std::getline(lines, l);) {
+      std::size_t n = 0;
+      bool quoted = false;
+      for (const char c : l) quoted ^= c == '"', n += !quoted && c == ',';
+      commas.push_back(n);  // separators, not commas inside a quoted cell
+    }
+    REQUIRE(commas.size() == 3);
+    CHECK(commas[1] == commas[0]);
+    CHECK(commas[2] == commas[0]);
+  }
+  TEST_CASE("sweep: input errors fail the command, before any point runs") {
+    CommonArgs args;
+    args.scenario = (kRoot / "tests/golden/small.json").string();
+    args.data_dir = kRoot.string();
+    SweepArgs sw;
+    sw.grid = {"nccl.max_ctas=8,16"};
+    auto fails = [&](const CommonArgs& a, const SweepArgs& s) { CHECK_THROWS(sweep_json(a, s)); };
+    CommonArgs missing = args;
+    missing.scenario = (kRoot / "tests/data/no-such-scenario.json").string();
+    fails(missing, sw);
+    CommonArgs bad_set = args;
+    bad_set.sets = {"training.seq_lenx=4"};
+    fails(bad_set, sw);
+    SweepArgs bad_key = sw;
+    bad_key.grid = {"nccl.max_ctax=8,16"};
+    fails(args, bad_key);
+    SweepArgs not_utf8 = sw;  // found by fuzzing: a value that is not UTF-8 was an internal error
+    not_utf8.grid = {"nccl.max_ctas=8,\xfe"};
+    fails(args, not_utf8);
+    CHECK_THROWS_AS(sweep_progress_header(args, not_utf8), InputError);
+    CommonArgs budget = args;
+    budget.max_events = 10;
+    CHECK_THROWS_AS(sweep_json(budget, sw), twin::sim::EventLimitExceeded);
+  }
+  TEST_CASE("sweep: resumed from a progress file, the final rows equal an uninterrupted run's") {
+    CommonArgs args;
+    args.scenario = (kRoot / "tests/golden/small.json").string();
+    args.data_dir = kRoot.string();
+    SweepArgs sw;
+    sw.grid = {"nccl.max_ctas=8,16,32"};
+    const auto full = sweep_json(args, sw);
+    const auto progress = fs::temp_directory_path() / ("twin-sweep-" + std::to_string(::getpid()) + ".partial");
+    // An interrupted run: its header, two finished points, a torn line.
+    const std::string header = sweep_progress_header(args, sw);
+    {
+      std::ofstream f(progress);
+      f << header << "\n" << Json{{"i", 0}, {"row", full[0]}}.dump() << "\n"
+        << Json{{"i", 2}, {"row", full[2]}}.dump() << "\n" << "{\"i\": 1, \"ro";
+    }
+    CHECK(sweep_json(args, sw, progress.string()).dump() == full.dump());
+    // The finished points are taken, not recomputed: a marked row comes back as it was.
+    {
+      Json marked = full[1];
+      marked["tokens_per_s_per_gpu"] = -1;
+      std::ofstream f(progress);
+      f << header << "\n" << Json{{"i", 1}, {"row", marked}}.dump() << "\n";
+    }
+    CHECK(sweep_json(args, sw, progress.string())[1]["tokens_per_s_per_gpu"] == -1);
+    // A progress file of other arguments is not used: its (wrong) row is recomputed.
+    {
+      Json wrong = full[1];
+      wrong["tokens_per_s_per_gpu"] = -1;
+      std::ofstream f(progress);
+      f << "{\"other\":1}\n" << Json{{"i", 1}, {"row", wrong}}.dump() << "\n";
+    }
+    CHECK(sweep_json(args, sw, progress.string()).dump() == full.dump());
+    // Rows that are no point of the grid are ignored, not trusted or fatal (issue #23, item 7):
+    // a non-numeric or out-of-range "i", a row that is not an object.
+    {
+      std::ofstream f(progress);
+      Json other_point = full[2];  // a row of point 2 filed as point 1: not this point's
+      other_point["tokens_per_s_per_gpu"] = -1;
+      f << header << "\n" << R"({"i": "x", "row": {}})" << "\n" << R"({"i": 99, "row": {}})" << "\n"
+        << R"({"i": 1, "row": 5})" << "\n" << Json{{"i", 1}, {"row", other_point}}.dump() << "\n";
+    }
+    CHECK(sweep_json(args, sw, progress.string()).dump() == full.dump());
+    // The header changes with the scenario's content under the same arguments.
+    {
+      const auto copy = fs::temp_directory_path() / ("twin-sweep-" + std::to_string(::getpid()) + ".json");
+      Json j = read_json_file(kRoot / "tests/golden/small.json");
+      j["base"] = (kRoot / "scenarios/europa.json").string();
+      std::ofstream(copy) << j.dump();
+      CommonArgs a2 = args;
+      a2.scenario = copy.string();
+      const auto before = sweep_progress_header(a2, sw);
+      j["training"]["seq_len"] = 8192;
+      std::ofstream(copy) << j.dump();
+      CHECK(sweep_progress_header(a2, sw) != before);
+      fs::remove(copy);
+    }
+    // Through the command: the output is written and the progress file removed.
+    sw.out = (fs::temp_directory_path() / ("twin-sweep-" + std::to_string(::getpid()) + ".json")).string();
+    std::ostringstream sink;
+    CHECK(cmd_sweep(args, sw, sink) == 0);
+    CHECK(fs::file_size(sw.out) > 0);
+    CHECK(!fs::exists(sw.out + ".partial"));
+    fs::remove(sw.out);
+    fs::remove(progress);
+  }
+}
+
+TEST_SUITE("scenarios.outputs") {
+  TEST_CASE("outputs: temporaries of dead writers are removed, a SIGTERM mid-write leaves none") {
+    // Issue #23 item 7: SIGKILL between writing and renaming left FILE.tmp.PID behind.
+    namespace fs = std::filesystem;
+    const auto dir = fs::temp_directory_path() / ("twin-out-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    const auto out = dir / "out.json";
+    int dead = 999999;  // a PID no process has
+    while (::kill(dead, 0) == 0 || errno != ESRCH) --dead;
+    const auto stale = dir / ("out.json.tmp." + std::to_string(dead));
+    const auto live = dir / ("out.json.tmp." + std::to_string(::getppid()));
+    std::ofstream(stale) << "half";
+    std::ofstream(live) << "another writer's";
+    twin::reports::write_atomic(out, "{}\n");
+    CHECK(fs::exists(out));
+    CHECK_FALSE(fs::exists(stale));
+    CHECK(fs::exists(live));
+    // A child writing 512 MiB is sent SIGTERM while it writes: no temporary is left.
+    const pid_t child = ::fork();
+    if (child == 0) {
+      twin::reports::remove_temporaries_on_signals();
+      twin::reports::write_atomic(dir / "big.json", std::string(512u << 20, 'x'));
+      ::_exit(0);
+    }
+    const auto tmp = dir / ("big.json.tmp." + std::to_string(child));
+    for (int i = 0; i < 2000 && !fs::exists(tmp); ++i) ::usleep(1000);
+    ::kill(child, SIGTERM);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    if (WIFSIGNALED(status)) CHECK_FALSE(fs::exists(tmp));  // else it finished first: nothing to check
+    fs::remove_all(dir);
+  }
+}
+
+TEST_SUITE("scenarios.cli") {
+  TEST_CASE("help-params: integer ranges written whole, JSON ranges as numbers (issue #19)") {
+    std::ostringstream text, json;
+    cmd_help_params(false, text);
+    cmd_help_params(true, json);
+    CHECK(text.str().find("[1, 16777216]") != std::string::npos);  // was [1, 1.67772e+07]
+    CHECK(text.str().find("e+0") == std::string::npos);
+    for (const auto& e : Json::parse(json.str()))
+      if (e["key"] == "training.seq_len") CHECK(e["range"] == Json::array({1, 16777216}));
+  }
+}
