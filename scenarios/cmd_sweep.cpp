@@ -105,32 +105,36 @@ namespace {
 
 // Input errors are the command's, not a point's (issue #23, item 5): the scenario and --set must
 // load on their own, and every grid key must be a parameter — checked before any work or file.
-void check_inputs(const CommonArgs& args, const std::vector<Axis>& axes) {
-  load_scenario(args.scenario, args.load_options());
+// Returns the resolved scenario.
+Json check_inputs(const CommonArgs& args, const std::vector<Axis>& axes) {
+  Json resolved = load_scenario(args.scenario, args.load_options()).resolved;
   for (const auto& a : axes) {
     const auto& entries = scenario_schema().entries();
     if (std::none_of(entries.begin(), entries.end(), [&](const auto& e) { return e.spec.key == a.key; }))
       throw InputError("--grid", "", fmt::format("\"{}\" is not a scenario key (twin help-params lists them)", a.key));
   }
+  return resolved;
+}
+
+// The resume key: the arguments, the resolved scenario's content (an edited scenario or preset
+// starts afresh) and the twin's version.
+std::string header_of(const CommonArgs& args, const SweepArgs& sw, const Json& resolved) {
+  return Json{{"twin_sweep", 2}, {"scenario", args.scenario}, {"sets", args.sets}, {"grid", sw.grid},
+              {"max_events", args.max_events}, {"resolved_fnv1a", fnv1a(resolved.dump())}, {"twin", TWIN_VERSION}}
+      .dump();
 }
 
 }  // namespace
 
-// The resume key: the arguments, the resolved scenario's content (an edited scenario or preset
-// starts afresh) and the twin's version.
 std::string sweep_progress_header(const CommonArgs& args, const SweepArgs& sw) {
-  parse_grid(sw.grid);  // refuses what the header could not hold
-  const auto resolved = load_scenario(args.scenario, args.load_options()).resolved.dump();
-  return Json{{"twin_sweep", 2}, {"scenario", args.scenario}, {"sets", args.sets}, {"grid", sw.grid},
-              {"max_events", args.max_events}, {"resolved_fnv1a", fnv1a(resolved)}, {"twin", TWIN_VERSION}}
-      .dump();
+  return header_of(args, sw, check_inputs(args, parse_grid(sw.grid)));
 }
 
 Json sweep_json(const CommonArgs& args, const SweepArgs& sw, const std::string& progress) {
   const auto axes = parse_grid(sw.grid);
-  check_inputs(args, axes);
+  const Json resolved = check_inputs(args, axes);
   const std::size_t points = grid_points(axes);
-  const std::string header = sweep_progress_header(args, sw);
+  const std::string header = header_of(args, sw, resolved);
   std::map<std::size_t, Json> done;
   std::ofstream log;
   std::mutex log_mutex;
