@@ -18,7 +18,7 @@ mkdir -p "$out"
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 # The SM holder as a shared library for calibrate/micro_step.py (ctypes), cudart shared.
 "$nvcc" -O2 -std=c++17 -arch=sm_90 -I. -shared -Xcompiler -fPIC -cudart shared \
-  kernels/c_api.cu kernels/sm_hold.cu kernels/grouped_gemm.cu kernels/fp8_block.cu -o "$out/libtwin_kernels_c.so"
+  kernels/c_api.cu kernels/sm_hold.cu kernels/cluster_probe.cu kernels/grouped_gemm.cu kernels/fp8_block.cu -o "$out/libtwin_kernels_c.so"
 echo "built $out/libtwin_kernels_c.so"
 [ "${1:-}" = "--lib" ] && exit 0
 cuda_home=$(dirname "$(dirname "$nvcc")")
@@ -36,7 +36,7 @@ for inc in /usr/include "$cuda_home/include" $(python3 -c 'import nvidia.nccl, o
 done
 [ ${#nccl_flags[@]} -gt 0 ] && echo "NCCL: ${nccl_flags[*]}" || echo "NCCL not found: collective benchmarks left out"
 "$nvcc" -O2 -std=c++17 -arch=sm_90 -I. -I"$deps" -I"$deps/eigen3" -Xcompiler -fopenmp \
-  kernels/sm_hold.cu kernels/grouped_gemm.cu kernels/fp8_block.cu \
+  kernels/sm_hold.cu kernels/cluster_probe.cu kernels/grouped_gemm.cu kernels/fp8_block.cu \
   calibrate/main.cpp calibrate/bench_gemm.cpp calibrate/bench_misc.cpp calibrate/bench_cpu.cpp \
   calibrate/bench_nccl.cpp calibrate/fit.cpp \
   "${nccl_flags[@]}" -lcublas -lgomp -o "$out/twin-calibrate"

@@ -29,6 +29,7 @@ Json profile_section(const hardware::ContentionModel& m, const std::string& data
                           "; reports/calibration/contention/README.md)";
   Json s;
   s["cluster_waste_sms"] = {{"value", m.cluster_waste_sms}, {"source", src}};
+  s["cluster8_waste_sms"] = {{"value", m.cluster8_waste_sms}, {"source", src}};
   for (const auto f : {hardware::Family::gemm, hardware::Family::gemm_fp8, hardware::Family::grouped_gemm,
                        hardware::Family::attention}) {
     const auto& p = m.of(f);

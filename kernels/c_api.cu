@@ -26,6 +26,11 @@ int twin_sm_hold_shaped(int blocks, int* started, int* smids, const int* stop, l
                                                    threads, mode, stream(s)));
 }
 
+int twin_cluster_probe(int cluster, int ctas, unsigned long long* starts, int* smids, long long spin_ns,
+                       int smem_bytes, void* s) {
+  return static_cast<int>(k::launch_cluster_probe(cluster, ctas, starts, smids, spin_ns, smem_bytes, stream(s)));
+}
+
 int twin_wait_count(const int* counter, int target, long long max_ns, void* s) {
   return static_cast<int>(k::launch_wait_count(counter, target, max_ns, stream(s)));
 }

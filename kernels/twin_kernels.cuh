@@ -31,6 +31,12 @@ cudaError_t launch_sm_hold_shaped(int blocks, int* started, int* smids, const in
                                   cudaStream_t s);
 cudaError_t launch_wait_count(const int* counter, int target, long long max_ns, cudaStream_t s);
 
+// The residency probe (calibrate/cluster_probe.py): `ctas` CTAs (rounded down to whole
+// clusters) in clusters of `cluster`, one per SM (`smem_bytes` of shared memory each); each
+// writes its start time (ns, %globaltimer) and %smid, then stays spin_ns.
+cudaError_t launch_cluster_probe(int cluster, int ctas, unsigned long long* starts, int* smids,
+                                 long long spin_ns, int smem_bytes, cudaStream_t s);
+
 // A persistent grouped GEMM like the MoE expert GEMMs: for each group g (expert),
 // C_g = A_g · B_g with A_g the rows [row_offset[g], row_offset[g+1]) of A (M×K, row-major),
 // B_g the g-th K×N block of B (row-major), C like A with N columns; bf16 in and out, fp32

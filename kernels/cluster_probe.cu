@@ -1,0 +1,52 @@
+// How many CTAs of a kernel launched in thread-block clusters of c SMs run at once beside SMs
+// held by other kernels (issue #15, contention.hpp mechanism 1): a cluster needs c free SMs inside
+// one GPC, so SMs held across the GPCs strand some free ones. Measured rather than fitted.
+#include "kernels/twin_kernels.cuh"
+
+namespace twin::kernels {
+
+namespace {
+__device__ __forceinline__ unsigned long long now_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Each CTA (one per SM: its shared memory leaves no room for a second, nor beside a holder)
+// writes its start time and %smid, then stays `spin_ns`: the CTAs that start within the first
+// half of that span are the ones that ran at once.
+__global__ void cluster_probe(unsigned long long* starts, int* smids, long long spin_ns) {
+  extern __shared__ char smem[];
+  if (threadIdx.x != 0) return;
+  const unsigned long long t0 = now_ns();
+  int id;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+  starts[blockIdx.x] = t0;
+  smids[blockIdx.x] = id;
+  smem[0] = 1;
+  while (now_ns() < t0 + static_cast<unsigned long long>(spin_ns)) {
+  }
+}
+}  // namespace
+
+cudaError_t launch_cluster_probe(int cluster, int ctas, unsigned long long* starts, int* smids,
+                                 long long spin_ns, int smem_bytes, cudaStream_t s) {
+  cudaError_t e = cudaFuncSetAttribute(cluster_probe, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
+  if (e == cudaSuccess && cluster > 8) e = cudaFuncSetAttribute(cluster_probe, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  if (e != cudaSuccess) return e;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(ctas / cluster * cluster));
+  cfg.blockDim = dim3(32);
+  cfg.dynamicSmemBytes = static_cast<std::size_t>(smem_bytes);
+  cfg.stream = s;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = static_cast<unsigned>(cluster);
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, cluster_probe, starts, smids, spin_ns);
+}
+
+}  // namespace twin::kernels
