@@ -79,7 +79,9 @@ std::pair<std::string, KernelShape> classify(const Json& c) {
   if (cls == "gemm_fp8")
     return {"gemm_fp8", hardware::gemm_fp8_shape(kSms, c["shape"].value("m", 0.0), c["shape"].value("n", 0.0))};
   if (cls == "attention" && (kernel.rfind("sdpa", 0) == 0 || kernel.rfind("flex", 0) == 0))
-    return {"attention", {Family::attention, Schedule::persistent_dynamic, 1, kSms}};
+    return kernel.find("_bwd") != std::string::npos
+               ? std::pair{std::string("attention_bwd"), hardware::attention_shape(kSms, true)}
+               : std::pair{std::string("attention"), hardware::attention_shape(kSms, false)};
   if (cls == "grouped_gemm") {
     const bool dyn = kernel.find("dynamic") != std::string::npos;
     const KernelShape s{Family::grouped_gemm, dyn ? Schedule::persistent_dynamic : Schedule::persistent_static, 1, kSms};
@@ -193,6 +195,41 @@ std::vector<ContentionCase> read_contention_cases(const std::vector<std::string>
   return out;
 }
 
+void read_cluster_tables(const std::string& file, hardware::ContentionModel& m) {
+  std::ifstream in(file);
+  if (!in) throw std::runtime_error(file + ": cannot open");
+  Json j;
+  try {
+    j = Json::parse(in);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(file + ": invalid JSON: " + e.what());
+  }
+  if (!j.contains("held_sms") || !j.contains("clusters"))
+    throw std::runtime_error(file + ": expected a cluster_probe.py result (held_sms, clusters)");
+  m.cluster_held_sms = j["held_sms"].get<std::vector<double>>();
+  for (int t = 0; t < 4; ++t) {
+    const auto size = std::to_string(hardware::ContentionModel::kClusterSizes[t]);
+    if (!j["clusters"].contains(size)) throw std::runtime_error(file + ": clusters." + size + " missing");
+    std::map<double, double> at;
+    for (const auto& r : j["clusters"][size]) {
+      if (!r.contains("resident_ctas")) continue;  // blocked: 0
+      auto v = r["resident_ctas"].get<std::vector<double>>();
+      std::sort(v.begin(), v.end());
+      at[r["held_sms"].get<double>()] = v[v.size() / 2];
+    }
+    auto& u = m.cluster_usable_sms[t];
+    u.clear();
+    for (const double k : m.cluster_held_sms) u.push_back(at.count(k) ? at[k] : 0.0);
+  }
+}
+
+hardware::ContentionModel fit_base(const std::string& clusters_file) {
+  hardware::ContentionModel base;
+  for (const auto f : {Family::gemm, Family::grouped_gemm}) base.family[static_cast<int>(f)].cluster_sms = 2;
+  read_cluster_tables(clusters_file, base);
+  return base;
+}
+
 namespace {
 double copy_share(const std::vector<ContentionCase>& cases, const std::string& group) {
   std::map<std::string, const ContentionCase*> largest;  // kernel → its case with the most bytes
@@ -212,22 +249,7 @@ hardware::ContentionModel fit_contention(const std::vector<ContentionCase>& case
   m.sm_count = kSms;
   auto fam = [&](Family f) -> hardware::FamilyParams& { return m.family[static_cast<int>(f)]; };
   const auto boosts = range(0.9, 1.6, 0.01);
-  // Clustered families share the waste w_2: fit each boost at every w_2, keep the best; then w_8
-  // (only cuBLAS's small GEMMs run clusters of 8); twice, since each moves the other's best.
-  for (int pass = 0; pass < 2; ++pass) {
-    double best_w = 0, best_e = INFINITY;
-    for (const double w : range(0, 8, 1)) {
-      m.cluster_waste_sms = w;
-      double e = 0;
-      for (const Family f : {Family::gemm, Family::grouped_gemm})
-        e += best_of(cases, {std::string(hardware::family_name(f))}, m, boosts,
-                     [&](auto& mm) -> double& { return mm.family[static_cast<int>(f)].boost_max; });
-      if (e < best_e) best_e = e, best_w = w;
-    }
-    m.cluster_waste_sms = best_w;
-    best_of(cases, {"gemm"}, m, range(0, 24, 1), [](auto& mm) -> double& { return mm.cluster8_waste_sms; });
-  }
-  for (const Family f : {Family::gemm, Family::grouped_gemm, Family::gemm_fp8, Family::attention})
+  for (const Family f : {Family::gemm, Family::grouped_gemm, Family::gemm_fp8, Family::attention, Family::attention_bwd})
     best_of(cases, {std::string(hardware::family_name(f))}, m, boosts,
             [&](auto& mm) -> double& { return mm.family[static_cast<int>(f)].boost_max; });
   // Elementwise: a knee shared by all, a saturation per family.

@@ -39,7 +39,15 @@ struct ContentionCase {
 // Reads the measurement files into cases (throws std::runtime_error with the file on bad input).
 std::vector<ContentionCase> read_contention_cases(const std::vector<std::string>& files);
 
-// Fits the model's parameters; `base` supplies what the data does not decide (cluster sizes).
+// Reads cluster_probe.py's result into the model's cluster tables (mechanism 1): per cluster
+// size, the median over repeats of the CTAs resident at each k, 0 where blocked.
+void read_cluster_tables(const std::string& file, hardware::ContentionModel& m);
+// What the fit starts from: the clustered families' cluster size (2: nvjet's _1x2_/_2x1_ names;
+// QuACK/CUTLASS grouped GEMMs assumed alike) and the measured cluster tables of `clusters_file`.
+hardware::ContentionModel fit_base(const std::string& clusters_file);
+
+// Fits the model's parameters; `base` supplies what the data does not decide (cluster sizes and
+// tables).
 // An elementwise family's hbm_fraction is the mean over its kernels of the copy share of each
 // kernel's largest case (the least launch overhead).
 hardware::ContentionModel fit_contention(const std::vector<ContentionCase>& cases,

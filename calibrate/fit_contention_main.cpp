@@ -24,14 +24,19 @@ namespace {
 // Fitted values on their search grids (0.01 for gains, 0.1 SMs), without binary noise.
 double tidy(double v) { return std::round(v * 100) / 100; }
 
-Json profile_section(const hardware::ContentionModel& m, const std::string& data) {
+Json profile_section(const hardware::ContentionModel& m, const std::string& data, const std::string& clusters) {
   const std::string src = "[meas] fitted by twin-fit-contention on our H200 (" + data +
                           "; reports/calibration/contention/README.md)";
+  const std::string cluster_src = "[meas] calibrate/cluster_probe.py on our H200: CTAs in clusters resident "
+                                  "beside k holders (reports/calibration/clusters/" + clusters + "; 0: blocked)";
   Json s;
-  s["cluster_waste_sms"] = {{"value", m.cluster_waste_sms}, {"source", src}};
-  s["cluster8_waste_sms"] = {{"value", m.cluster8_waste_sms}, {"source", src}};
+  const auto counts = [](const std::vector<double>& v) { return std::vector<int>(v.begin(), v.end()); };
+  s["clusters"]["held_sms"] = {{"value", counts(m.cluster_held_sms)}, {"source", cluster_src}};
+  for (int t = 0; t < 4; ++t)
+    s["clusters"]["c" + std::to_string(hardware::ContentionModel::kClusterSizes[t]) + "_usable_sms"] = {
+        {"value", counts(m.cluster_usable_sms[t])}, {"source", cluster_src}};
   for (const auto f : {hardware::Family::gemm, hardware::Family::gemm_fp8, hardware::Family::grouped_gemm,
-                       hardware::Family::attention}) {
+                       hardware::Family::attention, hardware::Family::attention_bwd}) {
     const auto& p = m.of(f);
     s[std::string(hardware::family_name(f))] = {{"boost_max", {{"value", tidy(p.boost_max)}, {"source", src}}},
                                                 {"cluster_sms", {{"value", p.cluster_sms}, {"source",
@@ -55,21 +60,20 @@ Json profile_section(const hardware::ContentionModel& m, const std::string& data
 int main(int argc, char** argv) {
   CLI::App app{"twin-fit-contention: fit the SM-contention model to contention_bench.py's curves"};
   std::vector<std::string> files;
-  std::string out, svg_dir;
+  std::string out, svg_dir, clusters;
   app.add_option("files", files, "measurement files (a later file's classes replace an earlier's)")->required();
+  app.add_option("--clusters", clusters, "cluster_probe.py's result: the usable SMs of clustered kernels")
+      ->required();
   app.add_option("--out", out, "write the fitted section and residuals here (JSON)");
   app.add_option("--svg", svg_dir, "write one plot per family into this folder (SVG)");
   CLI11_PARSE(app, argc, argv);
   try {
     const auto cases = calibrate::read_contention_cases(files);
-    hardware::ContentionModel base;
-    for (const auto f : {hardware::Family::gemm, hardware::Family::grouped_gemm})
-      base.family[static_cast<int>(f)].cluster_sms = 2;
-    const auto m = calibrate::fit_contention(cases, base);
+    const auto m = calibrate::fit_contention(cases, calibrate::fit_base(clusters));
     std::string data;
     for (const auto& f : files) data += (data.empty() ? "" : ", ") + f.substr(f.find_last_of('/') + 1);
     Json doc;
-    doc["contention"] = profile_section(m, data);
+    doc["contention"] = profile_section(m, data, clusters.substr(clusters.find_last_of('/') + 1));
     doc["residuals"] = calibrate::contention_residuals(cases, m);
     for (const auto& [g, r] : doc["residuals"].items())
       fmt::print("{:16s} cases {:2d}  held-out: worst median over cases {:5.1f}%, worst point {:5.1f}%"

@@ -3,12 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 namespace twin::hardware {
 
 namespace {
 constexpr std::string_view kNames[] = {
-    "gemm",   "gemm_fp8",  "grouped_gemm",   "attention", "ew_add",       "ew_norm",
+    "gemm",   "gemm_fp8",  "grouped_gemm",   "attention", "attention_bwd", "ew_add",       "ew_norm",
     "ew_swiglu", "ew_gather", "ew_scatter_add", "ew_widen", "ew_fp8_quant", "ew_fp8_dequant",
     "ew_sum_fp32", "ew_loss", "ew_norm_bwd", "ew_swiglu_bwd", "ew_loss_bwd"};
 static_assert(sizeof(kNames) / sizeof(kNames[0]) == kFamilies);
@@ -57,11 +58,38 @@ double ContentionModel::throughput_spread(Family f, double work, double active) 
                 : p.sat_sms / std::pow(1 + std::pow(1 / r, p.knee), 1 / p.knee);
 }
 
-int ContentionModel::usable_sms(Family f, int held) const {
-  const int c = std::max(1, of(f).cluster_sms);
-  int s = sm_count - held;
-  if (c > 1 && held > 0) s -= std::min(held, static_cast<int>(std::lround(cluster_waste_sms)));
-  return std::max(c, s / c * c);
+int ContentionModel::usable_sms(Family f, int held, int cluster) const {
+  const int c = std::max(1, cluster > 0 ? cluster : of(f).cluster_sms);
+  const int s = sm_count - held;
+  if (c == 1 || cluster_held_sms.empty()) return std::max(c, s / c * c);
+  held = std::max(held, 0);
+  // The smallest measured size that holds c (a cluster of 3 needs what one of 4 needs, at most).
+  int t = 0;
+  while (t < 3 && kClusterSizes[t] < c) ++t;
+  const auto& held_at = cluster_held_sms;
+  const auto& u = cluster_usable_sms[t];
+  const auto hi = std::upper_bound(held_at.begin(), held_at.end(), static_cast<double>(held));
+  double usable;
+  if (hi == held_at.end()) {  // beyond the last measured k: down to none at all SMs held
+    const double k0 = held_at.back(), u0 = u.back();
+    usable = u0 * (sm_count - held) / std::max(1.0, sm_count - k0);
+  } else {
+    const auto i = static_cast<std::size_t>(hi - held_at.begin());
+    const double k0 = held_at[i - 1], k1 = held_at[i];
+    usable = u[i - 1] + (u[i] - u[i - 1]) * (held - k0) / (k1 - k0);
+  }
+  return std::min(s / c * c, static_cast<int>(usable + 1e-9) / c * c);
+}
+
+std::string ContentionModel::cluster_table_problem() const {
+  if (cluster_held_sms.empty()) return "";
+  if (cluster_held_sms.front() != 0) return "cluster_held_sms must start at 0";
+  for (std::size_t i = 1; i < cluster_held_sms.size(); ++i)
+    if (cluster_held_sms[i] <= cluster_held_sms[i - 1]) return "cluster_held_sms must be ascending";
+  for (const auto& u : cluster_usable_sms)
+    if (u.size() != cluster_held_sms.size())
+      return "every cluster_usable_sms table needs one value per cluster_held_sms entry";
+  return "";
 }
 
 namespace {
@@ -80,22 +108,49 @@ double grid_time(const ContentionModel& m, const KernelShape& k, int u) {
   return full + rest / m.throughput_spread(k.family, std::min(rest * lone, at), at);
 }
 
+// Static tile lists: CTAs start in order on free slots; all running ones progress alike, so
+// they finish in batches (at most two list lengths): a short list of (progress at which a batch
+// ends, CTAs in it) replaces an event queue.
 double static_time(const ContentionModel& m, const KernelShape& k, int u) {
-  double left = std::min<double>(m.sm_count, std::max<double>(1, k.blocks)), t = 0;
-  while (left > 0) {
-    const double a = std::min<double>(u, left);
-    t += a / m.throughput(k.family, a);
-    left -= a;
+  const int ctas = static_cast<int>(std::min<double>(m.sm_count, std::max<double>(1, std::round(k.blocks))));
+  const double tiles = std::max<double>(ctas, std::round(k.tiles));
+  const double q = std::floor(tiles / ctas);
+  const int longer = static_cast<int>(tiles - q * ctas);  // CTAs [0, longer) carry q + 1 tiles
+  std::vector<std::pair<double, int>> batches;           // (progress at its end, CTAs)
+  int next = 0, running = 0;
+  auto start = [&](int n, double at) {
+    const int l = std::clamp(longer - next, 0, n);
+    if (l > 0) batches.emplace_back(at + q + 1, l);
+    if (n - l > 0) batches.emplace_back(at + q, n - l);
+    next += n, running += n;
+  };
+  start(std::min(u, ctas), 0);
+  double t = 0, progress = 0;
+  while (running > 0) {
+    const auto first = std::min_element(batches.begin(), batches.end());
+    const auto [end, n] = *first;
+    batches.erase(first);
+    t += (end - progress) * running / m.throughput(k.family, running);
+    progress = end, running -= n;
+    start(std::min(n, ctas - next), progress);
   }
   return t;
 }
 
+// Dynamic tiles: whole waves of u tiles, the last r on r SMs at their clock.
+double dynamic_time(const ContentionModel& m, const KernelShape& k, int u) {
+  if (k.tiles <= 0) return 1.0 / m.throughput(k.family, u);
+  const double waves = std::floor(k.tiles / u), rest = k.tiles - waves * u;
+  return waves * u / m.throughput(k.family, u) + (rest > 0 ? rest / m.throughput(k.family, rest) : 0);
+}
+
 double time_at(const ContentionModel& m, const KernelShape& k, int held) {
-  const int u = m.usable_sms(k.family, held);
+  const int u = m.usable_sms(k.family, held, k.cluster);
+  if (u <= 0) return INFINITY;  // no cluster can start until SMs free
   switch (k.schedule) {
     case Schedule::grid: return grid_time(m, k, u);
     case Schedule::persistent_static: return static_time(m, k, u);
-    case Schedule::persistent_dynamic: return 1.0 / m.throughput(k.family, u);
+    case Schedule::persistent_dynamic: return dynamic_time(m, k, u);
   }
   return 1.0;
 }
@@ -108,14 +163,16 @@ double ContentionModel::time_units(const KernelShape& k, int held) const {
 
 double ContentionMemo::time_units(const KernelShape& k, int held) {
   if (held < 0 || held > 255) return m_.time_units(k, held);  // beyond the key's 8 bits
-  std::uint32_t blocks;
-  static_assert(sizeof(blocks) == sizeof(k.blocks));
+  std::uint32_t blocks, tiles;
+  static_assert(sizeof(blocks) == sizeof(k.blocks) && sizeof(tiles) == sizeof(k.tiles));
   std::memcpy(&blocks, &k.blocks, sizeof(blocks));
+  std::memcpy(&tiles, &k.tiles, sizeof(tiles));
   const std::uint64_t key = (std::uint64_t{blocks} << 32) | (std::uint64_t{k.blocks_per_sm} << 16) |
                             (static_cast<std::uint64_t>(k.family) << 10) |
                             (static_cast<std::uint64_t>(k.schedule) << 8) | static_cast<std::uint8_t>(held);
-  Slot& s = slots_[(key * 0x9E3779B97F4A7C15ull) >> 52 & (kSlots - 1)];
-  if (s.key != key) s = {key, m_.time_units(k, held)};
+  const std::uint64_t key2 = (std::uint64_t{tiles} << 8) | k.cluster;
+  Slot& s = slots_[((key ^ key2 * 0xC2B2AE3D27D4EB4Full) * 0x9E3779B97F4A7C15ull) >> 52 & (kSlots - 1)];
+  if (s.key != key || s.key2 != key2) s = {key, key2, m_.time_units(k, held)};
   return s.units;
 }
 

@@ -6,9 +6,13 @@
 // A kernel of family F runs B blocks (CTAs), at most o per SM, in thread-block clusters of c SMs.
 // With k SMs held, s = S − k are free (S SMs in all). Four mechanisms make its time T(k):
 //
-//  1. Usable SMs. A cluster needs c free SMs inside one GPC; held SMs spread over the GPCs leave
-//     some GPCs with a remainder no cluster fits: u = ⌊(s − min(k, w))/c⌋·c for c > 1 (w: the SMs
-//     so wasted, a GPU property; H200: 8 GPCs, fitted w ≈ 3), u = s otherwise.
+//  1. Usable SMs. A cluster needs c free SMs inside one GPC (and a pair, one TPC); the SMs held
+//     strand free ones in GPCs and TPCs left with a remainder. u = s for c = 1; for c > 1, u_c(k)
+//     is measured (calibrate/cluster_probe.py: CTAs in clusters of 2, 4, 8, 16 resident beside k
+//     holders), linear between the measured k, rounded down to whole clusters; 0 where no
+//     cluster can start (the kernel waits for SMs to free). On the H200 the block scheduler puts
+//     holders on one SM of each TPC first, so clusters lose more than the SMs held: with 16
+//     held, clusters of 2 use 108 SMs, of 8 only 72 (reports/calibration/clusters/).
 //  2. Power-capped clocks. A GPU at full load runs below its top clock; with fewer SMs busy the
 //     same power buys a higher clock: dynamic power ∝ a·f³ at a fixed budget gives
 //     f ∝ (S/a)^⅓ for a busy SMs, up to the top clock: b(a) = min(b_max, (S/a)^⅓), b_max = the
@@ -24,15 +28,19 @@
 //        T = ⌊B/(u·o)⌋·u·o/Θ(u) + [r > 0]·r/Θ'(min(r·β, a_t), a_t),
 //     Θ'(x, a) the saturation of 3. for x·b(a). Measured: the FP8 dequantization's tail of 32
 //     blocks costs 0.34 of a full wave (β = 1/o), RMSNorm's of 128 rows almost nothing (β ≈ 1);
-//     persistent static: min(B, S) CTAs with fixed tile lists; those without an SM start when
-//     one frees, so the kernel runs in rounds of u CTAs, each round as long as one tile list at
-//     that round's clock:  T = Σ_rounds a_j/Θ(a_j),  a_j = min(u, CTAs left);
-//     persistent dynamic: tiles from a shared counter drain at Θ(u):  T = 1/Θ(u).
+//     persistent static: G = min(B, S) CTAs with fixed tile lists (CTA j takes tiles j, j + G,
+//     …: the first N mod G lists are one tile longer); CTAs start in order, those without an SM
+//     when one frees; all running CTAs progress at the clock of the SMs then busy, Θ(a)/a per
+//     CTA (with one list per CTA, N = G: rounds of u CTAs, T = Σ_rounds a_j/Θ(a_j));
+//     persistent dynamic: N tiles from a shared counter, in waves of u, the last partial wave of
+//     r tiles on r SMs at their clock: T = ⌊N/u⌋·u/Θ(u) + r/Θ(r); with N unknown (0), a fluid
+//     drain: T = 1/Θ(u).
 // The slowdown is T(k)/T(0). Each family's parameters are in the hardware profile
 // (`contention.*`, hardware/profile.hpp), fitted by twin-fit-contention (calibrate/).
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -44,7 +52,8 @@ enum class Family : std::uint8_t {
   gemm,          // cuBLAS bf16 (nvjet persistent kernels, clusters of 2)
   gemm_fp8,      // cuBLASLt FP8 with row-wise scales
   grouped_gemm,  // CUTLASS/QuACK persistent grouped GEMMs (torch._grouped_mm, SonicMoE)
-  attention,     // cuDNN / FlashAttention forward and backward
+  attention,     // cuDNN SDPA / FlexAttention forward
+  attention_bwd,  // their backward (measured: ×13.8–16.0 with 124 SMs held, forward ×14.8–16.5)
   ew_add,        // vectorized same-dtype elementwise (add, mul, RoPE, residual, bf16 casts)
   ew_norm,       // RMSNorm forward
   ew_swiglu,     // SwiGLU forward (unfused: silu, mul)
@@ -76,6 +85,8 @@ struct KernelShape {
   Schedule schedule = Schedule::persistent_dynamic;
   std::uint16_t blocks_per_sm = 1;  // o
   float blocks = 0;                 // B (grid: blocks; persistent: CTAs, ≤ S)
+  float tiles = 0;                  // N (persistent: tiles over the CTAs; 0: one list per CTA / fluid)
+  std::uint8_t cluster = 0;         // c (SMs per thread-block cluster; 0: the family's)
 };
 
 // A family's fitted parameters.
@@ -92,7 +103,11 @@ struct FamilyParams {
 
 struct ContentionModel {
   int sm_count = 132;
-  double cluster_waste_sms = 0;  // w
+  // Mechanism 1's measurement: u_c(k) at the SMs held `cluster_held_sms` (ascending, from 0),
+  // for clusters of 2, 4, 8, 16 (kClusterSizes); empty: u = ⌊s/c⌋·c.
+  static constexpr int kClusterSizes[] = {2, 4, 8, 16};
+  std::vector<double> cluster_held_sms;
+  std::vector<double> cluster_usable_sms[4];
   FamilyParams family[kFamilies];
 
   const FamilyParams& of(Family f) const { return family[static_cast<int>(f)]; }
@@ -109,8 +124,11 @@ struct ContentionModel {
   double throughput(Family f, double active) const;
   // Θ for `work` SMs' worth of blocks spread over `active` SMs (a grid's last, partial wave).
   double throughput_spread(Family f, double work, double active) const;
-  // SMs a family can use with `held` of them taken (mechanism 1).
-  int usable_sms(Family f, int held) const;
+  // SMs a kernel in clusters of `cluster` SMs (0: the family's) can use with `held` of them
+  // taken (mechanism 1).
+  int usable_sms(Family f, int held, int cluster = 0) const;
+  // "" if the cluster tables are consistent, else what is wrong (for the loader).
+  std::string cluster_table_problem() const;
   // Tabulates Θ for every family and whole numbers of SMs (the engine asks on every change of
   // a GPU's free SMs). A prepared model must be prepared again after its parameters change.
   void prepare();
@@ -130,7 +148,7 @@ class ContentionMemo {
  private:
   static constexpr std::size_t kSlots = 4096;  // a power of two
   struct Slot {
-    std::uint64_t key = ~std::uint64_t{0};
+    std::uint64_t key = ~std::uint64_t{0}, key2 = 0;
     double units = 0;
   };
   const ContentionModel& m_;

@@ -2,22 +2,59 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 namespace twin::hardware {
 
 namespace {
-// [est] nvjet's tiles for these GEMMs are 128–320 by 96–256 (the names of the measured kernels);
-// 192×192 stands for them. With fewer than 4 tiles per SM the measured curves follow static
-// tile lists, with more dynamic ones (reports/calibration/contention/README.md).
-constexpr double kGemmTile = 192, kStaticBelowTilesPerSm = 4;
+// nvjet's output tiles (tile_m × tile_n) in the names of the kernels measured on our H200
+// (reports/calibration/contention/h200-2026-11-30-contention-{a,b}.json, `launches`).
+constexpr std::pair<int, int> kNvjetTiles[] = {{64, 64},   {96, 64},   {96, 128},  {112, 128},
+                                               {128, 96},  {192, 96},  {192, 128}, {256, 128},
+                                               {256, 160}, {192, 192}, {320, 128}};
+// The most CTAs in clusters of 8 the H200 runs at once (the measured grids of 8-SM clusters).
+constexpr double kCluster8Ctas = 112;
+// With fewer tiles per CTA the measured curves follow static tile lists, with more dynamic ones.
+constexpr double kStaticBelowTilesPerCta = 4;
 constexpr double kElementsPerBlock = 1024, kBytesPerElement = 2 * 3;  // bf16, two in, one out
+
+double tiles_of(double m, double n, double batch, int tile_m, int tile_n) {
+  return std::ceil(n / tile_m) * std::ceil(m / tile_n) * std::max(1.0, batch);
+}
+
+KernelShape persistent_shape(Family f, double tiles, double ctas, int cluster) {
+  const bool few = tiles < kStaticBelowTilesPerCta * ctas;
+  return {f, few ? Schedule::persistent_static : Schedule::persistent_dynamic, 1, static_cast<float>(ctas),
+          static_cast<float>(tiles), static_cast<std::uint8_t>(cluster)};
+}
 }  // namespace
 
+GemmLaunch gemm_launch(int sms, double m, double n, double batch) {
+  GemmLaunch best;
+  best.tiles = tiles_of(m, n, batch, best.tile_m, best.tile_n);
+  if (best.tiles >= 2.0 * sms) return best.ctas = sms, best;
+  double best_work = INFINITY;
+  for (const auto& [tm, tn] : kNvjetTiles) {
+    const double tiles = tiles_of(m, n, batch, tm, tn);
+    const int cluster = tiles <= kCluster8Ctas ? 8 : 2;
+    const double wave = cluster == 8 ? kCluster8Ctas : sms, area = double(tm) * tn;
+    const double work = std::ceil(tiles / wave) * area;
+    const double best_area = double(best.tile_m) * best.tile_n;
+    if (work < best_work || (work == best_work && (area > best_area || (area == best_area && tiles < best.tiles)))) {
+      best_work = work;
+      best = {tm, tn, cluster, tiles, std::min(tiles, wave)};
+    }
+  }
+  return best;
+}
+
 KernelShape gemm_shape(int sms, double m, double n, double batch) {
-  const double tiles = std::ceil(m / kGemmTile) * std::ceil(n / kGemmTile) * std::max(1.0, batch);
-  const bool few = tiles < kStaticBelowTilesPerSm * sms;
-  return {Family::gemm, few ? Schedule::persistent_static : Schedule::persistent_dynamic, 1,
-          static_cast<float>(std::min<double>(tiles, sms))};
+  const auto l = gemm_launch(sms, m, n, batch);
+  return persistent_shape(Family::gemm, l.tiles, l.ctas, l.cluster);
+}
+
+KernelShape gemm_fp8_shape(int sms, double m, double n) {
+  return persistent_shape(Family::gemm_fp8, tiles_of(m, n, 1, 128, 128), sms, 1);
 }
 
 KernelShape elementwise_shape(Family f, double bytes) {
@@ -32,8 +69,9 @@ KernelShape elementwise_kernel_shape(int sms, Family f, double bytes) {
                                                                  : elementwise_shape(f, bytes);
 }
 
-KernelShape attention_shape(int sms) {
-  return {Family::attention, Schedule::persistent_dynamic, 1, static_cast<float>(sms)};
+KernelShape attention_shape(int sms, bool backward) {
+  return {backward ? Family::attention_bwd : Family::attention, Schedule::persistent_dynamic, 1,
+          static_cast<float>(sms)};
 }
 
 KernelShape grouped_shape(int sms, bool dynamic) {

@@ -10,10 +10,25 @@
 
 namespace twin::hardware {
 
-// cuBLAS bf16 GEMM (m×k)·(k×n), `batch` of them: nvjet launches a persistent grid of one CTA per
-// SM (clusters of 2). With few tiles per SM it behaves as static tile lists (late CTAs wait a
-// round: measured ×1.7–1.9 with 4–56 SMs held), with many as dynamic (slowing with the SMs held).
+// How cuBLAS (nvjet, sm90) launches a bf16 GEMM (m×k)·(k×n), `batch` of them: its output tile
+// (tile_m over cuBLAS's M = n, tile_n over N = m), thread-block cluster, tiles and CTAs.
+struct GemmLaunch {
+  int tile_m = 192, tile_n = 192, cluster = 2;
+  double tiles = 0, ctas = 0;
+};
+// Reproduces the launches measured on our H200 (reports/calibration/contention/, profiler records
+// of 17 GEMMs; checked in test_calibrate): a GEMM of at least two waves of 192×192 tiles runs
+// 192×192 tiles on one CTA per SM in clusters of 2; a smaller one takes the tile of the kernels
+// seen that needs the least padded work in whole waves (ties: the larger tile, then fewer tiles),
+// in clusters of 8 when it fits one wave of them (14 clusters: 112 CTAs), and runs one CTA per
+// tile up to one wave, one per SM beyond.
+GemmLaunch gemm_launch(int sms, double m, double n, double batch = 1);
+// The contention shape of a cuBLAS bf16 GEMM: static tile lists below 4 tiles per CTA (late CTAs
+// wait: measured ×1.4–1.9 from 4 SMs held), dynamic waves above (slowing with the SMs held).
 KernelShape gemm_shape(int sms, double m, double n, double batch = 1);
+// cuBLASLt FP8 GEMM with row-wise scales (`torch._scaled_mm`): nvjet's 128×128 tiles on one CTA
+// per SM without clusters at every measured shape.
+KernelShape gemm_fp8_shape(int sms, double m, double n);
 // A PyTorch elementwise kernel of family f moving `bytes` (read + write): 128-thread blocks of
 // 1,024 elements, 16 blocks per SM.
 KernelShape elementwise_shape(Family f, double bytes);
@@ -24,7 +39,7 @@ KernelShape grid_stride_shape(int sms, Family f);
 // kernels for the FP8 dequantization and the fp32 sum, PyTorch's grid for the others.
 KernelShape elementwise_kernel_shape(int sms, Family f, double bytes);
 // cuDNN / FlashAttention: a persistent grid of one CTA per SM taking tiles dynamically.
-KernelShape attention_shape(int sms);
+KernelShape attention_shape(int sms, bool backward);
 // A persistent grouped GEMM (SonicMoE, torch._grouped_mm) with static or dynamic tile lists.
 KernelShape grouped_shape(int sms, bool dynamic);
 

@@ -173,14 +173,19 @@ sim::Schema<EfficiencySpec> efficiency_schema() {
 // Compute families have a clock boost and a cluster size; elementwise families the SMs at which
 // they saturate HBM and a per-SM gain with few SMs busy (contention.hpp states the mechanisms).
 constexpr Family kComputeFamilies[] = {Family::gemm, Family::gemm_fp8, Family::grouped_gemm,
-                                       Family::attention};
+                                       Family::attention, Family::attention_bwd};
 
 sim::Schema<ContentionModel> contention_schema() {
   sim::Schema<ContentionModel> s;
-  s.real("cluster_waste_sms", "SMs", 0, 1e4, std::nullopt,
-         "SMs a kernel of thread-block clusters cannot use once any SM is held (GPCs left with a "
-         "remainder no cluster fits)",
-         [](auto& c) -> auto& { return c.cluster_waste_sms; });
+  s.reals("clusters.held_sms", "SMs", 0, 1e4, std::nullopt,
+          "SMs held at which the usable SMs of clustered kernels were measured (ascending, from 0)",
+          [](auto& c) -> auto& { return c.cluster_held_sms; });
+  for (int t = 0; t < 4; ++t) {
+    const std::string size = std::to_string(ContentionModel::kClusterSizes[t]);
+    s.reals("clusters.c" + size + "_usable_sms", "SMs", 0, 1e4, std::nullopt,
+            "SMs a kernel in clusters of " + size + " can use with clusters.held_sms held (0: none starts)",
+            [t](auto& c) -> auto& { return c.cluster_usable_sms[t]; });
+  }
   for (const Family f : kComputeFamilies) {
     const int i = static_cast<int>(f);
     const std::string n(family_name(f));

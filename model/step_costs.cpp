@@ -82,7 +82,7 @@ LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankW
   auto attention = [&](const char* name, double flops, bool backward) {
     Launch l{Launch::kAttention};
     l.sliding = sliding == 1, l.backward = backward;
-    return Op{name, kAttention, grid_work(cost.attention_s(flops, backward), attention_shape(sms)), 0, l};
+    return Op{name, kAttention, grid_work(cost.attention_s(flops, backward), attention_shape(sms, backward)), 0, l};
   };
   auto a2a = [&](const char* name) { return Op{name, kCollEpAllToAll, {}, T * k * h * 2}; };
   auto times = [](Op op, const char* name, double r) {

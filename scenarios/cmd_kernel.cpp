@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include <cmath>
 #include <optional>
 #include <ostream>
 
@@ -35,8 +36,7 @@ KernelWork kernel_work(const KernelArgs& k, const hardware::KernelCost& cost, bo
     const char* mnk = "M,N,K";
     const double m = dim(k, 0, mnk), n = dim(k, 1, mnk), kk = dim(k, 2, mnk);
     const bool fp8 = k.kernel == "gemm_fp8";
-    auto shape = hardware::gemm_shape(sms, m, n);
-    if (fp8) shape = {Family::gemm_fp8, hardware::Schedule::persistent_dynamic, 1, static_cast<float>(sms)};
+    const auto shape = fp8 ? hardware::gemm_fp8_shape(sms, m, n) : hardware::gemm_shape(sms, m, n);
     return {cost.gemm_s(m, n, kk, fp8), 0, KernelClass::grid, shape};
   }
   if (k.kernel == "grouped_static" || k.kernel == "grouped_dynamic") {
@@ -49,7 +49,7 @@ KernelWork kernel_work(const KernelArgs& k, const hardware::KernelCost& cost, bo
   }
   if (k.kernel == "attention_fwd" || k.kernel == "attention_bwd")
     return hardware::grid_work(cost.attention_s(dim(k, 0, "FLOPS"), k.kernel == "attention_bwd"),
-                            hardware::attention_shape(sms));
+                            hardware::attention_shape(sms, k.kernel == "attention_bwd"));
   const Family f = hardware::family_of(k.kernel);
   if (f == Family::count || f < Family::ew_add)
     throw InputError("--kernel", "", fmt::format("unknown kernel \"{}\": gemm, gemm_fp8, grouped_static, "
@@ -107,7 +107,9 @@ Times engine_s(const Scenario& s, const KernelWork& w, int held, const hardware:
   hardware::run_kernel(t, c, 0, w);
   g.start();
   e.run();
-  return {t.end_time().to_s(), coll.empty() ? 0.0 : coll[0]->end_time().to_s()};
+  // A kernel whose clusters find no room beside the held SMs never starts (contention.hpp).
+  const double kernel_s = t.state() == sim::Task::State::done ? t.end_time().to_s() : INFINITY;
+  return {kernel_s, coll.empty() ? 0.0 : coll[0]->end_time().to_s()};
 }
 
 }  // namespace
@@ -126,7 +128,10 @@ int cmd_kernel(const CommonArgs& args, const KernelArgs& k, std::ostream& out) {
     if (held < 0 || held >= sms)
       throw InputError("--held-sms", "", fmt::format("{} is out of range [0, {}]", held, sms - 1));
     const double t = engine_s(s, w, held, nullptr).kernel_s;
-    rows.push_back({{"held_sms", held}, {"time_ms", t * 1e3}, {"slowdown", t / alone}});
+    if (std::isinf(t))
+      rows.push_back({{"held_sms", held}, {"time_ms", nullptr}, {"slowdown", nullptr}, {"blocked", true}});
+    else
+      rows.push_back({{"held_sms", held}, {"time_ms", t * 1e3}, {"slowdown", t / alone}});
   }
   Json doc{{"kernel", k.kernel}, {"shape", k.shape}, {"profile", s.hw.name},
            {"family", std::string(hardware::family_name(w.shape.family))},
@@ -147,8 +152,12 @@ int cmd_kernel(const CommonArgs& args, const KernelArgs& k, std::ostream& out) {
              s.hw.name, alone * 1e3, doc["family"].get<std::string>());
   fmt::print(out, "  {:>9} {:>12} {:>9}\n", "SMs held", "time ms", "slowdown");
   for (const auto& r : rows)
-    fmt::print(out, "  {:>9} {:>12.4f} {:>9.3f}\n", r["held_sms"].get<int>(), r["time_ms"].get<double>(),
-               r["slowdown"].get<double>());
+    if (r.contains("blocked"))
+      fmt::print(out, "  {:>9} {:>12} {:>9}  (no cluster can start beside the held SMs)\n", r["held_sms"].get<int>(),
+                 "blocked", "-");
+    else
+      fmt::print(out, "  {:>9} {:>12.4f} {:>9.3f}\n", r["held_sms"].get<int>(), r["time_ms"].get<double>(),
+                 r["slowdown"].get<double>());
   if (beside) {
     const auto& b = doc["beside_collective"];
     fmt::print(out, "  beside {} over the node's {} GPUs: kernel {:.4f} ms (×{:.3f}), collective "

@@ -12,7 +12,9 @@ namespace twin::scenarios {
 
 namespace {
 
-bool numeric(const sim::ParamSpec& s) { return s.type == sim::ParamType::integer || s.type == sim::ParamType::real; }
+bool numeric(const sim::ParamSpec& s) {
+  return s.type == sim::ParamType::integer || s.type == sim::ParamType::real || s.type == sim::ParamType::reals;
+}
 
 // A bound as written: integers whole (1048576, not 1.04858e+06), reals shortest.
 std::string bound(const sim::ParamSpec& s, double v) {

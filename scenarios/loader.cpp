@@ -282,6 +282,16 @@ class Resolver {
       case sim::ParamType::text:
         if (!v.is_string()) expect("a string");
         return v.get<std::string>();
+      case sim::ParamType::reals: {
+        if (!v.is_array() || v.empty()) expect("a list of numbers");
+        std::vector<double> out;
+        for (const auto& x : v) {
+          if (!x.is_number()) expect("a list of numbers");
+          out.push_back(x.get<double>());
+          check_range(spec, out.back(), x);
+        }
+        return out;
+      }
       case sim::ParamType::choice: {
         if (!v.is_string()) expect("a string");
         const auto c = v.get<std::string>();
@@ -307,6 +317,15 @@ class Resolver {
         throw sim::ParamError("model." + e.key, e.what());
       }
       model::validate(s.job, s.hw.node.gpus);
+      if (const auto p = s.hw.contention.cluster_table_problem(); !p.empty())
+        throw sim::ParamError("hardware.contention.clusters.held_sms", p);
+      // cuBLAS's small GEMMs run clusters of 8 (hardware/kernel_shapes.hpp): SMs reserved for the
+      // whole step must leave one, or they never run.
+      if (const int r = static_cast<int>(s.nccl.reserved_sms);
+          r > 0 && s.hw.contention.usable_sms(hardware::Family::gemm, r, 8) <= 0)
+        throw sim::ParamError("nccl.reserved_sms",
+                              fmt::format("{} SMs reserved leave no cluster of 8 free SMs (hardware.contention."
+                                          "clusters.c8_usable_sms), which cuBLAS's small GEMMs need", r));
       const auto nodes = s.job.parallel.total_gpus() / s.hw.node.gpus;
       if (nodes > s.hw.network.nodes_total)
         throw sim::ParamError("parallel.dp", fmt::format("the job needs {} nodes; the machine has {}",

@@ -1,6 +1,7 @@
 #include "sim/param.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace twin::sim {
 
@@ -11,6 +12,7 @@ std::string type_name(ParamType t) {
     case ParamType::real: return "number";
     case ParamType::text: return "string";
     case ParamType::choice: return "choice";
+    case ParamType::reals: return "numbers";
   }
   return "?";
 }
@@ -21,6 +23,7 @@ std::string format_value(const ParamValue& v) {
     std::string operator()(std::int64_t i) const { return fmt::format("{}", i); }
     std::string operator()(double d) const { return fmt::format("{}", d); }
     std::string operator()(const std::string& s) const { return "\"" + s + "\""; }
+    std::string operator()(const std::vector<double>& v) const { return fmt::format("[{}]", fmt::join(v, ", ")); }
   };
   return std::visit(V{}, v);
 }

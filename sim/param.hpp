@@ -14,8 +14,9 @@
 
 namespace twin::sim {
 
-using ParamValue = std::variant<bool, std::int64_t, double, std::string>;
-enum class ParamType { boolean, integer, real, text, choice };
+using ParamValue = std::variant<bool, std::int64_t, double, std::string, std::vector<double>>;
+// reals: a list of numbers, each within [min, max] (a measured table's column).
+enum class ParamType { boolean, integer, real, text, choice, reals };
 
 struct ParamSpec {
   std::string key;  // dotted path below the schema's root, e.g. "training.seq_len"
@@ -62,6 +63,12 @@ class Schema {
                std::optional<double> def, std::string help, Ref ref) {
     return add({key, ParamType::real, unit, min, max, {}, wrap(def), help}, ref,
                [](const ParamValue& v) { return std::get<double>(v); });
+  }
+  template <class Ref>
+  Schema& reals(std::string key, std::string unit, double min, double max,
+                std::optional<std::vector<double>> def, std::string help, Ref ref) {
+    return add({key, ParamType::reals, unit, min, max, {}, wrap(def), help}, ref,
+               [](const ParamValue& v) { return std::get<std::vector<double>>(v); });
   }
   template <class Ref>
   Schema& boolean(std::string key, std::optional<bool> def, std::string help, Ref ref) {

@@ -6,8 +6,10 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 
 #include "calibrate/contention_fit.hpp"
+#include "hardware/kernel_shapes.hpp"
 
 using namespace twin;
 
@@ -22,12 +24,19 @@ std::vector<calibrate::ContentionCase> measured() {
                                            (dir / "h200-2026-12-01-contention-c.json").string()});
 }
 
+hardware::ContentionModel fit_base() {
+  return calibrate::fit_base((kRoot / "reports/calibration/clusters/h200-2026-12-01-clusters.json").string());
+}
+
 // The `contention` section of a profile, read the way the loader does (value per key).
 hardware::ContentionModel profile_model(const std::string& name) {
   std::ifstream in(kRoot / "hardware/profiles" / (name + ".json"));
   const auto j = nlohmann::json::parse(in)["contention"];
   hardware::ContentionModel m;
-  m.cluster_waste_sms = j["cluster_waste_sms"]["value"];
+  m.cluster_held_sms = j["clusters"]["held_sms"]["value"].get<std::vector<double>>();
+  for (int t = 0; t < 4; ++t)
+    m.cluster_usable_sms[t] = j["clusters"]["c" + std::to_string(hardware::ContentionModel::kClusterSizes[t]) +
+                                            "_usable_sms"]["value"].get<std::vector<double>>();
   for (int i = 0; i < hardware::kFamilies; ++i) {
     auto& p = m.family[i];
     const auto& f = j[std::string(hardware::family_name(static_cast<hardware::Family>(i)))];
@@ -46,12 +55,10 @@ hardware::ContentionModel profile_model(const std::string& name) {
 
 TEST_CASE("the H200 profile's contention section is the fit of the committed measurements") {
   const auto cases = measured();
-  hardware::ContentionModel base;
-  for (const auto f : {hardware::Family::gemm, hardware::Family::grouped_gemm})
-    base.family[static_cast<int>(f)].cluster_sms = 2;
-  const auto fit = calibrate::fit_contention(cases, base);
+  const auto fit = calibrate::fit_contention(cases, fit_base());
   const auto prof = profile_model("h200");
-  CHECK(prof.cluster_waste_sms == fit.cluster_waste_sms);
+  CHECK(prof.cluster_held_sms == fit.cluster_held_sms);
+  for (int t = 0; t < 4; ++t) CHECK(prof.cluster_usable_sms[t] == fit.cluster_usable_sms[t]);
   for (int i = 0; i < hardware::kFamilies; ++i) {
     CAPTURE(hardware::family_name(static_cast<hardware::Family>(i)));
     CHECK(prof.family[i].boost_max == doctest::Approx(fit.family[i].boost_max).epsilon(0.01));
@@ -92,12 +99,13 @@ TEST_CASE("held-out residuals of the contention model stay within their budgets"
   // points, and the worst held-out point. Issue #15 asks 10% and 15%; the families that miss it
   // are budgeted at what they reach today, so that they cannot get worse unseen.
   const std::map<std::string, std::pair<double, double>> budget = {
-      {"attention", {0.10, 0.16}},      {"grouped_gemm", {0.10, 0.16}},   {"twin_grouped", {0.10, 0.15}},
-      {"gemm_fp8", {0.12, 0.21}},       {"gemm", {0.19, 0.82}},           {"ew_add", {0.10, 0.15}},
-      {"ew_gather", {0.10, 0.15}},      {"ew_sum_fp32", {0.13, 0.13}},    {"ew_fp8_quant", {0.10, 0.15}},
-      {"ew_norm", {0.11, 0.15}},        {"ew_norm_bwd", {0.10, 0.15}},    {"ew_swiglu", {0.10, 0.15}},
-      {"ew_swiglu_bwd", {0.11, 0.15}},  {"ew_loss", {0.12, 0.15}},        {"ew_loss_bwd", {0.10, 0.15}},
-      {"ew_scatter_add", {0.41, 0.41}}, {"ew_widen", {0.14, 0.19}},       {"ew_fp8_dequant", {0.30, 0.30}}};
+      {"attention", {0.10, 0.15}},      {"attention_bwd", {0.10, 0.15}},  {"grouped_gemm", {0.10, 0.16}},
+      {"twin_grouped", {0.10, 0.15}},   {"gemm_fp8", {0.10, 0.13}},       {"gemm", {0.12, 0.77}},
+      {"ew_add", {0.10, 0.15}},         {"ew_gather", {0.10, 0.15}},      {"ew_sum_fp32", {0.10, 0.15}},
+      {"ew_fp8_quant", {0.10, 0.15}},   {"ew_norm", {0.11, 0.13}},        {"ew_norm_bwd", {0.10, 0.15}},
+      {"ew_swiglu", {0.10, 0.15}},      {"ew_swiglu_bwd", {0.10, 0.15}},  {"ew_loss", {0.10, 0.15}},
+      {"ew_loss_bwd", {0.10, 0.15}},    {"ew_scatter_add", {0.16, 0.16}}, {"ew_widen", {0.14, 0.19}},
+      {"ew_fp8_dequant", {0.18, 0.18}}};
   for (const auto& item : res.items()) {
     const std::string group = item.key();  // CAPTURE cannot take a structured binding (clang 14)
     const auto& r = item.value();
@@ -109,4 +117,40 @@ TEST_CASE("held-out residuals of the contention model stay within their budgets"
     CHECK(worst <= budget.at(group).second);
   }
   CHECK(res.size() == budget.size());
+}
+
+TEST_CASE("cuBLAS launches as the twin chooses them are the ones measured") {
+  // Every bf16 GEMM of the measurement files with a profiler record: nvjet's kernel name gives
+  // its tile (…_<tile_m>x<tile_n>_<k tile>x<stages>_<cluster x>x<cluster y>_…) and the grid its
+  // CTAs. Small GEMMs (under two waves of 192×192 tiles) must match tile, cluster and CTAs;
+  // large ones their CTAs and cluster (their tile barely moves the contention curve).
+  const std::regex name(R"(nvjet_sm90_tst_(\d+)x(\d+)_\d+x\d+_(\d)x(\d)_)");
+  int checked = 0;
+  for (const char* f : {"h200-2026-11-30-contention-a.json", "h200-2026-11-30-contention-b.json"}) {
+    std::ifstream in(kRoot / "reports/calibration/contention" / f);
+    const auto doc = nlohmann::json::parse(in);
+    for (const auto& c : doc["cases"]) {
+      if (c["class"] != "gemm") continue;
+      const nlohmann::json* big = nullptr;
+      for (const auto& l : c["launches"])
+        if (!big || l["dur_us"].get<double>() > (*big)["dur_us"].get<double>()) big = &l;
+      std::smatch m;
+      const std::string kernel = (*big)["name"];
+      REQUIRE(std::regex_search(kernel, m, name));
+      const auto& s = c["shape"];
+      const auto l = hardware::gemm_launch(132, s["m"], s["n"]);
+      CAPTURE(s.dump());
+      CAPTURE(kernel);
+      double grid = 1;
+      for (const auto& g : (*big)["grid"]) grid *= g.get<double>();
+      CHECK(l.ctas == grid);
+      CHECK(l.cluster == std::stoi(m[3]) * std::stoi(m[4]));
+      if (l.tiles < 2 * 132) {
+        CHECK(l.tile_m == std::stoi(m[1]));
+        CHECK(l.tile_n == std::stoi(m[2]));
+      }
+      ++checked;
+    }
+  }
+  CHECK(checked == 17);
 }

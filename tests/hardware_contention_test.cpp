@@ -15,7 +15,13 @@ using namespace twin::hardware::test;
 TEST_SUITE("hardware.contention") {
   ContentionModel model() {
     ContentionModel m;
-    m.cluster_waste_sms = 4;
+    // Measured-style cluster tables: clusters of 2 use 128 SMs with 2 held, 64 with 64; clusters
+    // of 8 use 120 with none held, none at all from 80 held.
+    m.cluster_held_sms = {0, 2, 64, 80};
+    m.cluster_usable_sms[0] = {132, 128, 64, 48};
+    m.cluster_usable_sms[1] = {128, 124, 60, 40};
+    m.cluster_usable_sms[2] = {120, 120, 56, 0};
+    m.cluster_usable_sms[3] = {112, 112, 0, 0};
     auto& g = m.family[static_cast<int>(Family::grouped_gemm)];
     g.boost_max = 1.25, g.cluster_sms = 2;
     auto& e = m.family[static_cast<int>(Family::ew_add)];
@@ -32,11 +38,40 @@ TEST_SUITE("hardware.contention") {
   TEST_CASE("static kernel in clusters: rounds of the usable SMs at the round's clock") {
     const ContentionModel m = model();
     const KernelShape st{Family::grouped_gemm, Schedule::persistent_static, 1, 132};
-    // 2 held: 130 free − min(2, 4) wasted = 128 usable (a multiple of 2); 132 CTAs run as
-    // 128 then 4. b(128) = (132/128)^⅓, b(4) = min(1.25, 33^⅓) = 1.25: 1/b(128) + 1/1.25.
+    // 2 held: 128 usable (the table); 132 CTAs run as 128 then 4. b(128) = (132/128)^⅓,
+    // b(4) = min(1.25, 33^⅓) = 1.25: 1/b(128) + 1/1.25.
     CHECK(m.slowdown(st, 2) == doctest::Approx(std::cbrt(128.0 / 132) + 0.8));
-    // 64 held: 68 − 4 = 64 usable: rounds 64, 64, 4 at b(64) = (132/64)^⅓ > 1.25 → 1.25.
+    // 64 held: 64 usable: rounds 64, 64, 4 at b(64) = (132/64)^⅓ > 1.25 → 1.25.
     CHECK(m.slowdown(st, 64) == doctest::Approx(3 / 1.25));
+  }
+  TEST_CASE("usable SMs of clusters: the measured table, linear between its points, whole clusters") {
+    const ContentionModel m = model();
+    CHECK(m.usable_sms(Family::gemm, 0, 2) == 132);
+    CHECK(m.usable_sms(Family::gemm, 33, 2) == 96);   // 128 + (64 − 128)·31/62 = 96
+    CHECK(m.usable_sms(Family::gemm, 40, 8) == 80);   // 120 − 64·38/62 = 80.8 → whole clusters
+    CHECK(m.usable_sms(Family::gemm, 72, 8) == 24);   // 56 − 56·8/16 = 28 → 24
+    CHECK(m.usable_sms(Family::gemm, 100, 2) == 28);  // beyond the table: 48·32/52 = 29.5 → 28
+    CHECK(m.usable_sms(Family::gemm, 10, 1) == 122);  // no clusters: every free SM
+    // No cluster of 8 can start from 80 held: the kernel waits (infinitely slow while held).
+    const KernelShape c8{Family::gemm, Schedule::persistent_static, 1, 112, 112, 8};
+    CHECK(std::isinf(m.slowdown(c8, 90)));
+    CHECK(m.slowdown(c8, 2) == 1.0);  // 120 usable ≥ 112 CTAs
+  }
+  TEST_CASE("static tile lists: late CTAs start when the first lists end") {
+    const ContentionModel m = model();  // gemm: no boost, no cluster
+    // 264 tiles on 132 CTAs, 2 each; with 4 held, 128 run and the last 4 start at 2: ×2.
+    const KernelShape even{Family::gemm, Schedule::persistent_static, 1, 132, 264, 1};
+    CHECK(m.slowdown(even, 4) == doctest::Approx(2.0));
+    // 200 tiles: the first 68 lists are 2 long, the rest 1; the late 4 (short) start at 1 and end
+    // with the long ones at 2: no slower.
+    const KernelShape uneven{Family::gemm, Schedule::persistent_static, 1, 132, 200, 1};
+    CHECK(m.slowdown(uneven, 4) == doctest::Approx(1.0));
+  }
+  TEST_CASE("dynamic tiles run in whole waves over the usable SMs") {
+    const ContentionModel m = model();
+    // 264 tiles: 2 waves of 132 alone; with 4 held 2 waves of 128 and one of 8: ×1.5.
+    const KernelShape dyn{Family::gemm, Schedule::persistent_dynamic, 1, 132, 264, 1};
+    CHECK(m.slowdown(dyn, 4) == doctest::Approx(1.5));
   }
   TEST_CASE("bandwidth-bound grid kernel: no slowdown until its saturation SMs") {
     const ContentionModel m = model();

@@ -95,6 +95,17 @@ TEST_SUITE("scenarios.loader") {
         {R"("hardware": {"gpu": {"sm_count": 100}})", "bad.json", "$.hardware.gpu.sm_count: expected {\"value\""},
         {R"("nccl": 5)", "bad.json", "$.nccl: expected an object"},
         {R"("data": {"doc_lengths_file": "nope.txt"})", "bad.json", "$.data.doc_lengths_file: cannot open"},
+        // A list of numbers (the measured cluster tables).
+        {R"("hardware": {"contention": {"clusters": {"held_sms": {"value": 4, "source": "x"}}}})", "bad.json",
+         "$.hardware.contention.clusters.held_sms: expected a list of numbers, got 4"},
+        {R"("hardware": {"contention": {"clusters": {"held_sms": {"value": [0, "a"], "source": "x"}}}})", "bad.json",
+         "expected a list of numbers"},
+        {R"("hardware": {"contention": {"clusters": {"c2_usable_sms": {"value": [132, -1], "source": "x"}}}})",
+         "bad.json", "$.hardware.contention.clusters.c2_usable_sms: -1 is out of range"},
+        {R"("hardware": {"contention": {"clusters": {"held_sms": {"value": [0, 8], "source": "x"}}}})", "bad.json",
+         "$.hardware.contention.clusters.held_sms: every cluster_usable_sms table needs one value per"},
+        {R"("hardware": {"contention": {"clusters": {"held_sms": {"value": [2, 8], "source": "x"}}}})", "bad.json",
+         "cluster_held_sms must start at 0"},
     };
     for (const auto& c : cases) {
       CAPTURE(c.body);

@@ -21,6 +21,9 @@ TEST_CASE("ladder: published figures within their error budget") {
   // (rung, metric) → budget in percent, for the figures outside ±10% today.
   const std::map<std::pair<std::string, std::string>, std::pair<double, double>> known_gaps = {
       {{"00-baseline", "breakdown_s.rank0.compute"}, {-60, -40}},
+      // Rung 0's compute is half the real one's (above, issue #17), so less of its collectives'
+      // time is hidden: +10.04% since cuBLAS's measured launches (2026-12-01).
+      {{"00-baseline", "exposed_comm_s"}, {5, 15}},
       {{"04-muon-gpu", "optimizer_step_s"}, {10, 25}},
       {{"08-fp8-gather", "exposed_comm_s"}, {-45, -25}},
       {{"09-bf16-grad-all-to-all", "exposed_comm_s"}, {-35, -15}},
