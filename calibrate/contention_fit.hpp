@@ -33,6 +33,7 @@ struct ContentionCase {
   hardware::KernelShape shape;
   std::vector<ContentionPoint> points;
   double bytes = 0;         // read + written by one launch
+  double alone_s = 0;       // its time alone
   double copy_share = 0;    // its bandwidth alone over the file's device copy's (0: unknown)
 };
 

@@ -41,7 +41,8 @@ Json profile_section(const hardware::ContentionModel& m, const std::string& data
     s[std::string(hardware::family_name(f))] = {{"boost_max", {{"value", tidy(p.boost_max)}, {"source", src}}},
                                                 {"cluster_sms", {{"value", p.cluster_sms}, {"source",
                                                  "[meas] the measured kernels' names (nvjet ..._1x2_, _2x1_; "
-                                                 "QuACK/CUTLASS grouped GEMMs assumed alike [est])"}}}};
+                                                 "QuACK/CUTLASS grouped GEMMs assumed alike [est])"}}},
+                                                {"fixed_us", {{"value", p.fixed_us}, {"source", src}}}};
   }
   for (int i = static_cast<int>(hardware::Family::ew_add); i < hardware::kFamilies; ++i)
     s[std::string(hardware::family_name(static_cast<hardware::Family>(i)))] = {

@@ -61,9 +61,10 @@ class Cluster {
   const Profile& profile() const { return profile_; }
   // The profile's contention model (contention.hpp) with this machine's SM count.
   const ContentionModel& contention() const { return contention_; }
-  // contention().slowdown through this simulation's memo.
-  double contention_slowdown(const KernelShape& k, int held) {
-    return held <= 0 ? 1.0 : memo_.time_units(k, held) / memo_.time_units(k, 0);
+  // contention().slowdown of a launch of alone_s through this simulation's memo.
+  double contention_slowdown(const KernelShape& k, int held, double alone_s) {
+    if (held <= 0) return 1.0;
+    return contention_.stretch(k.family, memo_.time_units(k, held) / memo_.time_units(k, 0), alone_s);
   }
   // Keeps an activity's state alive as long as the cluster (its callbacks hold a raw pointer).
   template <class T>

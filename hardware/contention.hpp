@@ -35,10 +35,16 @@
 //     persistent dynamic: N tiles from a shared counter, in waves of u, the last partial wave of
 //     r tiles on r SMs at their clock: T = ⌊N/u⌋·u/Θ(u) + r/Θ(r); with N unknown (0), a fluid
 //     drain: T = 1/Θ(u).
-// The slowdown is T(k)/T(0). Each family's parameters are in the hardware profile
+//  5. Fixed time. A kernel's launch, prologue and epilogue take t_f whatever the SMs held; a
+//     kernel of time alone t stretches only its other t − t_f:
+//        slowdown = φ + (1 − φ)·T(k)/T(0),  φ = min(1, t_f/t).
+//     Measured: cuBLAS's 6–13 µs down projections at 128–352 rows slow ×1.40–1.67 where their
+//     second round of CTAs predicts ×1.85, and ×15.7–22 with 124 SMs held, not ×27.6.
+// The slowdown is T(k)/T(0) (and 5.). Each family's parameters are in the hardware profile
 // (`contention.*`, hardware/profile.hpp), fitted by twin-fit-contention (calibrate/).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -96,6 +102,7 @@ struct FamilyParams {
   double knee = 3;        // p
   double lone_block = 0;  // β: an SM's throughput one block reaches alone (0: 1/o, its share)
   int cluster_sms = 1;    // c
+  double fixed_us = 0;    // t_f (mechanism 5)
   // Elementwise families: the HBM bandwidth the kernel reaches alone, as a fraction of a device
   // copy's (the time alone of `bytes` moved is bytes / (hbm_bw · hbm_fraction), kernel_cost.hpp).
   double hbm_fraction = 0;
@@ -114,6 +121,15 @@ struct ContentionModel {
   // T(held)/T(0) for one launch (mechanisms 1–4 above).
   double slowdown(const KernelShape& k, int held) const {
     return held <= 0 ? 1.0 : time_units(k, held) / time_units(k, 0);
+  }
+  // The slowdown of a launch whose time alone is alone_s (mechanism 5 on top of 1–4).
+  double slowdown(const KernelShape& k, int held, double alone_s) const {
+    return stretch(k.family, slowdown(k, held), alone_s);
+  }
+  // φ + (1 − φ)·slowdown, φ the family's fixed share of a launch of alone_s.
+  double stretch(Family f, double slowdown, double alone_s) const {
+    const double fixed = alone_s > 0 ? std::min(1.0, of(f).fixed_us * 1e-6 / alone_s) : 0.0;
+    return fixed + (1 - fixed) * slowdown;
   }
   // T(held) in the model's units (only ratios mean anything); held is clamped to [0, S − 1].
   double time_units(const KernelShape& k, int held) const;

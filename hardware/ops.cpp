@@ -22,16 +22,17 @@ struct FluidRun {
   bool started;
   const KernelPart* parts;  // a fused run's kernels, or null
   std::uint32_t n_parts;
-  KernelShape shape;        // the kernel's shape when not fused
+  KernelShape shape;        // the kernel's shape and time alone when not fused
+  double alone_s;
 };
 
 double fluid_speed(const FluidRun& r, int sms) {
   const int held = r.c->contention().sm_count - sms;
-  if (r.parts == nullptr) return 1.0 / r.c->contention_slowdown(r.shape, held);
+  if (r.parts == nullptr) return 1.0 / r.c->contention_slowdown(r.shape, held, r.alone_s);
   double t = 0, slowed = 0;
   for (std::uint32_t i = 0; i < r.n_parts; ++i) {
     t += r.parts[i].alone_s;
-    slowed += r.parts[i].alone_s * r.c->contention_slowdown(r.parts[i].shape, held);
+    slowed += r.parts[i].alone_s * r.c->contention_slowdown(r.parts[i].shape, held, r.parts[i].alone_s);
   }
   return slowed > 0 ? t / slowed : 1.0;
 }
@@ -45,7 +46,7 @@ void run_grid(sim::Task& t, Cluster& c, Gpu& g, double alone_s, double hbm_bytes
               const KernelPart* parts, std::uint32_t n_parts) {
   static_assert(std::is_trivially_destructible_v<FluidRun>);
   auto* st = new (c.take_transient(sizeof(FluidRun), alignof(FluidRun)))
-      FluidRun{SmListener{rebound}, &t, &c, &g, sim::Fluid::FlowId{0}, false, parts, n_parts, shape};
+      FluidRun{SmListener{rebound}, &t, &c, &g, sim::Fluid::FlowId{0}, false, parts, n_parts, shape, alone_s};
   g.listen(&st->listener);  // the others' shares shrink now; this one starts at its share
   const sim::Fluid::Use hbm[] = {{g.hbm_resource(), hbm_bytes / alone_s}};
   st->flow = c.fluid().start(alone_s, std::span(hbm, hbm_bytes > 0 ? 1 : 0),

@@ -195,7 +195,10 @@ sim::Schema<ContentionModel> contention_schema() {
            [i](auto& c) -> auto& { return c.family[i].boost_max; })
         .integer(n + ".cluster_sms", "SMs", 1, 16, std::nullopt,
                  "SMs per thread-block cluster of " + n + " kernels",
-                 [i](auto& c) -> auto& { return c.family[i].cluster_sms; });
+                 [i](auto& c) -> auto& { return c.family[i].cluster_sms; })
+        .real(n + ".fixed_us", "us", 0, 1e6, 0.0,
+              "launch, prologue and epilogue of a " + n + " kernel: time SMs held do not stretch",
+              [i](auto& c) -> auto& { return c.family[i].fixed_us; });
   }
   for (int i = static_cast<int>(Family::ew_add); i < kFamilies; ++i) {
     const std::string n(family_name(static_cast<Family>(i)));

@@ -41,7 +41,7 @@ hardware::ContentionModel profile_model(const std::string& name) {
     auto& p = m.family[i];
     const auto& f = j[std::string(hardware::family_name(static_cast<hardware::Family>(i)))];
     p.boost_max = f["boost_max"]["value"];
-    if (f.contains("cluster_sms")) p.cluster_sms = f["cluster_sms"]["value"];
+    if (f.contains("cluster_sms")) p.cluster_sms = f["cluster_sms"]["value"], p.fixed_us = f["fixed_us"]["value"];
     if (f.contains("sat_sms")) {
       p.sat_sms = f["sat_sms"]["value"], p.knee = f["knee"]["value"];
       p.lone_block = f["lone_block"]["value"];
@@ -65,6 +65,7 @@ TEST_CASE("the H200 profile's contention section is the fit of the committed mea
     CHECK(prof.family[i].sat_sms == doctest::Approx(fit.family[i].sat_sms).epsilon(0.01));
     CHECK(prof.family[i].knee == fit.family[i].knee);
     CHECK(prof.family[i].lone_block == fit.family[i].lone_block);
+    CHECK(prof.family[i].fixed_us == fit.family[i].fixed_us);
   }
 }
 
@@ -100,7 +101,7 @@ TEST_CASE("held-out residuals of the contention model stay within their budgets"
   // are budgeted at what they reach today, so that they cannot get worse unseen.
   const std::map<std::string, std::pair<double, double>> budget = {
       {"attention", {0.10, 0.15}},      {"attention_bwd", {0.10, 0.15}},  {"grouped_gemm", {0.10, 0.16}},
-      {"twin_grouped", {0.10, 0.15}},   {"gemm_fp8", {0.10, 0.13}},       {"gemm", {0.12, 0.77}},
+      {"twin_grouped", {0.10, 0.15}},   {"gemm_fp8", {0.10, 0.13}},       {"gemm", {0.10, 0.32}},
       {"ew_add", {0.10, 0.15}},         {"ew_gather", {0.10, 0.15}},      {"ew_sum_fp32", {0.10, 0.15}},
       {"ew_fp8_quant", {0.10, 0.15}},   {"ew_norm", {0.11, 0.13}},        {"ew_norm_bwd", {0.10, 0.15}},
       {"ew_swiglu", {0.10, 0.15}},      {"ew_swiglu_bwd", {0.10, 0.15}},  {"ew_loss", {0.10, 0.15}},

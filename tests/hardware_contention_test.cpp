@@ -57,6 +57,28 @@ TEST_SUITE("hardware.contention") {
     CHECK(std::isinf(m.slowdown(c8, 90)));
     CHECK(m.slowdown(c8, 2) == 1.0);  // 120 usable ≥ 112 CTAs
   }
+  TEST_CASE("a kernel's fixed time is not stretched by held SMs") {
+    ContentionModel m = model();
+    m.family[static_cast<int>(Family::attention)].fixed_us = 5;
+    const KernelShape dyn{Family::attention, Schedule::persistent_dynamic, 1, 132};
+    // ×2 with 66 held; a 10 µs launch of which 5 µs are fixed: 0.5 + 0.5·2.
+    CHECK(m.slowdown(dyn, 66) == doctest::Approx(2.0));
+    CHECK(m.slowdown(dyn, 66, 10e-6) == doctest::Approx(1.5));
+    CHECK(m.slowdown(dyn, 66, 1e-6) == doctest::Approx(1.0));  // all fixed
+    // The engine: the same launch beside 66 held SMs ends at 15 µs.
+    Profile p = test_profile();
+    p.contention = m;
+    sim::Engine e;
+    sim::Fluid f(e);
+    sim::TaskGraph g(e);
+    Cluster c(e, f, p, 4, {});
+    c.gpu(0).request(66, Gpu::Holder::nccl, [](int) {});
+    auto& t = g.add("k");
+    run_kernel(t, c, 0, {10e-6, 0, KernelClass::grid, dyn});
+    g.start();
+    e.run();
+    CHECK(t.end_time().to_s() == doctest::Approx(15e-6).epsilon(1e-6));
+  }
   TEST_CASE("static tile lists: late CTAs start when the first lists end") {
     const ContentionModel m = model();  // gemm: no boost, no cluster
     // 264 tiles on 132 CTAs, 2 each; with 4 held, 128 run and the last 4 start at 2: ×2.
