@@ -48,7 +48,7 @@ void Cluster::attach_fabric(const PlacementOptions& o, int copies) {
   placement_ = place_nodes(copies * gpus() / gpus_per_node_, o, profile_.network);
   fabric_ = std::make_unique<Dragonfly>(fluid_, profile_.network,
                                         static_cast<double>(gpus_per_node_) * profile_.node.nic_GBps,
-                                        routing_from(o.routing),
+                                        o.routing,
                                         o.adaptive_nonminimal_fraction);
   fabric_inert_ = fabric_->leaves_nonblocking();
   for (int n : placement_) fabric_inert_ = fabric_inert_ && fabric_->group_of(n) == fabric_->group_of(placement_[0]);

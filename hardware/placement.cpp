@@ -15,27 +15,27 @@ namespace twin::hardware {
 const sim::Schema<PlacementOptions>& placement_schema() {
   static const sim::Schema<PlacementOptions> s = [] {
     sim::Schema<PlacementOptions> s;
-    s.choice("policy", {"packed", "spread", "random", "file"}, "packed",
+    s.enumeration("policy", sim::names(kPlacementPolicyNames),
              "where the job's nodes sit: packed into as few Dragonfly+ groups as possible, spread "
              "round-robin over groups, a random sample, or the nodes of node_list_file",
              [](auto& p) -> auto& { return p.policy; })
-        .text("node_list_file", "",
+        .text("node_list_file",
               "Slurm node list (names, bracket ranges; relative to the scenario file) for "
               "policy \"file\"",
               [](auto& p) -> auto& { return p.node_list_file; })
-        .integer("racks_per_group", "racks", 1, 1000, 5,
+        .integer("racks_per_group", "racks", 1, 1000,
                  "racks per Dragonfly+ group, to map node names (rack, slot) to groups",
                  [](auto& p) -> auto& { return p.racks_per_group; })
-        .integer("seed", "", 0, 9.0e15, 1, "seed of the random placement",
+        .integer("seed", "", 0, 9.0e15, "seed of the random placement",
                  [](auto& p) -> auto& { return p.seed; })
-        .choice("routing", {"minimal", "valiant", "adaptive"}, "adaptive",
+        .enumeration("routing", sim::names(kRoutingNames),
                 "inter-group routing: minimal paths, Valiant (via every other group), or "
                 "adaptive (a fixed share of traffic non-minimal)",
                 [](auto& p) -> auto& { return p.routing; })
-        .real("adaptive_nonminimal_fraction", "", 0, 1, 0.5,
+        .real("adaptive_nonminimal_fraction", "", 0, 1,
               "adaptive routing: share of inter-group traffic sent through other groups [est]",
               [](auto& p) -> auto& { return p.adaptive_nonminimal_fraction; })
-        .boolean("simulate_all_replicas", false,
+        .boolean("simulate_all_replicas",
                  "simulate every data-parallel replica's ranks instead of one replica standing "
                  "for all (exact, but dp times the work)",
                  [](auto& p) -> auto& { return p.simulate_all_replicas; });
@@ -125,7 +125,7 @@ int node_from_name(const std::string& name, const NetworkSpec& net, std::int64_t
 
 std::vector<int> place_nodes(int nodes, const PlacementOptions& o, const NetworkSpec& net) {
   const int total = static_cast<int>(net.nodes_total), per_group = static_cast<int>(net.nodes_per_group);
-  if (o.policy == "file") {
+  if (o.policy == PlacementPolicy::file) {
     std::vector<int> ids;
     std::set<int> seen;
     for (const auto& n : o.node_names) {
@@ -140,9 +140,9 @@ std::vector<int> place_nodes(int nodes, const PlacementOptions& o, const Network
   }
   if (nodes > total) throw std::invalid_argument(fmt::format("the job needs {} nodes; the machine has {}", nodes, total));
   std::vector<int> ids(static_cast<std::size_t>(nodes));
-  if (o.policy == "packed") {
+  if (o.policy == PlacementPolicy::packed) {
     std::iota(ids.begin(), ids.end(), 0);
-  } else if (o.policy == "spread") {
+  } else if (o.policy == PlacementPolicy::spread) {
     const int groups = (total + per_group - 1) / per_group;
     std::vector<int> next(static_cast<std::size_t>(groups), 0);
     for (int k = 0, g = 0; k < nodes; g = (g + 1) % groups) {

@@ -7,19 +7,26 @@
 #include <vector>
 
 #include "hardware/profile.hpp"
+#include "hardware/topology.hpp"
 #include "sim/param.hpp"
 
 namespace twin::hardware {
 
+// packed: as few groups as possible, leaf by leaf; spread: round-robin over groups; random: a
+// seeded sample of the machine's nodes; file: the nodes of `node_list_file`.
+enum class PlacementPolicy { packed, spread, random, file };
+inline constexpr sim::Named<PlacementPolicy> kPlacementPolicyNames[] = {{PlacementPolicy::packed, "packed"},
+                                                                        {PlacementPolicy::spread, "spread"},
+                                                                        {PlacementPolicy::random, "random"},
+                                                                        {PlacementPolicy::file, "file"}};
+
 struct PlacementOptions {
-  // packed: as few groups as possible, leaf by leaf; spread: round-robin over groups;
-  // random: a seeded sample of the machine's nodes; file: the nodes of `node_list_file`.
-  std::string policy = "packed";
+  PlacementPolicy policy = PlacementPolicy::packed;
   std::string node_list_file;            // Slurm node names (bracket ranges allowed)
   std::vector<std::string> node_names;   // filled by the loader from node_list_file
   std::int64_t racks_per_group = 5;      // node names carry the rack (SPEC.md §2.2: 5 racks/group)
   std::int64_t seed = 1;
-  std::string routing = "adaptive";      // minimal | valiant | adaptive
+  Routing routing = Routing::adaptive;
   double adaptive_nonminimal_fraction = 0.5;
   // false: simulate one replica and let it stand for every replica (their flows share the fabric
   // with the same timing); true: simulate every replica's ranks.

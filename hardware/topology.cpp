@@ -8,13 +8,6 @@
 
 namespace twin::hardware {
 
-Routing routing_from(const std::string& name) {
-  if (name == "minimal") return Routing::minimal;
-  if (name == "valiant") return Routing::valiant;
-  if (name == "adaptive") return Routing::adaptive;
-  throw std::invalid_argument("unknown routing: " + name);
-}
-
 Dragonfly::Dragonfly(sim::Fluid& fluid, const NetworkSpec& spec, double node_nic_GBps, Routing routing,
                      double adaptive_fraction)
     : fluid_(fluid), spec_(spec), routing_(routing), adaptive_fraction_(adaptive_fraction),

@@ -32,11 +32,13 @@
 
 #include "hardware/profile.hpp"
 #include "sim/fluid.hpp"
+#include "sim/param.hpp"
 
 namespace twin::hardware {
 
 enum class Routing { minimal, valiant, adaptive };
-Routing routing_from(const std::string& name);
+inline constexpr sim::Named<Routing> kRoutingNames[] = {
+    {Routing::minimal, "minimal"}, {Routing::valiant, "valiant"}, {Routing::adaptive, "adaptive"}};
 
 class Dragonfly {
  public:

@@ -47,9 +47,9 @@ StepFlops step_flops(const Job& job, const std::vector<Row>& rows) {
   const auto& m = job.model;
   const double tokens = static_cast<double>(job.tokens_per_step());
   const double h = static_cast<double>(m.hidden);
-  const std::string& ac = job.training.activation_checkpointing;
-  const double mm_recompute = ac == "full" ? 1.0 : ac == "selective" ? 0.5 : 0.0;
-  const double core_recompute = ac == "full" ? 1.0 : 0.0;
+  const Checkpointing ac = job.training.activation_checkpointing;
+  const double mm_recompute = ac == Checkpointing::full ? 1.0 : ac == Checkpointing::selective ? 0.5 : 0.0;
+  const double core_recompute = ac == Checkpointing::full ? 1.0 : 0.0;
   StepFlops f;
   auto add_matmul = [&](const std::string& cat, double fwd, bool in_layer) {
     auto& p = f.by_category[cat];
@@ -74,9 +74,9 @@ StepFlops step_flops(const Job& job, const std::vector<Row>& rows) {
   return f;
 }
 
-double saved_bytes_per_token_layer(const ModelArch& m, std::int64_t layer, const std::string& mode) {
+double saved_bytes_per_token_layer(const ModelArch& m, std::int64_t layer, Checkpointing mode) {
   const double h = static_cast<double>(m.hidden);
-  if (mode == "full") return h * kBf16;  // the layer's output only
+  if (mode == Checkpointing::full) return h * kBf16;  // the layer's output only
   const auto& a = m.attention(layer);
   const double k = static_cast<double>(m.top_k), fe = static_cast<double>(m.expert_hidden);
   // Matmul outputs per token: q, k, v, o, router logits (fp32 ⇒ 2 bf16 units), gate, up, down.
@@ -86,7 +86,7 @@ double saved_bytes_per_token_layer(const ModelArch& m, std::int64_t layer, const
   const double attn_out = static_cast<double>(a.q_heads * a.v_head_dim + 2 * a.q_heads);  // + lse
   // selective: layer input + every second matmul output + attention output and its log-sum-exp;
   // none: every matmul output and input, plus the SwiGLU product [est].
-  const double elems = mode == "selective" ? h + 0.5 * mm_out + attn_out
+  const double elems = mode == Checkpointing::selective ? h + 0.5 * mm_out + attn_out
                                            : 2 * mm_out + attn_out + k * fe + 2 * h;
   return elems * kBf16;
 }
@@ -114,7 +114,7 @@ RankMemory rank_memory(const Job& job) {
   r.master_params = kFp32 * r.param_shard_elems;
   r.grads = kFp32 * r.param_shard_elems;
   // Muon covers every weight matrix except the router; embedding, head, router and norms use AdamW.
-  const double adam_elems = job.training.optimizer == "muon"
+  const double adam_elems = job.training.optimizer == Optimizer::muon
                                 ? (c.embedding + c.head + c.router + c.norms) / n
                                 : r.param_shard_elems;
   r.optimizer_states = kFp32 * (2 * adam_elems + (r.param_shard_elems - adam_elems));

@@ -67,7 +67,7 @@ struct RankMemory {
 };
 
 // Saved activation bytes per token per layer for each checkpointing mode.
-double saved_bytes_per_token_layer(const ModelArch& m, std::int64_t layer, const std::string& mode);
+double saved_bytes_per_token_layer(const ModelArch& m, std::int64_t layer, Checkpointing mode);
 std::int64_t offloaded_layers(const Job& job);
 RankMemory rank_memory(const Job& job);
 

@@ -67,7 +67,7 @@ HostMemory host_memory(const Job& job, const hardware::Profile& p) {
     add("grads_fp32_pinned", exact);
     out.pinned_rounding_bytes = 2 * (pinned - exact);
     add("pinned_rounding", out.pinned_rounding_bytes);
-    add(t.optimizer == "muon" ? "optimizer_states_muon_adamw" : "optimizer_states_adamw",
+    add(t.optimizer == Optimizer::muon ? "optimizer_states_muon_adamw" : "optimizer_states_adamw",
         mem.optimizer_states);
   }
   add("activation_offload_arena", mem.activations_host);

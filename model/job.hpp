@@ -11,9 +11,50 @@
 
 namespace twin::model {
 
+// The training options' choices, named in scenario files by the tables below (one per
+// enumeration; the schema in job.cpp and the outputs read them).
+enum class Checkpointing { none, selective, full };
+enum class Optimizer { adamw, muon };
+enum class Device { cpu, gpu };
+enum class AllToAllMode { blocking, async };
+enum class MoeKernel { sonicmoe, plain };
+enum class TileScheduler { static_lists, dynamic };
+enum class Elementwise { eager, stand_in };
+enum class ExpertRows { spread, equal };
+enum class ExpertRouting { topk, group_limited };
+enum class GatherDtype { bf16, fp8 };
+enum class GradReduce { fp32_reduce_scatter, bf16_all_to_all };
+enum class DenseReshard { global, node_local };
+enum class GradNorm { cpu, accumulated };
+enum class RecvPool { side, compute };
+
+inline constexpr sim::Named<Checkpointing> kCheckpointingNames[] = {
+    {Checkpointing::none, "none"}, {Checkpointing::selective, "selective"}, {Checkpointing::full, "full"}};
+inline constexpr sim::Named<Optimizer> kOptimizerNames[] = {{Optimizer::adamw, "adamw"}, {Optimizer::muon, "muon"}};
+inline constexpr sim::Named<Device> kDeviceNames[] = {{Device::cpu, "cpu"}, {Device::gpu, "gpu"}};
+inline constexpr sim::Named<AllToAllMode> kAllToAllModeNames[] = {{AllToAllMode::blocking, "blocking"},
+                                                                  {AllToAllMode::async, "async"}};
+inline constexpr sim::Named<MoeKernel> kMoeKernelNames[] = {{MoeKernel::sonicmoe, "sonicmoe"},
+                                                            {MoeKernel::plain, "plain"}};
+inline constexpr sim::Named<TileScheduler> kTileSchedulerNames[] = {{TileScheduler::static_lists, "static"},
+                                                                    {TileScheduler::dynamic, "dynamic"}};
+inline constexpr sim::Named<Elementwise> kElementwiseNames[] = {{Elementwise::eager, "eager"},
+                                                                {Elementwise::stand_in, "stand_in"}};
+inline constexpr sim::Named<ExpertRows> kExpertRowsNames[] = {{ExpertRows::spread, "spread"},
+                                                              {ExpertRows::equal, "equal"}};
+inline constexpr sim::Named<ExpertRouting> kExpertRoutingNames[] = {{ExpertRouting::topk, "topk"},
+                                                                    {ExpertRouting::group_limited, "group_limited"}};
+inline constexpr sim::Named<GatherDtype> kGatherDtypeNames[] = {{GatherDtype::bf16, "bf16"}, {GatherDtype::fp8, "fp8"}};
+inline constexpr sim::Named<GradReduce> kGradReduceNames[] = {{GradReduce::fp32_reduce_scatter, "fp32_reduce_scatter"},
+                                                              {GradReduce::bf16_all_to_all, "bf16_all_to_all"}};
+inline constexpr sim::Named<DenseReshard> kDenseReshardNames[] = {{DenseReshard::global, "global"},
+                                                                  {DenseReshard::node_local, "node_local"}};
+inline constexpr sim::Named<GradNorm> kGradNormNames[] = {{GradNorm::cpu, "cpu"}, {GradNorm::accumulated, "accumulated"}};
+inline constexpr sim::Named<RecvPool> kRecvPoolNames[] = {{RecvPool::side, "side"}, {RecvPool::compute, "compute"}};
+
 struct ParallelPlan {
   std::int64_t replica_gpus = 0;  // GPUs of one replica = the FSDP shard group of dense weights
-  std::int64_t ep = 0;            // expert parallelism inside a node
+  std::int64_t ep = 4;            // expert parallelism inside a node
   std::int64_t dp = 1;            // data-parallel replicas (HSDP); total GPUs = replica_gpus × dp
   std::int64_t total_gpus() const { return replica_gpus * dp; }
   // Expert weights of one EP rank's block are sharded over the ranks holding the same block.
@@ -23,27 +64,27 @@ struct ParallelPlan {
 struct TrainingOptions {
   std::int64_t seq_len = 65536;        // tokens per row (sequence)
   std::int64_t rows_per_gpu = 1;       // sequences per GPU per step
-  std::string activation_checkpointing = "full";  // none | selective | full
+  Checkpointing activation_checkpointing = Checkpointing::full;
   double offload_fraction = 0.86;      // share of layers whose checkpointed output goes to host
-  std::string optimizer = "muon";      // adamw | muon
+  Optimizer optimizer = Optimizer::muon;
   bool cpu_offload = true;             // FSDP2 CPUOffloadPolicy: params, grads, states on host
-  std::string newton_schulz = "gpu";   // cpu | gpu (rung 4)
-  std::string dense_ns_all_to_all = "async";  // blocking | async (rung 4)
-  std::string moe_kernel = "sonicmoe";         // sonicmoe | plain
-  std::string moe_tile_scheduler = "dynamic";  // static | dynamic (rung 5)
-  std::string elementwise = "eager";           // eager | stand_in (step_costs.hpp)
-  std::string expert_rows = "spread";          // spread | equal (hardware/kernel_cost.hpp)
-  std::string routing = "group_limited";       // topk | group_limited (rung 7)
+  Device newton_schulz = Device::gpu;               // rung 4
+  AllToAllMode dense_ns_all_to_all = AllToAllMode::async;  // rung 4
+  MoeKernel moe_kernel = MoeKernel::sonicmoe;
+  TileScheduler moe_tile_scheduler = TileScheduler::dynamic;  // rung 5
+  Elementwise elementwise = Elementwise::eager;  // step_costs.hpp
+  ExpertRows expert_rows = ExpertRows::spread;   // hardware/kernel_cost.hpp
+  ExpertRouting routing = ExpertRouting::group_limited;  // rung 7
   double routing_imbalance_cv = 0.15;          // topk: spread of an EP rank's token share
-  std::string expert_gather_dtype = "fp8";     // bf16 | fp8 (rung 8)
-  std::string grad_reduce = "bf16_all_to_all"; // fp32_reduce_scatter | bf16_all_to_all (rung 9)
-  std::string dense_reshard = "node_local";    // global | node_local (rung 10)
-  std::string grad_norm = "accumulated";       // cpu | accumulated (rung 11a)
+  GatherDtype expert_gather_dtype = GatherDtype::fp8;  // rung 8
+  GradReduce grad_reduce = GradReduce::bf16_all_to_all;  // rung 9
+  DenseReshard dense_reshard = DenseReshard::node_local;  // rung 10
+  GradNorm grad_norm = GradNorm::accumulated;    // rung 11a
   bool embedding_regather = false;             // re-gather the embedding in backward (rung 11b)
   bool shared_rope_cache = true;               // one RoPE cache per distinct cache (rung 11c)
   bool release_grads_early = true;             // free reduced grads two layers later (rung 12a)
   bool unshard_async_op = true;                // all-gather buffers from the compute pool (rung 12b)
-  std::string grad_a2a_recv_pool = "compute";  // side | compute (rung 12c)
+  RecvPool grad_a2a_recv_pool = RecvPool::compute;  // rung 12c
   bool expandable_segments = false;            // PYTORCH_CUDA_ALLOC_CONF expandable_segments
   double pinned_round_threshold_MiB = 1;       // pinned_max_round_threshold_mb; 0 = always round
   bool offload_arena_prefault = true;          // CPU touches the offload arena first (SPEC §7)

@@ -83,9 +83,9 @@ double nccl_buffer_bytes(const Job& job, const hardware::Profile& p, const hardw
   // (replicas). A communicator keeps buffers for the most channels any of its collectives uses.
   int channels = ch(CollKind::all_gather, d.dense) + ch(CollKind::all_to_all, d.ep_all_to_all);
   channels += std::max({ch(CollKind::all_gather, d.expert_allgather),
-                        t.grad_reduce == "bf16_all_to_all" ? ch(CollKind::all_to_all, d.grad_all_to_all)
+                        t.grad_reduce == GradReduce::bf16_all_to_all ? ch(CollKind::all_to_all, d.grad_all_to_all)
                                                            : ch(CollKind::reduce_scatter, d.expert_reduce_scatter)});
-  if (t.dense_reshard == "node_local") channels += ch(CollKind::all_gather, d.nvlink_gather);
+  if (t.dense_reshard == DenseReshard::node_local) channels += ch(CollKind::all_gather, d.nvlink_gather);
   if (job.parallel.dp > 1) channels += ch(CollKind::all_reduce, d.dense);
   return channels * p.nccl.buffer_per_channel_MiB * 1024 * 1024;
 }

@@ -28,7 +28,7 @@ KernelWork scaled(KernelWork w, double k) { return {w.alone_s * k, w.hbm_bytes *
 }  // namespace
 
 hardware::KernelWork elementwise_op(const Job& job, const hardware::KernelCost& cost, Family f, double bytes) {
-  return hardware::elementwise_work(cost, job.training.elementwise == "stand_in" ? Family::ew_add : f, bytes);
+  return hardware::elementwise_work(cost, job.training.elementwise == Elementwise::stand_in ? Family::ew_add : f, bytes);
 }
 
 const char* category_name(std::int32_t c) {
@@ -58,14 +58,14 @@ LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankW
   // Expert GEMMs: SonicMoE runs each projection as one persistent grouped GEMM over the GPU's
   // experts (SwiGLU fused in the epilogue); a plain implementation loops over experts with one
   // grid kernel each, plus a separate SwiGLU pass.
-  const bool sonic = t.moe_kernel == "sonicmoe";
+  const bool sonic = t.moe_kernel == MoeKernel::sonicmoe;
   const KernelClass expert_cls = !sonic ? KernelClass::grid
-                                 : t.moe_tile_scheduler == "dynamic" ? KernelClass::persistent_dynamic
+                                 : t.moe_tile_scheduler == TileScheduler::dynamic ? KernelClass::persistent_dynamic
                                                                      : KernelClass::persistent_static;
   const int sms = cost.sm_count();
   // A plain MoE loops over experts, one cuBLAS GEMM each: their shape is one expert's.
   auto grouped = [&](const char* name, double n, double kk) {
-    const double alone = sonic ? cost.grouped_gemm_s(per_expert, n, kk, e_gpu, t.expert_rows == "equal")
+    const double alone = sonic ? cost.grouped_gemm_s(per_expert, n, kk, e_gpu, t.expert_rows == ExpertRows::equal)
                                : cost.expert_loop_s(per_expert, n, kk, e_gpu);
     const auto shape = sonic ? grouped_shape(sms, expert_cls == KernelClass::persistent_dynamic)
                              : gemm_shape(sms, per_expert, n);
@@ -123,9 +123,9 @@ LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankW
 
   // Recompute: full re-runs the forward; selective (every second matmul output saved) half of
   // the matmul work and all elementwise work; attention outputs are saved [est].
-  if (t.activation_checkpointing == "full") {
+  if (t.activation_checkpointing == Checkpointing::full) {
     ops.recompute = fw;
-  } else if (t.activation_checkpointing == "selective") {
+  } else if (t.activation_checkpointing == Checkpointing::selective) {
     for (const auto& op : fw) {
       if (op.category == kAttention) continue;
       const bool mm = op.category == kOtherGemm || op.category == kExpertGemm;
@@ -160,9 +160,9 @@ LayerComm layer_comm(const Job& job, std::int64_t layer) {
   c.dense_reduce = 4 * dense;
   c.expert_elems = static_cast<double>(m.experts / job.parallel.ep) * expert_params(m);
   // FP8: one byte per value plus one fp32 scale per block of 128 values (SPEC.md §6.8).
-  c.expert_gather = job.training.expert_gather_dtype == "fp8" ? c.expert_elems * (1 + 4.0 / 128)
+  c.expert_gather = job.training.expert_gather_dtype == GatherDtype::fp8 ? c.expert_elems * (1 + 4.0 / 128)
                                                                : 2 * c.expert_elems;
-  c.expert_reduce = (job.training.grad_reduce == "bf16_all_to_all" ? 2 : 4) * c.expert_elems;
+  c.expert_reduce = (job.training.grad_reduce == GradReduce::bf16_all_to_all ? 2 : 4) * c.expert_elems;
   return c;
 }
 

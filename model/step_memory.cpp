@@ -28,7 +28,7 @@ LayerBuffers layer_buffers(const Job& job, const RankWorkload& w, std::int64_t l
   LayerBuffers b;
   b.dense_flat = b.dense_weights = comm.dense_gather;
   // Node-local reshard: each GPU of the node keeps its share of the bf16 dense weights.
-  b.dense_local = t.dense_reshard == "node_local" ? comm.dense_gather / static_cast<double>(gpus_per_node) : 0;
+  b.dense_local = t.dense_reshard == DenseReshard::node_local ? comm.dense_gather / static_cast<double>(gpus_per_node) : 0;
   b.expert_flat = comm.expert_gather;
   b.expert_weights = kBf16 * comm.expert_elems;
   b.layer_out = T * h * kBf16;
@@ -42,12 +42,12 @@ LayerBuffers layer_buffers(const Job& job, const RankWorkload& w, std::int64_t l
   // SonicMoE keeps the dispatched tokens and the SwiGLU product and recomputes the rest. The
   // ratio, (h+f)/(2h+3f) = 0.45, matches SonicMoE's published 12.5 → 5.4 GiB (0.43, SPEC.md
   // §6.5). Router logits are fp32 per expert.
-  const double per_pair = t.moe_kernel == "sonicmoe" ? h + f : 2 * h + 3 * f;
+  const double per_pair = t.moe_kernel == MoeKernel::sonicmoe ? h + f : 2 * h + 3 * f;
   b.moe = P * per_pair * kBf16 + T * static_cast<double>(m.experts) * kFp32;
   b.moe_grad = P * (h + 2 * f) * kBf16;  // gradients of the dispatched tokens and gate+up [est]
   b.grad_unsharded = comm.dense_gather + kBf16 * comm.expert_elems;
   b.reduce_input = comm.dense_reduce + comm.expert_reduce;
-  b.a2a_recv = t.grad_reduce == "bf16_all_to_all" ? comm.expert_reduce : 0;
+  b.a2a_recv = t.grad_reduce == GradReduce::bf16_all_to_all ? comm.expert_reduce : 0;
   b.reduced = comm.dense_reduce / R + kFp32 * comm.expert_elems / expert_pg;
   return b;
 }

@@ -50,13 +50,13 @@ StepBuilder::PerRank StepBuilder::build_optimizer(const PerRank& grads_home) {
   const auto params = count_params(m);
   const double R = static_cast<double>(job_.parallel.replica_gpus);
   const double shard = params.total() / R;
-  const bool muon = t.optimizer == "muon";
+  const bool muon = t.optimizer == Optimizer::muon;
   const double adam = muon ? (params.embedding + params.head + params.router + params.norms) / R : shard;
   const double muon_elems = shard - adam;
 
   auto start = marker(kCpu, "optimizer_start", -1);
   after_all(start, grads_home);
-  if (t.grad_norm == "cpu") {
+  if (t.grad_norm == GradNorm::cpu) {
     // The norm on the CPU over the rank's gradient shards, then a gloo all-reduce of the scalar
     // among each replica's ranks (SPEC.md §6.11a).
     for (std::int64_t r = 0; r < ranks_; ++r) cpu(r, "grad_norm_cpu", cost_.cpu_stream_s(4 * shard));
@@ -88,8 +88,8 @@ StepBuilder::PerRank StepBuilder::build_optimizer(const PerRank& grads_home) {
     const auto dense = dense_matrices(m);
     double dense_elems = 0;
     for (const auto& d : dense) dense_elems += d.rows * d.cols;
-    const bool gpu = t.newton_schulz == "gpu";
-    const bool async = t.dense_ns_all_to_all == "async";
+    const bool gpu = t.newton_schulz == Device::gpu;
+    const bool async = t.dense_ns_all_to_all == AllToAllMode::async;
     // The fp32 shards of every dense matrix, to their owners and back.
     auto dense_all_to_all = [&](const char* name) {
       return collective(dense_pg_, kDensePg, CollKind::all_to_all, 4 * dense_elems / R,

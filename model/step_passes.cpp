@@ -68,9 +68,9 @@ void StepBuilder::forward(std::vector<PerRank>& begin, std::vector<PerRank>& end
       // output, and under selective checkpointing some more, is kept for backward).
       const auto act = mem_.alloc(r, "layer_activations", kPoolCompute, b.attention + b.moe,
                                   *begin[i][ri], BufferLog::kEnd);
-      if (job_.training.activation_checkpointing == "none") held_[k].push_back(act);
+      if (job_.training.activation_checkpointing == Checkpointing::none) held_[k].push_back(act);
       else mem_.free(r, act, *end[i][ri], BufferLog::kStart);
-      if (b.kept_extra > 0 && job_.training.activation_checkpointing == "selective")
+      if (b.kept_extra > 0 && job_.training.activation_checkpointing == Checkpointing::selective)
         held_[k].push_back(mem_.alloc(r, "saved_activations", kPoolCompute, b.kept_extra,
                                       *end[i][ri], BufferLog::kEnd));
       if (b.dense_local > 0)
@@ -153,7 +153,7 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
         held_[static_cast<std::size_t>(r * L + i)].push_back(
             mem_.alloc(r, "reloaded_output", kPoolOffload, work_[r].tokens * h * kBf16, x, BufferLog::kStart));
       }
-    f.dense = t.dense_reshard == "node_local"
+    f.dense = t.dense_reshard == DenseReshard::node_local
                   ? collective(node_pg_, kNodePg, CollKind::all_gather, comm.dense_gather,
                                ctas.nvlink_gather, "dense_regather_nvlink", kCollDenseGather, i)
                   : collective(dense_pg_, kDensePg, CollKind::all_gather, comm.dense_gather,
@@ -171,7 +171,7 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
   std::vector<std::size_t> pending_input(static_cast<std::size_t>(ranks_), kNone);
   std::vector<std::map<std::int32_t, std::vector<std::size_t>>> reduced_free_at(static_cast<std::size_t>(ranks_));
   std::vector<std::size_t> grads(static_cast<std::size_t>(ranks_));
-  const bool norm_hook = t.grad_norm == "accumulated";
+  const bool norm_hook = t.grad_norm == GradNorm::accumulated;
 
   for (std::int32_t i = static_cast<std::int32_t>(L - 1); i >= 0; --i) {
     const auto comm = layer_comm(job_, i);
@@ -196,7 +196,7 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
       unshard(r, b.dense_flat, b.dense_weights, *cur.dense[ri], *begin[ri], *boundary[ri]);
       unshard(r, b.expert_flat, b.expert_weights, *cur.expert[ri], *begin[ri], *boundary[ri]);
       if (b.dense_local > 0) mem_.free(r, local_shard_[k], *cur.dense[ri], BufferLog::kEnd);
-      const double pass = (t.activation_checkpointing == "none" ? 0 : b.attention + b.moe) + b.moe_grad;
+      const double pass = (t.activation_checkpointing == Checkpointing::none ? 0 : b.attention + b.moe) + b.moe_grad;
       mem_.free(r, mem_.alloc(r, "recompute_and_grad_workspace", kPoolCompute, pass, *begin[ri],
                               BufferLog::kEnd),
                 *boundary[ri], BufferLog::kStart);
@@ -218,7 +218,7 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
     }
     auto rsd = collective(dense_pg_, kDensePg, CollKind::reduce_scatter, comm.dense_reduce,
                           ctas.dense, "dense_grad_reduce_scatter", kCollDenseReduce, i);
-    const bool a2a = t.grad_reduce == "bf16_all_to_all";
+    const bool a2a = t.grad_reduce == GradReduce::bf16_all_to_all;
     auto rse = a2a ? collective(expert_pg_, kExpertPg, CollKind::all_to_all, comm.expert_reduce,
                                 ctas.grad_all_to_all, "expert_grad_all_to_all", kCollExpertReduce, i)
                    : collective(expert_pg_, kExpertPg, CollKind::reduce_scatter, comm.expert_reduce,
@@ -238,7 +238,7 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
       note(r, s, {elementwise_launch(sum_bytes)});
       s.after(*rse[ri]);
       const auto rb = mem_.alloc(r, "grad_all_to_all_recv",
-                                 t.grad_a2a_recv_pool == "compute" ? kPoolCompute : kPoolReduceScatter,
+                                 t.grad_a2a_recv_pool == RecvPool::compute ? kPoolCompute : kPoolReduceScatter,
                                  comm.expert_reduce, *rse[ri], BufferLog::kStart);
       mem_.free(r, rb, s, BufferLog::kEnd);
       rse[ri] = &s;

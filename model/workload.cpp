@@ -55,7 +55,7 @@ std::vector<RankWorkload> build_workload(const Job& job) {
   }
   // Routing, per EP group (ep consecutive ranks of a node) and layer.
   sim::Rng rng(static_cast<std::uint64_t>(job.data.seed) ^ 0x5eedULL);
-  const bool balanced = job.training.routing == "group_limited";
+  const bool balanced = job.training.routing == ExpertRouting::group_limited;
   for (std::int64_t g0 = 0; g0 < n; g0 += p.ep) {
     double group_tokens = 0;
     for (std::int64_t j = 0; j < p.ep; ++j) group_tokens += w[static_cast<std::size_t>(g0 + j)].tokens;

@@ -376,7 +376,7 @@ class Resolver {
   void load_node_list(Scenario& s) {
     auto& p = s.placement;
     const std::string key = "placement.node_list_file";
-    if (p.policy != "file") return;
+    if (p.policy != hardware::PlacementPolicy::file) return;
     if (p.node_list_file.empty()) fail(key, "placement.policy \"file\" needs a node list file");
     std::ifstream in;
     const fs::path file = side_file(key, p.node_list_file, in);

@@ -122,7 +122,8 @@ Json step_plan(const Scenario& s, const sim::TaskGraph& g, const model::StepBuil
           {"tokens", w.tokens},
           {"documents", w.segments},
           {"attention", {{"full", attention_json(m.full)}, {"sliding", attention_json(m.sliding)}}},
-          {"moe", {{"kernel", s.job.training.moe_kernel}, {"tile_scheduler", s.job.training.moe_tile_scheduler}}},
+          {"moe", {{"kernel", sim::name_of(s.job.training.moe_kernel, model::kMoeKernelNames)},
+                   {"tile_scheduler", sim::name_of(s.job.training.moe_tile_scheduler, model::kTileSchedulerNames)}}},
           {"step_end_s", end.to_s()},
           {"tasks", tasks}};
 }

@@ -198,8 +198,8 @@ Json network_json(const Scenario& s, Pass& p, double step) {
                      {"saturated_s", l.saturated},
                      {"utilization_while_busy", l.util}, {"mean_utilization", l.mean}});
   }
-  return {{"placement", s.placement.policy},
-          {"routing", s.placement.routing},
+  return {{"placement", sim::name_of(s.placement.policy, hardware::kPlacementPolicyNames)},
+          {"routing", sim::name_of(s.placement.routing, hardware::kRoutingNames)},
           {"nodes", p.cluster.placement().size()},
           {"groups", groups.size()},
           {"simulated_replicas", s.placement.simulate_all_replicas ? s.job.parallel.dp : 1},

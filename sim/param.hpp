@@ -3,11 +3,13 @@
 // table drives the strict loader (scenarios/) and `twin help-params`. Nothing here knows JSON.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <limits>
 #include <optional>
 #include <stdexcept>
+#include <type_traits>
 #include <string>
 #include <variant>
 #include <vector>
@@ -40,7 +42,30 @@ struct ParamError : std::runtime_error {
 std::string type_name(ParamType t);
 std::string format_value(const ParamValue& v);
 
+// One value of an enumeration parameter and its name in scenario files.
+template <class E>
+struct Named {
+  E value;
+  const char* name;
+};
+
+// An enumeration's table as the schema takes it, and a value's name (for outputs).
+template <class E, std::size_t N>
+std::vector<Named<E>> names(const Named<E> (&table)[N]) {
+  return {table, table + N};
+}
+template <class E, std::size_t N>
+const char* name_of(E value, const Named<E> (&table)[N]) {
+  for (const auto& n : table)
+    if (n.value == value) return n.name;
+  return "?";
+}
+
 // The parameters of a struct T: how to describe, set and read each one.
+//
+// Defaults: a parameter registered without a default value takes the one T's member initializer
+// gives (each default is written once, next to the field); one registered with std::nullopt is
+// required.
 template <class T>
 class Schema {
  public:
@@ -63,6 +88,50 @@ class Schema {
                std::optional<double> def, std::string help, Ref ref) {
     return add({key, ParamType::real, unit, min, max, {}, wrap(def), help}, ref,
                [](const ParamValue& v) { return std::get<double>(v); });
+  }
+  // The same, with the default of T's member initializer.
+  template <class Ref>
+  Schema& integer(std::string key, std::string unit, double min, double max, std::string help, Ref ref) {
+    return integer(std::move(key), std::move(unit), min, max, std::optional<std::int64_t>(field_default(ref)),
+                   std::move(help), ref);
+  }
+  template <class Ref>
+  Schema& real(std::string key, std::string unit, double min, double max, std::string help, Ref ref) {
+    return real(std::move(key), std::move(unit), min, max, std::optional<double>(field_default(ref)),
+                std::move(help), ref);
+  }
+  template <class Ref>
+  Schema& boolean(std::string key, std::string help, Ref ref) {
+    return boolean(std::move(key), std::optional<bool>(field_default(ref)), std::move(help), ref);
+  }
+  template <class Ref>
+  Schema& text(std::string key, std::string help, Ref ref) {
+    return text(std::move(key), std::optional<std::string>(field_default(ref)), std::move(help), ref);
+  }
+  // An enumeration stored as its value, named in files by `names` (ns-3's EnumValue): options
+  // are compared as values in the code, a typo in a file is an error naming the choices.
+  template <class E, class Ref>
+  Schema& enumeration(std::string key, std::vector<Named<E>> names, std::string help, Ref ref) {
+    const E def = field_default(ref);
+    ParamSpec spec{std::move(key), ParamType::choice, "", 0, 0, {}, std::nullopt, std::move(help)};
+    for (const auto& n : names) {
+      spec.choices.emplace_back(n.name);
+      if (n.value == def) spec.default_value = ParamValue(std::string(n.name));
+    }
+    Entry e{std::move(spec), {}, {}};
+    e.set = [ref, names](T& t, const ParamValue& v) {
+      const auto& s = std::get<std::string>(v);
+      for (const auto& n : names)
+        if (s == n.name) return void(ref(t) = n.value);
+      throw ParamError("", "\"" + s + "\" is not a choice");
+    };
+    e.get = [ref, names](const T& t) {
+      for (const auto& n : names)
+        if (ref(t) == n.value) return ParamValue(std::string(n.name));
+      return ParamValue(std::string("?"));
+    };
+    entries_.push_back(std::move(e));
+    return *this;
   }
   template <class Ref>
   Schema& reals(std::string key, std::string unit, double min, double max,
@@ -116,6 +185,11 @@ class Schema {
   }
 
  private:
+  template <class Ref>
+  static auto field_default(Ref ref) {
+    const T t{};
+    return std::decay_t<decltype(ref(t))>(ref(t));
+  }
   template <class V>
   static std::optional<ParamValue> wrap(const std::optional<V>& v) {
     if (!v) return std::nullopt;

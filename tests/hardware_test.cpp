@@ -241,7 +241,7 @@ TEST_SUITE("hardware.network") {
   // 4 nodes of 4 GPUs; one GPU per node in the ring (ranks 0, 4, 8, 12), so each rank's NIC
   // (25 GB/s) carries its ring traffic. Groups of 100 nodes, leaves of 10, global links of
   // 10 GB/s (one per group pair), leaf uplinks 10 spines × 100 GB/s.
-  double ring_s(int groups, const std::string& policy, const std::string& routing,
+  double ring_s(int groups, PlacementPolicy policy, Routing routing,
                 std::vector<std::vector<int>> rings, double bytes,
                 NetworkSpec net = {0, 100, 10, 10, 100, 1, 10}) {
     Rig r(16);
@@ -268,34 +268,34 @@ TEST_SUITE("hardware.network") {
     // S = 4 GB over 4 ranks: A = 3 GB. Packed: nodes 0–3 share leaf 0, NIC-bound: 3/25 = 0.12 s
     // (+ 25 µs latency). Spread over 4 groups with minimal routing: every ring edge crosses one
     // 10 GB/s group pair: 0.3 s.
-    CHECK(ring_s(4, "packed", "minimal", {{0, 4, 8, 12}}, 4e9) == doctest::Approx(0.12 + 25e-6));
-    CHECK(ring_s(4, "spread", "minimal", {{0, 4, 8, 12}}, 4e9) == doctest::Approx(0.3 + 25e-6));
+    CHECK(ring_s(4, PlacementPolicy::packed, Routing::minimal, {{0, 4, 8, 12}}, 4e9) == doctest::Approx(0.12 + 25e-6));
+    CHECK(ring_s(4, PlacementPolicy::spread, Routing::minimal, {{0, 4, 8, 12}}, 4e9) == doctest::Approx(0.3 + 25e-6));
   }
   TEST_CASE("a blocking leaf bounds a ring between two leaves of a group; a non-blocking one not") {
     // One node per leaf, leaves with one 10 GB/s uplink: below the node's 4 × 25 GB/s of NICs.
     // Ring {0, 4} over nodes 0 and 1 (two leaves, one group), A = 1 GB: 0.1 s. With 100 GB/s
     // uplinks (non-blocking) the NIC bounds it: 1/25 = 0.04 s.
     const double lat = 10e-6 + 5e-6;
-    CHECK(ring_s(1, "packed", "minimal", {{0, 4}}, 2e9, {0, 100, 1, 1, 10, 1, 10}) ==
+    CHECK(ring_s(1, PlacementPolicy::packed, Routing::minimal, {{0, 4}}, 2e9, {0, 100, 1, 1, 10, 1, 10}) ==
           doctest::Approx(0.1 + lat));
-    CHECK(ring_s(1, "packed", "minimal", {{0, 4}}, 2e9, {0, 100, 1, 1, 100, 1, 10}) ==
+    CHECK(ring_s(1, PlacementPolicy::packed, Routing::minimal, {{0, 4}}, 2e9, {0, 100, 1, 1, 100, 1, 10}) ==
           doctest::Approx(0.04 + lat));
   }
   TEST_CASE("a saturated global link halves two flows") {
     // 2 groups, spread: nodes 0, 2 in group 0 and 1, 3 in group 1. Rings {0,4} and {8,12}, S =
     // 2 GB, A = 1 GB each, both over the one 10 GB/s link each way: 0.1 s alone, 0.2 s together.
     const double lat = 10e-6 + 5e-6;
-    CHECK(ring_s(2, "spread", "minimal", {{0, 4}}, 2e9) == doctest::Approx(0.1 + lat));
-    CHECK(ring_s(2, "spread", "minimal", {{0, 4}, {8, 12}}, 2e9) == doctest::Approx(0.2 + lat));
+    CHECK(ring_s(2, PlacementPolicy::spread, Routing::minimal, {{0, 4}}, 2e9) == doctest::Approx(0.1 + lat));
+    CHECK(ring_s(2, PlacementPolicy::spread, Routing::minimal, {{0, 4}, {8, 12}}, 2e9) == doctest::Approx(0.2 + lat));
   }
   TEST_CASE("minimal against adaptive and Valiant routing between two groups") {
     // 10 groups; ring {0, 4} between groups 0 and 1, A = 1 GB. Minimal: the 10 GB/s pair link,
     // 0.1 s. Valiant: spread over the groups' 9 × 10 GB/s egress and ingress, NIC-bound
     // (25 GB/s): 0.04 s. Adaptive, half non-minimal: 0.5 of A on the pair link, 20 GB/s: 0.05 s.
     const double lat = 10e-6 + 5e-6;
-    CHECK(ring_s(10, "spread", "minimal", {{0, 4}}, 2e9) == doctest::Approx(0.1 + lat));
-    CHECK(ring_s(10, "spread", "valiant", {{0, 4}}, 2e9) == doctest::Approx(0.04 + lat));
-    CHECK(ring_s(10, "spread", "adaptive", {{0, 4}}, 2e9) == doctest::Approx(0.05 + lat));
+    CHECK(ring_s(10, PlacementPolicy::spread, Routing::minimal, {{0, 4}}, 2e9) == doctest::Approx(0.1 + lat));
+    CHECK(ring_s(10, PlacementPolicy::spread, Routing::valiant, {{0, 4}}, 2e9) == doctest::Approx(0.04 + lat));
+    CHECK(ring_s(10, PlacementPolicy::spread, Routing::adaptive, {{0, 4}}, 2e9) == doctest::Approx(0.05 + lat));
   }
   TEST_CASE("placement policies and Slurm node lists") {
     NetworkSpec net{5884, 240, 16, 16, 100, 20, 50};
@@ -307,10 +307,10 @@ TEST_SUITE("hardware.network") {
     PlacementOptions o;
     CHECK(groups(place_nodes(96, o, net)) == 1);   // packed: one group holds 240 nodes
     CHECK(groups(place_nodes(384, o, net)) == 2);  // DP = 4: 384 nodes, two groups
-    o.policy = "spread";
+    o.policy = PlacementPolicy::spread;
     CHECK(groups(place_nodes(96, o, net)) == 25);  // round-robin over all 25 groups
     CHECK(groups(place_nodes(5884, o, net)) == 25);
-    o.policy = "random";
+    o.policy = PlacementPolicy::random;
     const auto a = place_nodes(96, o, net), b = place_nodes(96, o, net);
     CHECK(a == b);  // seeded
     CHECK(std::set<int>(a.begin(), a.end()).size() == 96);
@@ -331,7 +331,7 @@ TEST_SUITE("hardware.network") {
     // Rack 7 of 5-rack groups is group 1, its 3rd rack (48 nodes per rack); slot 2.
     CHECK(node_from_name("jpbo-007-02", net, 5) == 240 + 2 * 48 + 1);
     CHECK_THROWS(node_from_name("jpbo-007-49", net, 5));
-    o.policy = "file";
+    o.policy = PlacementPolicy::file;
     o.node_names = expand_hostlist("jpbo-[000-001]-[01-48]");
     CHECK(place_nodes(96, o, net).size() == 96);
     CHECK_THROWS(place_nodes(97, o, net));

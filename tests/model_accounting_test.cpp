@@ -21,9 +21,9 @@ Job tiny_job() {
   j.parallel = {1, 1, 1};
   j.training.seq_len = 4;
   j.training.rows_per_gpu = 1;
-  j.training.activation_checkpointing = "full";
+  j.training.activation_checkpointing = Checkpointing::full;
   j.training.offload_fraction = 0.5;
-  j.training.optimizer = "muon";
+  j.training.optimizer = Optimizer::muon;
   j.data.doc_lengths = {4};
   return j;
 }
@@ -83,7 +83,7 @@ TEST_SUITE("model.accounting") {
     CHECK(r.activations_host == 64);
     CHECK(r.activations_hbm == 64);
     auto adam = j;
-    adam.training.optimizer = "adamw";
+    adam.training.optimizer = Optimizer::adamw;
     CHECK(rank_memory(adam).optimizer_states == 8 * 1128);
   }
   TEST_CASE("sliding-window pair count") {
@@ -122,7 +122,7 @@ TEST_SUITE("model.accounting") {
   }
   TEST_CASE("EUROPA: selective checkpointing at 12,288 tokens exceeds HBM, 8,192 does not") {
     auto j = europa_job();
-    j.training.activation_checkpointing = "selective";
+    j.training.activation_checkpointing = Checkpointing::selective;
     j.training.offload_fraction = 0;
     j.training.seq_len = 8192;
     const double at8k = rank_memory(j).activations_hbm / (1024.0 * 1024 * 1024);

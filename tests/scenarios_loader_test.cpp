@@ -76,7 +76,7 @@ TEST_SUITE("scenarios.loader") {
     const auto l = load_scenario(f, opts());
     CHECK(l.scenario.name == "child");
     CHECK(l.scenario.job.training.seq_len == 8192);
-    CHECK(l.scenario.job.training.optimizer == "muon");
+    CHECK(l.scenario.job.training.optimizer == twin::model::Optimizer::muon);
   }
   TEST_CASE("bad inputs name the file and JSON path") {
     Scratch s;

@@ -42,6 +42,25 @@ TEST_SUITE("sim.param") {
     CHECK(std::get<std::int64_t>(s.entries()[0].get(v)) == 4);
     CHECK(format_value(ParamValue(std::string("b"))) == "\"b\"");
   }
+  enum class Mode { off, fast };
+  constexpr Named<Mode> kModes[] = {{Mode::off, "off"}, {Mode::fast, "fast"}};
+  struct T { std::int64_t n = 7; Mode m = Mode::fast; bool on = true; };
+  TEST_CASE("defaults come from the struct's initializers; enumerations are named at the edge") {
+    Schema<T> s;
+    s.integer("n", "", 0, 10, "count", [](auto& v) -> auto& { return v.n; })
+        .enumeration("m", names(kModes), "mode", [](auto& v) -> auto& { return v.m; })
+        .boolean("on", "flag", [](auto& v) -> auto& { return v.on; });
+    CHECK(std::get<std::int64_t>(*s.entries()[0].spec.default_value) == 7);
+    CHECK(std::get<std::string>(*s.entries()[1].spec.default_value) == "fast");
+    CHECK(s.entries()[1].spec.choices == std::vector<std::string>{"off", "fast"});
+    CHECK(std::get<bool>(*s.entries()[2].spec.default_value));
+    T v;
+    s.entries()[1].set(v, ParamValue(std::string("off")));
+    CHECK(v.m == Mode::off);
+    CHECK(std::get<std::string>(s.entries()[1].get(v)) == "off");
+    CHECK_THROWS_AS(s.entries()[1].set(v, ParamValue(std::string("slow"))), ParamError);
+    CHECK(std::string(name_of(Mode::fast, kModes)) == "fast");
+  }
 }
 
 TEST_SUITE("sim.random") {
