@@ -41,5 +41,12 @@ if [ "${fuzz:-0}" = 1 ]; then
     -timeout=20 -print_final_stats=1 2>&1 | tail -n 25
   exit "${PIPESTATUS[0]}"
 fi
+if [ "$dir" = build ]; then
+  twin_install_missing chromium  # the browser test of `twin report`
+  twin_web_setup
+else  # sanitizer builds: the browser test's simulations would take too long there
+  ctest_args=(-LE "slow|browser")
+  [ "$dir" = build-tsan ] && ctest_args=(-R "^(test_sim|test_scenarios)$")
+fi
 twin_build "$dir" "${cmake_args[@]}"
 ctest --test-dir "$dir" --output-on-failure -j"$(nproc)" "${ctest_args[@]}"

@@ -23,6 +23,17 @@ twin_install_missing() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
+# The chart libraries `twin report` inlines (and the browser test's driver), from the npm registry
+# at the versions of reports/web/package-lock.json; Node.js and npm from Debian if missing.
+twin_web_setup() {
+  command -v npm >/dev/null 2>&1 || twin_install_missing nodejs npm
+  local stamp=reports/web/node_modules/.package-lock.json
+  if [ ! -f "$stamp" ] || [ reports/web/package-lock.json -nt "$stamp" ]; then
+    echo "twin: installing reports/web's packages (npm ci)"
+    npm ci --prefix reports/web --no-audit --no-fund --loglevel=error
+  fi
+}
+
 twin_build() {
   local dir=$1; shift
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "$@" >"$dir.configure.log" 2>&1 \

@@ -93,12 +93,6 @@ std::map<std::size_t, Json> read_progress(const std::string& path, const std::st
   return done;
 }
 
-std::string fnv1a(const std::string& s) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (const unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  return fmt::format("{:016x}", h);
-}
-
 }  // namespace
 
 namespace {
@@ -120,7 +114,7 @@ Json check_inputs(const CommonArgs& args, const std::vector<Axis>& axes) {
 // starts afresh) and the twin's version.
 std::string header_of(const CommonArgs& args, const SweepArgs& sw, const Json& resolved) {
   return Json{{"twin_sweep", 2}, {"scenario", args.scenario}, {"sets", args.sets}, {"grid", sw.grid},
-              {"max_events", args.max_events}, {"resolved_fnv1a", fnv1a(resolved.dump())}, {"twin", TWIN_VERSION}}
+              {"max_events", args.max_events}, {"resolved_fnv1a", content_hash(resolved)}, {"twin", TWIN_VERSION}}
       .dump();
 }
 

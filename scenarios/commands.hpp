@@ -69,7 +69,16 @@ struct KernelArgs {
   std::string beside_collective;  // "KIND,BYTES,CTAS": also run it beside this collective
 };
 
+struct ReportArgs {
+  bool ladder = false;              // add the ladder (simulates every rung)
+  std::vector<std::string> sweeps;  // `twin sweep` outputs (CSV or JSON)
+  std::string plan_dp;              // `twin plan-dp --json` output
+  std::string out;                  // the HTML file
+  int jobs = 1;
+};
+
 int cmd_model(const CommonArgs& args, std::ostream& out);
+int cmd_report(const CommonArgs& args, const ReportArgs& rep, std::ostream& out);
 int cmd_kernel(const CommonArgs& args, const KernelArgs& k, std::ostream& out);
 int cmd_ladder(const LadderArgs& args, std::ostream& out);
 int cmd_sweep(const CommonArgs& args, const SweepArgs& sweep, std::ostream& out);

@@ -202,4 +202,10 @@ std::string closest_key(const std::string& key, const std::vector<std::string>& 
   return best;
 }
 
+std::string content_hash(const Json& j) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (const unsigned char c : j.dump()) h = (h ^ c) * 0x100000001b3ull;
+  return fmt::format("{:016x}", h);
+}
+
 }  // namespace twin::scenarios

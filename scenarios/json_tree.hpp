@@ -47,6 +47,9 @@ struct JsonLimits {
 std::string json_text_problem(const std::string& text, const JsonLimits& limits = {});
 // Whether `s` is well-formed UTF-8.
 bool valid_utf8(const std::string& s);
+// A content hash of a JSON value (FNV-1a of its compact text, 16 hex digits): the resolved
+// scenario's, so that outputs say which inputs made them.
+std::string content_hash(const Json& j);
 
 // The known key closest to `key` by edit distance, or "" if none is close.
 std::string closest_key(const std::string& key, const std::vector<std::string>& known);

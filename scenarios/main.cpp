@@ -117,6 +117,18 @@ int main(int argc, char** argv) {
                      "default CTAs, capped by nccl.max_ctas)");
   kernel->footer("Example: twin kernel scenarios/europa.json --set hardware.profile=h200-measured "
                  "--kernel gemm --shape 16384,13568,6144 --held-sms 0,16,40,88");
+  ReportArgs report_args;
+  auto* report = app.add_subcommand(
+      "report", "one self-contained HTML page of the scenario's pictures (step, timeline, memory), "
+                "optionally the ladder, sweeps and a plan-dp run");
+  add_common(report, common);
+  report->add_option("-o,--out", report_args.out, "the HTML file to write")->required();
+  report->add_flag("--ladder", report_args.ladder, "add the ladder beside the published figures (simulates 14 rungs)");
+  report->add_option("--sweep", report_args.sweeps, "a `twin sweep --out` file (CSV or JSON); repeatable");
+  report->add_option("--plan-dp", report_args.plan_dp, "a `twin plan-dp --json` output");
+  report->add_option("--jobs", report_args.jobs, "threads for the ladder")->check(CLI::Range(1, 1024));
+  report->footer("Example: twin plan-dp scenarios/europa.json --replicas 1,2,4 --json > dp.json && "
+                 "twin report scenarios/europa.json --ladder --plan-dp dp.json -o report.html");
   bool params_json = false;
   auto* params = app.add_subcommand("help-params", "list every scenario key: unit, default, range");
   params->add_flag("--json", params_json, "as JSON");
@@ -151,6 +163,7 @@ int main(int argc, char** argv) {
     }
     if (*sweep) return cmd_sweep(common, sweep_args, std::cout);
     if (*resolve) return cmd_resolve(common, std::cout);
+    if (*report) return cmd_report(common, report_args, std::cout);
     if (*params) return cmd_help_params(params_json, std::cout);
   } catch (const InputError& e) {
     fmt::print(stderr, "twin: error: {}\n", e.what());

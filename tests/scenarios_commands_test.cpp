@@ -13,6 +13,7 @@
 
 #include "reports/output.hpp"
 #include "scenarios/commands.hpp"
+#include "scenarios/report_charts.hpp"
 #include "sim/engine.hpp"
 
 using namespace twin::scenarios;
@@ -191,5 +192,50 @@ TEST_SUITE("scenarios.cli") {
     CHECK(text.str().find("e+0") == std::string::npos);
     for (const auto& e : Json::parse(json.str()))
       if (e["key"] == "training.seq_len") CHECK(e["range"] == Json::array({1, 16777216}));
+  }
+}
+
+TEST_SUITE("scenarios.report") {
+  TEST_CASE("a sweep's CSV reads back as its rows; the heatmap marks points that cannot run") {
+    const fs::path f = fs::temp_directory_path() / ("twin-report-" + std::to_string(::getpid()) + ".csv");
+    std::ofstream(f) << "nccl.max_ctas,training.seq_len,tokens_per_s_per_gpu,oom,fits,error\n"
+                        "16,32768,751.8,false,true,\n"
+                        "8,65536,,true,false,\"out of HBM, 95 GiB\"\n";
+    const Json rows = read_sweep_rows(f.string());
+    REQUIRE(rows.size() == 2);
+    CHECK(rows[0]["nccl.max_ctas"] == "16");  // grid values stay text, as twin sweep writes them
+    CHECK(rows[0]["tokens_per_s_per_gpu"] == 751.8);
+    CHECK(rows[1]["error"] == "out of HBM, 95 GiB");  // a quoted comma
+    const auto chart = sweep_chart(rows, f.string());
+    const auto& values = chart.spec["data"]["values"];
+    CHECK(values[0]["label"] == "752");
+    CHECK(values[1]["label"] == "OOM");
+    CHECK(values[0]["xn"] == 16.0);  // ordered as numbers, not as text
+    std::ofstream(f) << "a,b\n1,2,3\n";
+    CHECK_THROWS_WITH_AS(read_sweep_rows(f.string()), doctest::Contains("line 2: 3 cells, the header has 2"), InputError);
+    std::ofstream(f) << "tokens_per_s_per_gpu\n5\n";
+    CHECK_THROWS_AS(sweep_chart(read_sweep_rows(f.string()), f.string()), InputError);  // no grid key
+    fs::remove(f);
+  }
+  TEST_CASE("the run's charts carry its numbers") {
+    CommonArgs args;
+    args.scenario = (kRoot / "tests/golden/small.json").string();
+    args.data_dir = kRoot.string();
+    RunOptions o = args.run_options();
+    o.trace = true;
+    o.trace_ranks = {0};
+    o.alloc_events_rank = 0;
+    const auto r = simulate(load_scenario(args.scenario, args.load_options()), o);
+    const auto b = breakdown_chart(r.json).spec["data"]["values"];
+    double sum = 0;
+    for (const auto& v : b)
+      if (v["rank"] == "rank 0") sum += v["seconds"].get<double>();
+    CHECK(sum == doctest::Approx(r.json["step_time_s"].get<double>()).epsilon(1e-6));
+    const auto t = timeline_chart(Json::parse(r.trace)).spec["data"]["values"];
+    CHECK(t.size() > 50);
+    CHECK(t[0]["rank"] == "rank 0");
+    const auto h = hbm_pools_chart(r.alloc_events).spec["data"]["values"];
+    REQUIRE(!h.empty());
+    CHECK(h.back()["pool"].is_string());
   }
 }

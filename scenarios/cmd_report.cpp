@@ -1,0 +1,102 @@
+// `twin report`: one self-contained HTML page of the scenario's pictures (issue #19), and
+// optionally the ladder, sweeps and a plan-dp run (reports/html_page.hpp, report_charts.hpp).
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include <filesystem>
+#include <ostream>
+
+#include "reports/output.hpp"
+#include "scenarios/commands.hpp"
+#include "scenarios/json_tree.hpp"
+#include "scenarios/report_charts.hpp"
+
+#ifndef TWIN_VERSION
+#define TWIN_VERSION "unknown"
+#endif
+
+namespace twin::scenarios {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The run of the scenario with the traces the charts need: rank 0's and the slowest rank's
+// streams (a second run when the slowest is another rank: which one is known after the first),
+// and rank 0's allocation sequence.
+RunResult traced_run(const CommonArgs& args, const Loaded& loaded) {
+  RunOptions o = args.run_options();
+  o.trace = true;
+  o.trace_ranks = {0};
+  o.alloc_events_rank = 0;
+  RunResult r = simulate(loaded, o);
+  const int slowest = r.json["slowest_rank"]["rank"];
+  if (slowest == 0) return r;
+  o.trace_ranks = {0, slowest};
+  return simulate(loaded, o);
+}
+
+reports::Section step_section(const RunResult& r) {
+  const Json trace = Json::parse(r.trace);
+  return {"The step", {breakdown_chart(r.json), timeline_chart(trace), nccl_sms_chart(trace), gpu_time_chart(r.json)}};
+}
+
+reports::Section memory_section(const RunResult& r) {
+  return {"Memory", {hbm_pools_chart(r.alloc_events), host_memory_chart(r.json)}};
+}
+
+std::vector<std::pair<std::string, std::string>> facts(const Json& j) {
+  const auto& m = j["memory"];
+  return {{"tokens/s per GPU", fmt::format("{:.0f}", j["tokens_per_s_per_gpu"].get<double>())},
+          {"step", fmt::format("{:.2f} s", j["step_time_s"].get<double>())},
+          {"waiting on communication (rank 0)", fmt::format("{:.2f} s", j["exposed_comm_s"].get<double>())},
+          {"HBM peak reserved", fmt::format("{:.1f} of {:.1f} GiB", m["hbm_peak_reserved_GiB"].get<double>(),
+                                            m["hbm_capacity_GiB"].get<double>())},
+          {"Grace peak", fmt::format("{:.1f} of {:.1f} GiB", m["host_peak_GiB"].get<double>(),
+                                     m["host_capacity_GiB"].get<double>())},
+          {"fits", m["oom"].get<bool>() ? "no: out of HBM" : "yes"}};
+}
+
+}  // namespace
+
+int cmd_report(const CommonArgs& args, const ReportArgs& rep, std::ostream& out) {
+  if (rep.out.empty()) throw InputError("-o", "", "the report needs an output file (-o report.html)");
+  args.check_output(rep.out, "-o");
+  const fs::path data = args.load_options().data_dir;
+  const auto libs = reports::load_chart_libraries((data / "reports/web/node_modules").string());
+  // Every input is read before any work: a bad file fails at once.
+  std::vector<std::pair<std::string, Json>> sweeps;
+  for (const auto& f : rep.sweeps) sweeps.emplace_back(f, read_sweep_rows(f));
+  const Json plan_dp = rep.plan_dp.empty() ? Json() : read_json_file(rep.plan_dp);
+  if (!plan_dp.is_null() && !plan_dp.contains("rows"))
+    throw InputError(rep.plan_dp, "", "expected the output of `twin plan-dp --json` (rows)");
+  const Loaded loaded = load_scenario(args.scenario, args.load_options());
+  const RunResult run = traced_run(args, loaded);
+
+  reports::Page page;
+  page.title = "twin: " + loaded.resolved.value("name", args.scenario);
+  page.facts = facts(run.json);
+  page.provenance = fmt::format("twin {} · {} · resolved scenario fnv1a {} · {}", TWIN_VERSION, args.scenario,
+                                content_hash(loaded.resolved), loaded.resolved.value("description", ""));
+  page.sections = {step_section(run), memory_section(run)};
+  if (rep.ladder) {
+    LadderArgs la;
+    la.data_dir = args.data_dir;
+    la.jobs = rep.jobs;
+    page.sections.push_back({"Against the published figures", {ladder_chart(ladder_json(la))}});
+  }
+  reports::Section what_if{"What-ifs", {}};
+  for (const auto& [file, rows] : sweeps) what_if.charts.push_back(sweep_chart(rows, file));
+  if (!plan_dp.is_null()) what_if.charts.push_back(plan_dp_chart(plan_dp));
+  if (!what_if.charts.empty()) page.sections.push_back(std::move(what_if));
+  const fs::path fit = data / "reports/calibration/contention/fit.json";
+  if (fs::exists(fit)) page.sections.push_back({"Calibration", {contention_chart(read_json_file(fit))}});
+
+  std::size_t charts = 0;
+  for (const auto& s : page.sections) charts += s.charts.size();
+  reports::write_atomic(rep.out, reports::html_page(page, libs));
+  fmt::print(out, "wrote {} ({} charts)\n", rep.out, charts);
+  return 0;
+}
+
+}  // namespace twin::scenarios

@@ -1,0 +1,376 @@
+#include "scenarios/report_charts.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace twin::scenarios {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+constexpr int kWidth = 900;
+
+Json field(const char* name, const char* type, const std::string& title) {
+  return {{"field", name}, {"type", type}, {"title", title}};
+}
+
+// A chart of `values` with the given mark and encoding.
+Json spec(Json values, Json mark, Json encoding, int height = 0) {
+  Json s{{"$schema", "https://vega.github.io/schema/vega-lite/v5.json"},
+         {"width", kWidth},
+         {"data", {{"values", std::move(values)}}},
+         {"mark", std::move(mark)},
+         {"encoding", std::move(encoding)}};
+  if (height > 0) s["height"] = height;
+  return s;
+}
+
+}  // namespace
+
+Chart breakdown_chart(const Json& result) {
+  static const char* kParts[] = {"compute_only", "compute_overlapped", "comm_wait", "idle"};
+  static const char* kLabels[] = {"compute only", "compute beside communication", "waiting on communication",
+                                  "idle"};
+  Json values = Json::array();
+  for (const auto& [who, label] : {std::pair{"rank0", "rank 0"}, std::pair{"slowest", "slowest rank"}})
+    for (int i = 0; i < 4; ++i)
+      values.push_back({{"rank", label}, {"part", kLabels[i]}, {"order", i},
+                        {"seconds", result["breakdown_s"][who][kParts[i]]}});
+  Json color = field("part", "nominal", "");
+  color["sort"] = Json::array({kLabels[0], kLabels[1], kLabels[2], kLabels[3]});
+  Json enc{{"y", field("rank", "nominal", "")},
+           {"x", field("seconds", "quantitative", "seconds of the step")},
+           {"color", color},
+           {"order", field("order", "ordinal", "")},
+           {"tooltip", Json::array({field("part", "nominal", "part"), field("seconds", "quantitative", "s")})}};
+  return {"Where the step's time goes",
+          "Per rank, the step split by what its GPU does (reports/metrics.hpp: compute only, compute while a "
+          "collective runs, collectives with no compute, idle); the four sum to the step time.",
+          spec(std::move(values), "bar", std::move(enc), 80)};
+}
+
+Chart gpu_time_chart(const Json& result) {
+  Json values = Json::array();
+  for (const auto& [kind, s] : result["gpu_time_s"].items()) values.push_back({{"kind", kind}, {"seconds", s}});
+  Json y = field("kind", "nominal", "");
+  y["sort"] = "-x";
+  Json enc{{"y", y}, {"x", field("seconds", "quantitative", "GPU seconds per step (rank 0)")},
+           {"tooltip", Json::array({field("kind", "nominal", "kind"), field("seconds", "quantitative", "s")})}};
+  return {"GPU time per kind of work",
+          "Rank 0's task time per kind over the step (overlapping tasks counted each; gpu_time_s).",
+          spec(std::move(values), "bar", std::move(enc))};
+}
+
+Chart host_memory_chart(const Json& result) {
+  const auto& m = result["memory"];
+  Json values = Json::array();
+  for (const auto& [part, gib] : m["host_parts_GiB"].items()) values.push_back({{"part", part}, {"GiB", gib}});
+  Json bars{{"mark", "bar"},
+            {"encoding", {{"x", field("GiB", "quantitative", "GiB per rank at the host peak")},
+                          {"color", field("part", "nominal", "")},
+                          {"order", {{"field", "GiB"}, {"type", "quantitative"}, {"sort", "descending"}}},
+                          {"tooltip", Json::array({field("part", "nominal", "part"),
+                                                   field("GiB", "quantitative", "GiB")})}}}};
+  Json cap{{"mark", {{"type", "rule"}, {"color", "red"}, {"strokeWidth", 2}}},
+           {"encoding", {{"x", {{"datum", m["host_capacity_GiB"]}, {"type", "quantitative"}}}}}};
+  Json s = spec(std::move(values), "bar", {}, 60);
+  s.erase("mark");
+  s.erase("encoding");
+  s["layer"] = Json::array({bars, cap});
+  return {"Grace memory per rank",
+          fmt::format("Host memory of one rank at its peak, by component, stacked; the red line is the "
+                      "capacity ({:.0f} GiB per rank). Peak {:.1f} GiB.",
+                      m["host_capacity_GiB"].get<double>(), m["host_peak_GiB"].get<double>()),
+          std::move(s)};
+}
+
+namespace {
+
+// Stream names of each traced rank, from the trace's metadata events.
+std::map<std::pair<int, int>, std::string> stream_names(const Json& events) {
+  std::map<std::pair<int, int>, std::string> names;
+  for (const auto& e : events)
+    if (e.value("ph", "") == "M" && e.value("name", "") == "thread_name")
+      names[{e["pid"].get<int>(), e["tid"].get<int>()}] = e["args"]["name"].get<std::string>();
+  return names;
+}
+
+}  // namespace
+
+Chart timeline_chart(const Json& trace) {
+  const auto& events = trace["traceEvents"];
+  const auto names = stream_names(events);
+  Json values = Json::array();
+  for (const auto& e : events) {
+    if (e.value("ph", "") != "X") continue;
+    const int pid = e["pid"], tid = e["tid"];
+    const auto it = names.find({pid, tid});
+    const double start = e["ts"].get<double>() * 1e-6, dur = e["dur"].get<double>() * 1e-6;
+    values.push_back({{"rank", fmt::format("rank {}", pid)},
+                      {"stream", it == names.end() ? std::to_string(tid) : it->second},
+                      {"name", e["name"]}, {"kind", e.value("cat", "")},
+                      {"start_s", start}, {"end_s", start + dur}, {"ms", dur * 1e3}});
+  }
+  Json enc{{"x", field("start_s", "quantitative", "seconds into the step")},
+           {"x2", {{"field", "end_s"}}},
+           {"y", field("stream", "nominal", "")},
+           {"color", field("kind", "nominal", "kind")},
+           {"tooltip", Json::array({field("name", "nominal", "task"), field("kind", "nominal", "kind"),
+                                    field("start_s", "quantitative", "start s"), field("ms", "quantitative", "ms")})}};
+  Json inner{{"width", kWidth}, {"mark", "bar"}, {"encoding", enc}};
+  Json s{{"$schema", "https://vega.github.io/schema/vega-lite/v5.json"},
+         {"data", {{"values", std::move(values)}}},
+         {"facet", {{"row", field("rank", "nominal", "")}}},
+         {"spec", inner},
+         {"resolve", {{"scale", {{"y", "independent"}}}}}};
+  return {"Timeline",
+          "Every task of the traced ranks on their streams (compute, process groups' NCCL streams, copies, "
+          "host): rank 0 and the slowest rank. Hover for names and durations.",
+          std::move(s)};
+}
+
+Chart nccl_sms_chart(const Json& trace) {
+  Json values = Json::array();
+  for (const auto& e : trace["traceEvents"])
+    if (e.value("ph", "") == "C" && e.value("name", "") == "nccl_sms")
+      values.push_back({{"rank", fmt::format("rank {}", e["pid"].get<int>())},
+                        {"t_s", e["ts"].get<double>() * 1e-6}, {"sms", e["args"]["SMs"]}});
+  Json enc{{"x", field("t_s", "quantitative", "seconds into the step")},
+           {"y", field("sms", "quantitative", "SMs held by NCCL")},
+           {"color", field("rank", "nominal", "")}};
+  return {"SMs held by NCCL",
+          "The SMs the collectives' CTAs hold on each traced GPU over the step (132 on a GH200): what the "
+          "compute kernels lose (hardware/contention.hpp).",
+          spec(std::move(values), {{"type", "line"}, {"interpolate", "step-after"}}, std::move(enc), 160)};
+}
+
+Chart hbm_pools_chart(const Json& alloc_events) {
+  std::map<std::string, double> live;     // pool → allocated bytes
+  std::map<std::int64_t, std::pair<std::string, double>> blocks;  // id → (pool, bytes)
+  std::vector<std::string> pools;  // an event's pool is an index into this list
+  for (const auto& p : alloc_events["pools"]) pools.push_back(p.get<std::string>());
+  const auto& ev = alloc_events["events"];
+  const std::size_t stride = std::max<std::size_t>(1, ev.size() / 2000);
+  Json values = Json::array();
+  for (std::size_t i = 0; i < ev.size(); ++i) {
+    const auto& e = ev[i];
+    const std::int64_t id = e[1];
+    if (e[0] == "alloc") {
+      const auto index = e[3].get<std::size_t>();
+      const std::string pool = index < pools.size() ? pools[index] : std::to_string(index);
+      blocks[id] = {pool, e[2].get<double>()};
+      live[pool] += e[2].get<double>();
+    } else if (const auto it = blocks.find(id); it != blocks.end()) {
+      live[it->second.first] -= it->second.second;
+      blocks.erase(it);
+    }
+    if (i % stride == 0 || i + 1 == ev.size())
+      for (const auto& [pool, bytes] : live)
+        values.push_back({{"event", i}, {"pool", pool}, {"GiB", bytes / kGiB}});
+  }
+  Json enc{{"x", field("event", "quantitative", "allocation or free, in the step's order")},
+           {"y", {{"field", "GiB"}, {"type", "quantitative"}, {"stack", "zero"}, {"title", "GiB allocated"}}},
+           {"color", field("pool", "nominal", "allocator pool")}};
+  return {"HBM per allocator pool (rank 0)",
+          "Bytes allocated in each caching-allocator pool after each allocation and free of rank 0's step, "
+          "in the order the step makes them (model/memory_replay.hpp); cached but unused blocks are not "
+          "shown.",
+          spec(std::move(values), "area", std::move(enc), 220)};
+}
+
+Chart ladder_chart(const Json& ladder) {
+  Json values = Json::array();
+  for (const auto& r : ladder) {
+    values.push_back({{"rung", r["rung"]}, {"source", "twin"}, {"tokens", r["tokens_per_s_per_gpu"]}});
+    for (const auto& p : r["published"])
+      if (p["metric"] == "tokens_per_s_per_gpu")
+        values.push_back({{"rung", r["rung"]}, {"source", "published"}, {"tokens", p["published"]}});
+  }
+  Json enc{{"x", field("rung", "nominal", "")},
+           {"xOffset", field("source", "nominal", "")},
+           {"y", field("tokens", "quantitative", "tokens/s per GPU")},
+           {"color", field("source", "nominal", "")},
+           {"tooltip", Json::array({field("rung", "nominal", "rung"), field("source", "nominal", ""),
+                                    field("tokens", "quantitative", "tokens/s/GPU")})}};
+  return {"The tuning ladder",
+          "Each rung of SPEC.md §6 as the twin predicts it (JUPITER profile, no per-rung factor) beside the "
+          "published figure where there is one.",
+          spec(std::move(values), "bar", std::move(enc), 260)};
+}
+
+namespace {
+
+std::vector<std::string> grid_keys(const Json& rows) {
+  std::vector<std::string> keys;
+  for (const auto& r : rows)
+    for (const auto& [k, _] : r.items())
+      if (k.find('.') != std::string::npos && std::find(keys.begin(), keys.end(), k) == keys.end())
+        keys.push_back(k);
+  return keys;
+}
+
+std::string text_of(const Json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+// A grid value's number for ordering (0 for a value that is not one).
+double number_of(const Json& v) {
+  if (v.is_number()) return v.get<double>();
+  const std::string t = text_of(v);
+  char* end = nullptr;
+  const double d = std::strtod(t.c_str(), &end);
+  return !t.empty() && end == t.c_str() + t.size() ? d : 0.0;
+}
+
+}  // namespace
+
+Chart sweep_chart(const Json& rows, const std::string& file) {
+  const auto keys = grid_keys(rows);
+  if (rows.empty() || keys.empty()) throw InputError(file, "", "expected the rows of `twin sweep` (grid keys and metrics)");
+  Json values = Json::array();
+  for (const auto& r : rows) {
+    const bool fits = r.value("fits", false) && r.contains("tokens_per_s_per_gpu") && r["tokens_per_s_per_gpu"].is_number();
+    Json v{{"x", text_of(r.value(keys[0], Json("")))},
+           {"xn", number_of(r.value(keys[0], Json("")))},
+           {"yn", keys.size() > 1 ? number_of(r.value(keys[1], Json(""))) : 0.0},
+           {"fits", fits},
+           {"label", fits ? fmt::format("{:.0f}", r["tokens_per_s_per_gpu"].get<double>())
+                          : (r.value("oom", false) ? "OOM" : "×")},
+           {"why", r.value("error", "")}};
+    if (fits) v["tokens"] = r["tokens_per_s_per_gpu"];
+    v["y"] = keys.size() > 1 ? text_of(r.value(keys[1], Json(""))) : "";
+    std::string panel;
+    for (std::size_t i = 2; i < keys.size(); ++i)
+      panel += (panel.empty() ? "" : ", ") + keys[i] + "=" + text_of(r.value(keys[i], Json("")));
+    v["panel"] = panel;
+    values.push_back(std::move(v));
+  }
+  // Grid values in numeric order (they are written as text: "8" < "16").
+  const auto axis = [](const char* f, const char* by, const std::string& title) {
+    return Json{{"field", f}, {"type", "ordinal"}, {"title", title}, {"sort", {{"field", by}, {"op", "min"}}}};
+  };
+  const Json x = axis("x", "xn", keys[0]), y = axis("y", "yn", keys.size() > 1 ? keys[1] : "");
+  Json color{{"field", "tokens"}, {"type", "quantitative"}, {"title", "tokens/s/GPU"},
+             {"scale", {{"scheme", "viridis"}}}};
+  Json tooltip = Json::array({field("x", "ordinal", keys[0]), field("label", "nominal", "tokens/s/GPU"),
+                              field("why", "nominal", "why not")});
+  Json rect{{"mark", "rect"}, {"encoding", {{"x", x}, {"y", y}, {"color", color}, {"tooltip", tooltip}}}};
+  Json text{{"mark", {{"type", "text"}, {"fontSize", 10}}},
+            {"encoding", {{"x", x}, {"y", y}, {"text", {{"field", "label"}}},
+                          {"color", {{"condition", {{"test", "datum.fits"}, {"value", "white"}}}, {"value", "black"}}}}}};
+  Json inner{{"width", keys.size() > 2 ? 260 : kWidth}, {"layer", Json::array({rect, text})}};
+  Json s{{"$schema", "https://vega.github.io/schema/vega-lite/v5.json"},
+         {"data", {{"values", std::move(values)}}}};
+  if (keys.size() > 2) {
+    s["facet"] = {{"field", "panel"}, {"type", "nominal"}, {"title", ""}};
+    s["columns"] = 3;
+    s["spec"] = inner;
+  } else {
+    for (auto& [k, v] : inner.items()) s[k] = v;
+  }
+  return {"Sweep: " + file,
+          "tokens/s per GPU at every point of the grid; OOM: the point does not fit HBM or Grace, ×: it "
+          "cannot run (hover for why). Rows of `twin sweep`.",
+          std::move(s)};
+}
+
+Chart plan_dp_chart(const Json& plan_dp) {
+  Json values = Json::array();
+  for (const auto& r : plan_dp["rows"])
+    values.push_back({{"replicas", r["replicas"]}, {"gpus", r["gpus"]}, {"tokens", r["tokens_per_s_per_gpu"]},
+                      {"relative", r["relative_to_dp1"]}, {"days", r.value("days_to_tokens", 0.0)}});
+  Json enc{{"x", {{"field", "replicas"}, {"type", "ordinal"}, {"title", "data-parallel replicas"}}},
+           {"y", field("tokens", "quantitative", "tokens/s per GPU")},
+           {"tooltip", Json::array({field("replicas", "quantitative", "replicas"), field("gpus", "quantitative", "GPUs"),
+                                    field("relative", "quantitative", "vs DP=1"),
+                                    field("days", "quantitative", "days to the token budget")})}};
+  return {"Data-parallel scaling",
+          "tokens/s per GPU as replicas are added (twin plan-dp: placement, shared global links, the "
+          "replicas' all-reduce); hover for the ratio to one replica and the days to the token budget.",
+          spec(std::move(values), {{"type", "line"}, {"point", true}}, std::move(enc), 220)};
+}
+
+Chart contention_chart(const Json& fit) {
+  Json values = Json::array();
+  for (const auto& [family, r] : fit["residuals"].items())
+    for (const auto& p : r["points"])
+      values.push_back({{"family", family}, {"case", p["case"]}, {"held", p["held_sms"]},
+                        {"measured", p["measured"]}, {"model", p["model"]}});
+  const Json x = field("held", "quantitative", "SMs held");
+  const auto y = [](const char* f) {
+    return Json{{"field", f}, {"type", "quantitative"}, {"scale", {{"type", "log"}}}, {"title", "slowdown"}};
+  };
+  Json model{{"mark", {{"type", "line"}, {"strokeWidth", 1}}},
+             {"encoding", {{"x", x}, {"y", y("model")}, {"detail", field("case", "nominal", "")},
+                           {"color", {{"value", "#4c78a8"}}}}}};
+  Json measured{{"mark", {{"type", "point"}, {"size", 12}, {"filled", true}}},
+                {"encoding", {{"x", x}, {"y", y("measured")}, {"color", {{"value", "#e45756"}}},
+                              {"tooltip", Json::array({field("case", "nominal", "case"), field("held", "quantitative", "held"),
+                                                       field("measured", "quantitative", "measured"),
+                                                       field("model", "quantitative", "model")})}}}};
+  Json s{{"$schema", "https://vega.github.io/schema/vega-lite/v5.json"},
+         {"data", {{"values", std::move(values)}}},
+         {"facet", {{"field", "family"}, {"type", "nominal"}, {"title", ""}}},
+         {"columns", 4},
+         {"spec", {{"width", 190}, {"height", 130}, {"layer", Json::array({model, measured})}}}};
+  return {"SM contention: measured and modelled",
+          "Each kernel family's slowdown with k SMs held on our H200 (red: measured; blue: the model, one "
+          "line per case; reports/calibration/contention/).",
+          std::move(s)};
+}
+
+namespace {
+
+// One CSV record (RFC 4180 quoting, as `twin sweep` writes it).
+std::vector<std::string> csv_record(const std::string& line) {
+  std::vector<std::string> out(1);
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') out.back() += '"', ++i;
+    else if (c == '"') quoted = !quoted;
+    else if (c == ',' && !quoted) out.emplace_back();
+    else out.back() += c;
+  }
+  return out;
+}
+
+Json csv_cell(const std::string& key, const std::string& c) {
+  if (key.find('.') != std::string::npos) return c;  // grid values stay as written
+  if (c == "true" || c == "false") return c == "true";
+  char* end = nullptr;
+  const double d = std::strtod(c.c_str(), &end);
+  if (!c.empty() && end == c.c_str() + c.size()) return d;
+  return c;
+}
+
+}  // namespace
+
+Json read_sweep_rows(const std::string& file) {
+  std::ifstream in(file);
+  if (!in) throw InputError(file, "", "cannot open");
+  if (file.size() > 5 && file.substr(file.size() - 5) == ".json") {
+    Json j = read_json_file(file);
+    if (!j.is_array()) throw InputError(file, "", "expected the array of rows `twin sweep --out FILE.json` writes");
+    return j;
+  }
+  std::string line;
+  std::getline(in, line);
+  const auto header = csv_record(line);
+  Json rows = Json::array();
+  for (std::size_t n = 2; std::getline(in, line); ++n) {
+    if (line.empty()) continue;
+    const auto cells = csv_record(line);
+    if (cells.size() != header.size())
+      throw InputError(file, "", fmt::format("line {}: {} cells, the header has {}", n, cells.size(), header.size()));
+    Json r = Json::object();
+    for (std::size_t i = 0; i < cells.size(); ++i) r[header[i]] = csv_cell(header[i], cells[i]);
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+}  // namespace twin::scenarios

@@ -1,0 +1,43 @@
+// The charts of `twin report` (issue #19): each turns one of the twin's outputs — a run's JSON
+// and trace, an allocation sequence, the ladder, a sweep, a plan-dp run, the contention fit —
+// into a Vega-Lite chart with its data inline (reports/html_page.hpp lays them out).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "reports/html_page.hpp"
+#include "scenarios/loader.hpp"
+
+namespace twin::scenarios {
+
+using reports::Chart;
+
+// `twin run --json`'s result: the step of rank 0 and the slowest rank, and GPU time per kind.
+Chart breakdown_chart(const Json& result);
+Chart gpu_time_chart(const Json& result);
+// Grace (host) memory per component at its peak, with the capacity.
+Chart host_memory_chart(const Json& result);
+// A Chrome trace of `simulate` (traceEvents): every stream's tasks of the traced ranks, and the
+// SMs NCCL holds on each over the step.
+Chart timeline_chart(const Json& trace);
+Chart nccl_sms_chart(const Json& trace);
+// One rank's allocation sequence (simulate's alloc_events): allocated GiB per pool after each
+// allocation or free (at most ~2,000 points per pool).
+Chart hbm_pools_chart(const Json& alloc_events);
+// `twin ladder --json`: predicted and published tokens/s per GPU per rung.
+Chart ladder_chart(const Json& ladder);
+// The rows of `twin sweep` (grid keys are the dotted columns): a heatmap of tokens/s per GPU
+// over the first two grid keys, one panel per value of the others, points that cannot run
+// marked; one key: a line. Throws InputError (file) if there is nothing to draw.
+Chart sweep_chart(const Json& rows, const std::string& file);
+// `twin plan-dp --json`: tokens/s per GPU over the number of replicas.
+Chart plan_dp_chart(const Json& plan_dp);
+// The contention fit (twin-fit-contention --out): measured slowdowns and the model's, per family.
+Chart contention_chart(const Json& fit);
+
+// A sweep's rows from its CSV or JSON file (`twin sweep --out`); InputError on a bad file.
+Json read_sweep_rows(const std::string& file);
+
+}  // namespace twin::scenarios
