@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 namespace twin::reports {
 
@@ -15,11 +16,16 @@ class ChromeTrace {
   void complete(int pid, int tid, const char* name, const char* cat, std::int64_t begin_ns,
                 std::int64_t end_ns, std::int32_t layer);
   void counter(int pid, const char* name, std::int64_t t_ns, double value);
-  std::string str() const { return "{\"traceEvents\":[\n" + body_ + "\n]}\n"; }
+  // A JSON object written as the trace's "otherData" (which twin made it: version, commit,
+  // scenario hash).
+  void metadata(std::string json_object) { meta_ = std::move(json_object); }
+  std::string str() const {
+    return "{" + (meta_.empty() ? "" : "\"otherData\":" + meta_ + ",\n") + "\"traceEvents\":[\n" + body_ + "\n]}\n";
+  }
 
  private:
   void sep();
-  std::string body_;
+  std::string body_, meta_;
 };
 
 }  // namespace twin::reports

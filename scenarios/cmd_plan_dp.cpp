@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <ostream>
 
+#include "scenarios/build_info.hpp"
 #include "scenarios/commands.hpp"
 #include "scenarios/parallel.hpp"
 #include "scenarios/simulate.hpp"
@@ -74,7 +75,8 @@ Json plan_dp_json(const CommonArgs& args, const PlanDpArgs& plan) {
     row["host_oom_probability"] = r["memory"]["host_oom_probability"];
     rows.push_back(row);
   }
-  return {{"scenario", args.scenario}, {"tokens", plan.tokens}, {"rows", rows}};
+  return {{"scenario", args.scenario}, {"tokens", plan.tokens}, {"rows", rows},
+          {"provenance", provenance(loaded[0].resolved)}};  // of DP = 1
 }
 
 int cmd_plan_dp(const CommonArgs& args, const PlanDpArgs& plan, std::ostream& out) {

@@ -7,13 +7,9 @@
 #include <ostream>
 
 #include "reports/output.hpp"
+#include "scenarios/build_info.hpp"
 #include "scenarios/commands.hpp"
-#include "scenarios/json_tree.hpp"
 #include "scenarios/report_charts.hpp"
-
-#ifndef TWIN_VERSION
-#define TWIN_VERSION "unknown"
-#endif
 
 namespace twin::scenarios {
 
@@ -48,6 +44,8 @@ reports::Section memory_section(const RunResult& r) {
 std::vector<std::pair<std::string, std::string>> facts(const Json& j) {
   const auto& m = j["memory"];
   return {{"tokens/s per GPU", fmt::format("{:.0f}", j["tokens_per_s_per_gpu"].get<double>())},
+          {"MFU", fmt::format("{:.1f}% ({:.0f} TFLOP/s per GPU)", 100 * j["flops"]["mfu"].get<double>(),
+                              j["flops"]["model_TFLOPs_per_gpu"].get<double>())},
           {"step", fmt::format("{:.2f} s", j["step_time_s"].get<double>())},
           {"waiting on communication (rank 0)", fmt::format("{:.2f} s", j["exposed_comm_s"].get<double>())},
           {"HBM peak reserved", fmt::format("{:.1f} of {:.1f} GiB", m["hbm_peak_reserved_GiB"].get<double>(),
@@ -76,8 +74,10 @@ int cmd_report(const CommonArgs& args, const ReportArgs& rep, std::ostream& out)
   reports::Page page;
   page.title = "twin: " + loaded.resolved.value("name", args.scenario);
   page.facts = facts(run.json);
-  page.provenance = fmt::format("twin {} · {} · resolved scenario fnv1a {} · {}", TWIN_VERSION, args.scenario,
-                                content_hash(loaded.resolved), loaded.resolved.value("description", ""));
+  const Json prov = run.json["provenance"];
+  page.provenance = fmt::format("twin {} ({}) · {} · resolved scenario fnv1a {} · {}", twin_version(),
+                                twin_commit(), args.scenario, prov["resolved_fnv1a"].get<std::string>(),
+                                loaded.resolved.value("description", ""));
   page.sections = {step_section(run), memory_section(run)};
   if (rep.ladder) {
     LadderArgs la;

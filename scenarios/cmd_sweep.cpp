@@ -17,6 +17,7 @@
 
 #include "reports/output.hpp"
 #include "scenarios/commands.hpp"
+#include "scenarios/build_info.hpp"
 #include "scenarios/json_tree.hpp"
 #include "scenarios/parallel.hpp"
 #include "scenarios/scenario.hpp"
@@ -161,7 +162,8 @@ Json sweep_json(const CommonArgs& args, const SweepArgs& sw, const std::string& 
       LoadOptions lo = args.load_options();
       lo.sets = sets;
       const RunOptions ro = args.run_options();
-      const auto r = simulate(load_scenario(args.scenario, lo), ro).json;
+      const auto loaded = load_scenario(args.scenario, lo);
+      const auto r = simulate(loaded, ro).json;
       for (const char* o : kOutputs) row[o] = r[o];
       row["nccl_sms_max"] = r["nccl_sms"]["max"];
       const auto& m = r["memory"];
@@ -172,6 +174,8 @@ Json sweep_json(const CommonArgs& args, const SweepArgs& sw, const std::string& 
       row["fits"] = !m["oom"].get<bool>() &&
                     m["host_headroom_GiB"].get<double>() > m["host_unattributed_median_GiB"].get<double>();
       row["error"] = "";
+      row["twin"] = fmt::format("{} {}", twin_version(), twin_commit());
+      row["resolved_fnv1a"] = content_hash(loaded.resolved);  // this point's scenario
     } catch (const sim::EventLimitExceeded&) {
       throw;  // the run's budget, not the point's fault: the command fails (exit 2)
     } catch (const std::exception& e) {

@@ -14,6 +14,8 @@
 #include "model/memory_replay.hpp"
 #include "model/step_graph.hpp"
 #include "reports/metrics.hpp"
+#include "model/accounting.hpp"
+#include "scenarios/build_info.hpp"
 #include "scenarios/plan.hpp"
 #include "reports/trace.hpp"
 #include "sim/engine.hpp"
@@ -240,6 +242,18 @@ Json memory_json(const Scenario& s, const model::HostMemory& host, double capaci
       {"host_parts_GiB", parts}};
 }
 
+// Model FLOPs and utilization (reports/metrics.hpp), against the GPU's dense bf16 peak.
+Json flops_json(const Scenario& s, double step) {
+  const auto f = model::step_flops(s.job, model::step_rows(s.job));
+  double model_flops = 0;
+  for (const auto& [_, ph] : f.by_category) model_flops += ph.forward + ph.backward;
+  const double gpu_s = static_cast<double>(s.job.parallel.total_gpus()) * step;
+  const double peak = s.hw.gpu.bf16_dense_TFLOPs * 1e12;
+  return {{"model_per_step", model_flops}, {"with_recompute_per_step", f.total()},
+          {"model_TFLOPs_per_gpu", model_flops / gpu_s / 1e12},
+          {"mfu", model_flops / (gpu_s * peak)}, {"hfu", f.total() / (gpu_s * peak)}};
+}
+
 }  // namespace
 
 RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
@@ -312,6 +326,8 @@ RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
   j["network"] = network_json(s, *pass, step);
   j["simulation"] = {{"tasks", graph.size()}, {"events", engine.events_processed()},
                      {"fluid_solves", fluid.solves()}, {"passes", any ? 2 : 1}};
+  j["flops"] = flops_json(s, step);
+  j["provenance"] = provenance(loaded.resolved);
 
   RunResult out;
   if (opts.plan_rank >= 0 && opts.plan_rank < gpus)
@@ -333,6 +349,7 @@ RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
   }
   if (opts.trace) {
     reports::ChromeTrace tr;
+    tr.metadata(j["provenance"].dump());
     std::vector<int> ranks = opts.trace_ranks.empty() ? std::vector<int>{0} : opts.trace_ranks;
     for (int r : ranks) {
       if (r < 0 || r >= gpus) continue;
@@ -360,6 +377,10 @@ std::string summary(const Json& r) {
       "scenario {}: step {:.2f} s, {:.0f} tokens/s per GPU, {:.1f} billion tokens/day\n",
       r["scenario"].get<std::string>(), r["step_time_s"].get<double>(),
       r["tokens_per_s_per_gpu"].get<double>(), r["tokens_per_day"].get<double>() / 1e9);
+  const auto& f = r["flops"];
+  s += fmt::format("  {:.0f} model TFLOP/s per GPU: MFU {:.1f}% ({:.1f}% counting recomputation)\n",
+                   f["model_TFLOPs_per_gpu"].get<double>(), 100 * f["mfu"].get<double>(),
+                   100 * f["hfu"].get<double>());
   for (const char* who : {"rank0", "slowest"}) {
     const auto& b = r["breakdown_s"][who];
     s += fmt::format("  {:<8} compute+comm {:6.2f} s | compute only {:6.2f} s | waiting on comm "
