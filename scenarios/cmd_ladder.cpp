@@ -51,9 +51,10 @@ Json ladder_json(const LadderArgs& a) {
   std::sort(rungs.begin(), rungs.end());
   const Json published = read_json_file(dir / "published.json")["rungs"];
   const LoadOptions lo{a.data_dir.empty() ? default_data_dir() : fs::path(a.data_dir), {}};
+  reports::Progress progress("ladder: rungs", rungs.size(), a.progress ? stderr : nullptr);
   auto results = run_parallel<Json>(rungs.size(), a.jobs, [&](std::size_t i) {
     return simulate(load_scenario(rungs[i], lo), {}).json;
-  });
+  }, &progress);
   Json out = Json::array();
   for (std::size_t i = 0; i < rungs.size(); ++i) {
     const auto& r = results[i];

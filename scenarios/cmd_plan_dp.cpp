@@ -50,9 +50,10 @@ Json plan_dp_json(const CommonArgs& args, const PlanDpArgs& plan) {
   }
   // A point that fails to simulate fails the command (exit 2 past --max-events, 1 otherwise);
   // nothing is printed (issue #23, item 5).
+  reports::Progress progress("plan-dp: replica counts", counts.size(), args.progress ? stderr : nullptr);
   auto runs = run_parallel<Json>(counts.size(), plan.jobs, [&](std::size_t i) {
     return simulate(loaded[i], args.run_options()).json;
-  });
+  }, &progress);
   Json rows = Json::array();
   const double base = runs[0]["tokens_per_s_per_gpu"].get<double>();
   for (std::size_t i = 0; i < counts.size(); ++i) {

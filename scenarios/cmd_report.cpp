@@ -83,6 +83,7 @@ int cmd_report(const CommonArgs& args, const ReportArgs& rep, std::ostream& out)
     LadderArgs la;
     la.data_dir = args.data_dir;
     la.jobs = rep.jobs;
+    la.progress = args.progress;
     page.sections.push_back({"Against the published figures", {ladder_chart(ladder_json(la))}});
   }
   reports::Section what_if{"What-ifs", {}};

@@ -139,6 +139,7 @@ Json sweep_json(const CommonArgs& args, const SweepArgs& sw, const std::string& 
     if (!log) throw reports::OutputError(progress + ": cannot write the sweep's progress file");
     if (done.empty()) log << header << "\n" << std::flush;
   }
+  reports::Progress meter("sweep: points", points, args.progress ? stderr : nullptr);
   auto rows = run_parallel<Json>(points, sw.jobs, [&](std::size_t i) {
     std::size_t rest = i;
     std::vector<std::string> vals(axes.size());
@@ -186,7 +187,7 @@ Json sweep_json(const CommonArgs& args, const SweepArgs& sw, const std::string& 
       log << Json{{"i", i}, {"row", row}}.dump() << "\n" << std::flush;
     }
     return row;
-  });
+  }, &meter);
   return rows;
 }
 

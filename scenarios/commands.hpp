@@ -19,6 +19,8 @@ struct CommonArgs {
   bool json = false;
   std::uint64_t max_events = 2'000'000'000;  // a run past this stops with an error
   double max_memory_GiB = 0;                  // 0: three quarters of this machine's memory
+  bool progress = false;                      // progress lines on stderr (twin: unless --quiet)
+  bool quiet = false;                         // --quiet
   LoadOptions load_options() const;
   // The limits of a run from these arguments (simulate.hpp).
   RunOptions run_options() const;
@@ -38,6 +40,7 @@ struct LadderArgs {
   std::string data_dir;
   int jobs = 1;
   bool json = false;
+  bool progress = false;  // progress lines on stderr
 };
 
 struct SweepArgs {

@@ -30,6 +30,7 @@ void add_common(CLI::App* sub, twin::scenarios::CommonArgs& a) {
                                                               ? std::string()
                                                               : "expected a whole number of at least 1"; },
                              "N ≥ 1"));
+  sub->add_flag("--quiet", a.quiet, "no progress lines on stderr (sweep, plan-dp, report)");
   sub->add_option("--max-memory-GiB", a.max_memory_GiB,
                   "refuse a run estimated to need more memory than this (default: 3/4 of this machine's)")
       ->check(CLI::PositiveNumber);
@@ -86,6 +87,8 @@ int main(int argc, char** argv) {
   auto* ladder = app.add_subcommand("ladder", "every rung of SPEC.md §6 beside its published figures");
   ladder->add_option("--jobs", ladder_args.jobs, "threads")->check(CLI::Range(1, 256));
   ladder->add_flag("--json", ladder_args.json, "as JSON");
+  bool ladder_quiet = false;
+  ladder->add_flag("--quiet", ladder_quiet, "no progress lines on stderr");
   SweepArgs sweep_args;
   auto* sweep = app.add_subcommand("sweep", "run every combination of --grid values");
   add_common(sweep, common);
@@ -151,6 +154,8 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "twin: error: {}\n(twin --help, or twin COMMAND --help)\n", e.what());
     return 2;
   }
+  common.progress = !common.quiet;
+  ladder_args.progress = !ladder_quiet;
   try {
     if (*model) return cmd_model(common, std::cout);
     if (*kernel) return cmd_kernel(common, kernel_args, std::cout);

@@ -12,10 +12,14 @@
 #include <thread>
 #include <vector>
 
+#include "reports/progress.hpp"
+
 namespace twin::scenarios {
 
+// `progress` (may be null) hears of each finished job.
 template <class R>
-std::vector<R> run_parallel(std::size_t n, int jobs, const std::function<R(std::size_t)>& f) {
+std::vector<R> run_parallel(std::size_t n, int jobs, const std::function<R(std::size_t)>& f,
+                            reports::Progress* progress = nullptr) {
   std::vector<R> out(n);
   std::atomic<std::size_t> next{0};
   std::atomic<bool> failed{false};
@@ -26,6 +30,7 @@ std::vector<R> run_parallel(std::size_t n, int jobs, const std::function<R(std::
     for (std::size_t i; !failed && (i = next++) < n;) {
       try {
         out[i] = f(i);
+        if (progress != nullptr) progress->done();
       } catch (...) {
         const std::lock_guard<std::mutex> lock(m);
         if (i < first_index) first = std::current_exception(), first_index = i;
