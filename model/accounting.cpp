@@ -96,9 +96,6 @@ std::int64_t offloaded_layers(const Job& job) {
       std::lround(job.training.offload_fraction * static_cast<double>(job.model.layers)));
 }
 
-double RankMemory::host_total() const {
-  return activations_host + (states_on_host ? master_params + grads + optimizer_states : 0);
-}
 double RankMemory::hbm_states() const {
   return states_on_host ? 0 : master_params + grads + optimizer_states;
 }

@@ -62,7 +62,6 @@ struct RankMemory {
   double activations_hbm = 0;    // checkpointed activations kept on the GPU
   double activations_host = 0;   // checkpointed layer outputs offloaded to the host
   bool states_on_host = true;    // params, grads and optimizer states offloaded (CPUOffloadPolicy)
-  double host_total() const;
   double hbm_states() const;     // the part of the states that lives in HBM
 };
 

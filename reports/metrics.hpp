@@ -28,6 +28,8 @@
 //                         model_TFLOPs_per_gpu = model_per_step / (GPUs · step_time_s) / 10¹²;
 //                         mfu = model_per_step / (GPUs · step_time_s · bf16 dense peak);
 //                         hfu = with_recompute_per_step / (the same).
+//   runnable              ok = no HBM out-of-memory on any rank (model/memory_replay.hpp) and
+//                         host_headroom_GiB ≥ 0; why says which and where otherwise.
 //   provenance            twin version, commit, FNV-1a of the resolved scenario (build_info.hpp).
 //   plan-dp               relative_to_dp1 = tokens_per_s_per_gpu(DP) / tokens_per_s_per_gpu(1);
 //                         days_to_tokens = tokens / tokens_per_day.

@@ -4,6 +4,7 @@
 
 #include <ostream>
 
+#include "model/host_memory.hpp"
 #include "model/accounting.hpp"
 #include <unistd.h>
 
@@ -54,16 +55,19 @@ Json accounting_json(const Scenario& s) {
   for (const auto& [name, ph] : f.by_category)
     cats[name] = {{"forward", ph.forward}, {"backward", ph.backward}, {"recompute", ph.recompute}};
   j["flops_per_step"] = {{"total", f.total()}, {"by_category", cats}};
+  // GiB values only under memory_per_rank_GiB; counts and where the states live beside it.
+  j["states_per_rank"] = {{"param_shard_elems", mem.param_shard_elems},
+                          {"on_host", mem.states_on_host},
+                          {"offloaded_layers", model::offloaded_layers(job)}};
   j["memory_per_rank_GiB"] = {
-      {"param_shard_elems", mem.param_shard_elems},
       {"master_params", mem.master_params / kGiB},
       {"grads", mem.grads / kGiB},
       {"optimizer_states", mem.optimizer_states / kGiB},
-      {"states_on_host", mem.states_on_host},
       {"activations_hbm", mem.activations_hbm / kGiB},
       {"activations_host", mem.activations_host / kGiB},
-      {"offloaded_layers", model::offloaded_layers(job)},
-      {"host_total", mem.host_total() / kGiB},
+      // The host total of `twin run` and `twin memory` (model/host_memory.hpp: also the process
+      // baseline, pinned rounding and the offload arena as allocated), not only the states here.
+      {"host_total", model::host_memory(job, s.hw).total_bytes / kGiB},
       {"host_capacity", s.hw.host.memory_per_gpu_GiB},
       {"hbm_capacity", s.hw.gpu.hbm_usable_GiB}};
   return j;
@@ -89,15 +93,17 @@ void print_table(const Scenario& s, const Json& a, std::ostream& out) {
   fmt::print(out, "  {:<20}{:>12.1f}\n\n", "total",
              a["flops_per_step"]["total"].get<double>() / 1e15);
   const auto& m = a["memory_per_rank_GiB"];
-  const char* where = m["states_on_host"].get<bool>() ? "host" : "HBM";
+  const auto& states = a["states_per_rank"];
+  const char* where = states["on_host"].get<bool>() ? "host" : "HBM";
   fmt::print(out, "memory per rank (GiB)\n");
   fmt::print(out, "  {:<36}{:>8.2f}  {}\n", "fp32 master parameters", m["master_params"].get<double>(), where);
   fmt::print(out, "  {:<36}{:>8.2f}  {}\n", "fp32 gradients", m["grads"].get<double>(), where);
   fmt::print(out, "  {:<36}{:>8.2f}  {}\n", "optimizer states", m["optimizer_states"].get<double>(), where);
   fmt::print(out, "  {:<36}{:>8.2f}  HBM\n", "checkpointed activations kept", m["activations_hbm"].get<double>());
   fmt::print(out, "  {:<36}{:>8.2f}  host ({} layers offloaded)\n", "checkpointed activations offloaded",
-             m["activations_host"].get<double>(), m["offloaded_layers"].get<std::int64_t>());
-  fmt::print(out, "  {:<36}{:>8.2f}  of {:.1f} usable\n", "host total", m["host_total"].get<double>(),
+             m["activations_host"].get<double>(), states["offloaded_layers"].get<std::int64_t>());
+  fmt::print(out, "  {:<36}{:>8.2f}  of {:.1f} usable (with the process, pinned rounding: twin memory)\n",
+             "host total", m["host_total"].get<double>(),
              m["host_capacity"].get<double>());
 }
 

@@ -52,7 +52,7 @@ std::vector<std::pair<std::string, std::string>> facts(const Json& j) {
                                             m["hbm_capacity_GiB"].get<double>())},
           {"Grace peak", fmt::format("{:.1f} of {:.1f} GiB", m["host_peak_GiB"].get<double>(),
                                      m["host_capacity_GiB"].get<double>())},
-          {"fits", m["oom"].get<bool>() ? "no: out of HBM" : "yes"}};
+          {"runnable", j["runnable"]["ok"].get<bool>() ? "yes" : "NO: " + j["runnable"]["why"].get<std::string>()}};
 }
 
 }  // namespace

@@ -242,6 +242,18 @@ Json memory_json(const Scenario& s, const model::HostMemory& host, double capaci
       {"host_parts_GiB", parts}};
 }
 
+// Whether the step can run at all (reports/metrics.hpp): HBM and Grace hold what it needs.
+Json runnable_json(const Json& m) {
+  std::string why;
+  if (m["oom"].get<bool>())
+    why = fmt::format("out of HBM on rank {} (allocating {})", m["worst_rank"]["rank"].get<std::int64_t>(),
+                      m["worst_rank"]["failed_allocation"].get<std::string>());
+  if (m["host_headroom_GiB"].get<double>() < 0)
+    why += fmt::format("{}Grace needs {:.1f} of {:.1f} GiB per rank", why.empty() ? "" : "; ",
+                       m["host_peak_GiB"].get<double>(), m["host_capacity_GiB"].get<double>());
+  return {{"ok", why.empty()}, {"why", why}};
+}
+
 // Model FLOPs and utilization (reports/metrics.hpp), against the GPU's dense bf16 peak.
 Json flops_json(const Scenario& s, double step) {
   const auto f = model::step_flops(s.job, model::step_rows(s.job));
@@ -326,6 +338,7 @@ RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
   j["network"] = network_json(s, *pass, step);
   j["simulation"] = {{"tasks", graph.size()}, {"events", engine.events_processed()},
                      {"fluid_solves", fluid.solves()}, {"passes", any ? 2 : 1}};
+  j["runnable"] = runnable_json(j["memory"]);
   j["flops"] = flops_json(s, step);
   j["provenance"] = provenance(loaded.resolved);
 
@@ -373,7 +386,11 @@ RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
 }
 
 std::string summary(const Json& r) {
-  std::string s = fmt::format(
+  std::string s;
+  if (!r["runnable"]["ok"].get<bool>())
+    s = fmt::format("NOT RUNNABLE: {}. Were there room, it would run as follows.\n",
+                    r["runnable"]["why"].get<std::string>());
+  s += fmt::format(
       "scenario {}: step {:.2f} s, {:.0f} tokens/s per GPU, {:.1f} billion tokens/day\n",
       r["scenario"].get<std::string>(), r["step_time_s"].get<double>(),
       r["tokens_per_s_per_gpu"].get<double>(), r["tokens_per_day"].get<double>() / 1e9);
@@ -383,7 +400,7 @@ std::string summary(const Json& r) {
                    100 * f["hfu"].get<double>());
   for (const char* who : {"rank0", "slowest"}) {
     const auto& b = r["breakdown_s"][who];
-    s += fmt::format("  {:<8} compute+comm {:6.2f} s | compute only {:6.2f} s | waiting on comm "
+    s += fmt::format("  {:<8} compute_overlapped {:6.2f} s | compute_only {:6.2f} s | comm_wait "
                      "{:6.2f} s | idle {:6.2f} s\n",
                      who, b["compute_overlapped"].get<double>(), b["compute_only"].get<double>(),
                      b["comm_wait"].get<double>(), b["idle"].get<double>());
@@ -403,9 +420,19 @@ std::string summary(const Json& r) {
                    m["ranks_with_retries"].get<std::size_t>(), m["oom"].get<bool>() ? ", OUT OF MEMORY" : "",
                    m["host_peak_GiB"].get<double>(), m["host_capacity_GiB"].get<double>(),
                    m["host_oom_probability"].get<double>());
-  s += "  GPU time per kind (rank 0, s):";
-  for (const auto& [k, v] : r["gpu_time_s"].items()) s += fmt::format(" {} {:.2f};", k, v.get<double>());
-  return s + "\n";
+  // gpu_time_s by what runs it: collectives (NCCL kernels), copies, the host, compute kernels.
+  std::map<std::string, std::string> lines;
+  for (const auto& [k, v] : r["gpu_time_s"].items()) {
+    const bool coll = k.find("gather") != std::string::npos || k.find("scatter") != std::string::npos ||
+                      k.find("all_to_all") != std::string::npos || k.find("all_reduce") != std::string::npos ||
+                      k.find("grad_reduce") != std::string::npos;
+    const char* group = k.rfind("cpu_", 0) == 0 ? "3 on the CPU" : k.rfind("copy_", 0) == 0 ? "2 copies"
+                        : coll ? "1 collectives" : "0 compute kernels";
+    lines[group] += fmt::format("{}{} {:.2f}", lines[group].empty() ? "" : ", ", k, v.get<double>());
+  }
+  s += "  time per kind, rank 0 (s; overlapping tasks each counted):\n";
+  for (const auto& [group, text] : lines) s += fmt::format("    {}: {}\n", group.substr(2), text);
+  return s;
 }
 
 }  // namespace twin::scenarios

@@ -262,3 +262,33 @@ TEST_SUITE("scenarios.outputs") {
     CHECK(content_hash(small({"nccl.max_ctas=8"}).resolved) != p["resolved_fnv1a"].get<std::string>());
   }
 }
+
+TEST_SUITE("scenarios.outputs") {
+  TEST_CASE("a step that does not fit is unmistakably not runnable, in JSON and in the summary") {
+    const auto fits = simulate(small(), {}).json;
+    CHECK(fits["runnable"]["ok"].get<bool>());
+    CHECK(summary(fits).rfind("NOT RUNNABLE", 0) == std::string::npos);
+    const auto oom = simulate(small({"training.seq_len=4194304"}), {}).json;
+    CHECK_FALSE(oom["runnable"]["ok"].get<bool>());
+    CHECK(oom["runnable"]["why"].get<std::string>().find("out of HBM on rank") != std::string::npos);
+    CHECK(summary(oom).rfind("NOT RUNNABLE: out of HBM", 0) == 0);
+    // The summary's labels are the JSON's keys.
+    CHECK(summary(fits).find("compute_overlapped") != std::string::npos);
+    CHECK(summary(fits).find("comm_wait") != std::string::npos);
+  }
+}
+
+TEST_SUITE("scenarios.outputs") {
+  TEST_CASE("model and run agree on Grace memory; model's GiB table holds only GiB") {
+    const auto l = small();
+    const auto a = accounting_json(l.scenario);
+    const auto r = simulate(l, {}).json;
+    CHECK(a["memory_per_rank_GiB"]["host_total"].get<double>() ==
+          doctest::Approx(r["memory"]["host_peak_GiB"].get<double>()));
+    for (const auto& [k, v] : a["memory_per_rank_GiB"].items()) {
+      CAPTURE(k);
+      CHECK(v.is_number_float());
+    }
+    CHECK(a["states_per_rank"]["offloaded_layers"].is_number_integer());
+  }
+}
