@@ -57,7 +57,9 @@ int main(int argc, char** argv) {
       "       build/twin-calibrate --base jupiter-gh200 --name jupiter-measured \\\n"
       "       --out hardware/profiles/jupiter-measured.json --commit $(git rev-parse HEAD)\n"
       "and run scenarios with --set hardware.profile=jupiter-measured. Collective benchmarks run\n"
-      "when two or more GPUs are visible (one process drives them all)."};
+      "when two or more GPUs are visible (one process drives them all).\n\n"
+      "Exit codes: 0 measured and written; 3 no CUDA GPU visible (nothing measured or written); "
+      "2 bad options; 1 a benchmark or the write failed."};
   std::string out = "h200-measured.json", name = "h200-measured", base = "h200", commit = "unknown";
   Options o;
   std::vector<std::string> only;

@@ -159,7 +159,7 @@ void validate(const Job& job, std::int64_t gpus_per_node) {
   const auto& p = job.parallel;
   const auto& m = job.model;
   if (m.experts % p.ep != 0)
-    throw sim::ParamError("model.experts",
+    throw sim::ParamError("model.experts", "parallel.ep",
                           fmt::format("experts ({}) must be divisible by ep ({})", m.experts, p.ep));
   if (gpus_per_node % p.ep != 0)
     throw sim::ParamError("parallel.ep", fmt::format("ep ({}) must divide the GPUs of a node ({}): "

@@ -331,8 +331,20 @@ class Resolver {
         throw sim::ParamError("parallel.dp", fmt::format("the job needs {} nodes; the machine has {}",
                                                          nodes, s.hw.network.nodes_total));
     } catch (const sim::ParamError& e) {
-      fail(e.key, e.what());
+      fail(blamed(e.key, e.also), e.what());
     }
+  }
+
+  // Of two keys in conflict, the one set most specifically: on the command line, then in the
+  // scenario file, then in a base scenario or preset (`--set parallel.ep=7` is the --set's fault,
+  // not the model preset's).
+  std::string blamed(const std::string& key, const std::string& also) const {
+    if (also.empty()) return key;
+    const auto rank = [&](const std::string& k) {
+      const auto o = origins_.of(k, top_);
+      return o == kSetOrigin ? 2 : o == top_ ? 1 : 0;
+    };
+    return rank(also) > rank(key) ? also : key;
   }
 
   // A file named by scenario key `key`, relative to the scenario file that set it.

@@ -17,23 +17,29 @@
 
 namespace {
 
-void add_common(CLI::App* sub, twin::scenarios::CommonArgs& a) {
+// What each command takes: the scenario and overrides always; --json where it has a readable
+// form too; the simulation limits where it simulates; --quiet where it reports progress.
+enum Takes : unsigned { kJson = 1, kLimits = 2, kQuiet = 4 };
+
+void add_common(CLI::App* sub, twin::scenarios::CommonArgs& a, unsigned takes) {
   sub->add_option("scenario", a.scenario, "scenario JSON file")->required();
   sub->add_option("--set", a.sets, "override a scenario value: KEY=VALUE (repeatable)")
       ->take_all()
       ->allow_extra_args(false);
-  sub->add_flag("--json", a.json, "machine-readable JSON instead of the readable summary");
-  sub->add_option("--max-events", a.max_events,
-                  "stop a simulation that needs more events than this, with an error")
-      ->check(CLI::Validator([](const std::string& v) { return v.find_first_not_of("0123456789") == std::string::npos &&
-                                                                  v.find_first_not_of('0') != std::string::npos
-                                                              ? std::string()
-                                                              : "expected a whole number of at least 1"; },
-                             "N ≥ 1"));
-  sub->add_flag("--quiet", a.quiet, "no progress lines on stderr (sweep, plan-dp, report)");
-  sub->add_option("--max-memory-GiB", a.max_memory_GiB,
-                  "refuse a run estimated to need more memory than this (default: 3/4 of this machine's)")
-      ->check(CLI::PositiveNumber);
+  if (takes & kJson) sub->add_flag("--json", a.json, "machine-readable JSON instead of the readable summary");
+  if (takes & kLimits) {
+    sub->add_option("--max-events", a.max_events,
+                    "stop a simulation that needs more events than this, with an error")
+        ->check(CLI::Validator([](const std::string& v) { return v.find_first_not_of("0123456789") == std::string::npos &&
+                                                                    v.find_first_not_of('0') != std::string::npos
+                                                                ? std::string()
+                                                                : "expected a whole number of at least 1"; },
+                               "N ≥ 1"));
+    sub->add_option("--max-memory-GiB", a.max_memory_GiB,
+                    "refuse a run estimated to need more memory than this (default: 3/4 of this machine's)")
+        ->check(CLI::PositiveNumber);
+  }
+  if (takes & kQuiet) sub->add_flag("--quiet", a.quiet, "no progress lines on stderr");
 }
 
 }  // namespace
@@ -41,6 +47,10 @@ void add_common(CLI::App* sub, twin::scenarios::CommonArgs& a) {
 int main(int argc, char** argv) {
   using namespace twin::scenarios;
   CLI::App app{"twin: a discrete-event digital twin of 1T-parameter MoE pre-training on JUPITER"};
+  app.option_defaults()->always_capture_default();  // --help shows every option's default
+  app.footer("Examples:\n  twin run scenarios/europa.json\n  twin sweep scenarios/europa.json --grid "
+             "nccl.max_ctas=8,16,32 --out sweep.csv\n  twin report scenarios/europa.json --sweep sweep.csv "
+             "-o report.html\n  twin help-params\nREADME.md explains every command; twin COMMAND --help its options.");
   app.set_version_flag("--version", std::string("twin ") + TWIN_VERSION);
   app.require_subcommand(1);
   CommonArgs common;
@@ -49,10 +59,12 @@ int main(int argc, char** argv) {
                  "or the source tree twin was built from)");
 
   auto* model = app.add_subcommand("model", "parameters, FLOPs per step and per-rank memory");
-  add_common(model, common);
+  model->footer("Example: twin model scenarios/europa.json --set training.optimizer=adamw");
+  add_common(model, common, kJson);
   RunArgs run_args;
   auto* run = app.add_subcommand("run", "simulate one training step of a scenario");
-  add_common(run, common);
+  run->footer("Example: twin run scenarios/europa.json --set nccl.max_ctas=0 --trace t.json --trace-ranks 0,163");
+  add_common(run, common, kJson | kLimits);
   run->add_option("--trace", run_args.trace_file, "write a Chrome trace (Perfetto) of the step");
   run->add_option("--trace-ranks", run_args.trace_ranks, "ranks in the trace (default 0)")
       ->delimiter(',');
@@ -61,14 +73,16 @@ int main(int argc, char** argv) {
   run->add_option("--plan-rank", run_args.plan_rank, "rank of --plan (default 0)");
   MemoryArgs mem_args;
   auto* memory = app.add_subcommand("memory", "HBM per allocator pool and Grace memory per rank");
-  add_common(memory, common);
+  memory->footer("Example: twin memory scenarios/europa.json --set training.seq_len=98304 --events ev.json");
+  add_common(memory, common, kJson | kLimits);
   memory->add_option("--events", mem_args.events_file,
                      "write one rank's allocation sequence (JSON) for calibrate/allocator_replay.py");
   memory->add_option("--events-rank", mem_args.events_rank, "rank of --events (default 0)")
       ->check(CLI::NonNegativeNumber);
   PlanDpArgs plan_args;
   auto* plan = app.add_subcommand("plan-dp", "throughput per data-parallel replica count");
-  add_common(plan, common);
+  plan->footer("Example: twin plan-dp scenarios/europa.json --replicas 1,2,4,8,16,32,61 --placement spread --jobs 2");
+  add_common(plan, common, kJson | kLimits | kQuiet);
   plan->add_option("--replicas", plan_args.replicas, "replica counts, e.g. 1,2,4,8 (DP=1 always runs)")
       ->delimiter(',')
       ->check(CLI::Range(1, 100000));
@@ -85,22 +99,24 @@ int main(int argc, char** argv) {
   plan->add_option("--jobs", plan_args.jobs, "threads")->check(CLI::Range(1, 256));
   LadderArgs ladder_args;
   auto* ladder = app.add_subcommand("ladder", "every rung of SPEC.md §6 beside its published figures");
+  ladder->footer("Example: twin ladder --jobs 2 --json > ladder.json");
   ladder->add_option("--jobs", ladder_args.jobs, "threads")->check(CLI::Range(1, 256));
   ladder->add_flag("--json", ladder_args.json, "as JSON");
   bool ladder_quiet = false;
   ladder->add_flag("--quiet", ladder_quiet, "no progress lines on stderr");
   SweepArgs sweep_args;
   auto* sweep = app.add_subcommand("sweep", "run every combination of --grid values");
-  add_common(sweep, common);
+  sweep->footer("Example: twin sweep scenarios/europa.json --grid nccl.max_ctas=8,16,32 --grid training.seq_len=32768,65536 --jobs 2 --out sweep.csv");
+  add_common(sweep, common, kJson | kLimits | kQuiet);
   sweep->add_option("--grid", sweep_args.grid, "KEY=V1,V2,... (repeatable)")->required();
   sweep->add_option("--jobs", sweep_args.jobs, "threads")->check(CLI::Range(1, 256));
   sweep->add_option("--out", sweep_args.out, "FILE.csv or FILE.json (default: CSV on stdout)");
   auto* resolve = app.add_subcommand("resolve", "print the fully resolved scenario as JSON");
-  add_common(resolve, common);
+  add_common(resolve, common, 0);
   KernelArgs kernel_args;
   auto* kernel = app.add_subcommand(
       "kernel", "one kernel alone and with k SMs held (NCCL CTAs), on the scenario's hardware");
-  add_common(kernel, common);
+  add_common(kernel, common, kJson);
   kernel->add_option("--kernel", kernel_args.kernel,
                      "gemm | gemm_fp8 | grouped_static | grouped_dynamic | attention_fwd | "
                      "attention_bwd | an elementwise family: ew_add ew_norm ew_swiglu ew_gather "
@@ -124,7 +140,7 @@ int main(int argc, char** argv) {
   auto* report = app.add_subcommand(
       "report", "one self-contained HTML page of the scenario's pictures (step, timeline, memory), "
                 "optionally the ladder, sweeps and a plan-dp run");
-  add_common(report, common);
+  add_common(report, common, kLimits | kQuiet);
   report->add_option("-o,--out", report_args.out, "the HTML file to write")->required();
   report->add_flag("--ladder", report_args.ladder, "add the ladder beside the published figures (simulates 14 rungs)");
   report->add_option("--sweep", report_args.sweeps, "a `twin sweep --out` file (CSV or JSON); repeatable");

@@ -36,7 +36,10 @@ struct ParamSpec {
 struct ParamError : std::runtime_error {
   ParamError(std::string key_, const std::string& what)
       : std::runtime_error(what), key(std::move(key_)) {}
-  std::string key;
+  // A conflict of two keys: the loader blames the one the user set most specifically.
+  ParamError(std::string key_, std::string also_, const std::string& what)
+      : std::runtime_error(what), key(std::move(key_)), also(std::move(also_)) {}
+  std::string key, also;
 };
 
 std::string type_name(ParamType t);
