@@ -15,11 +15,15 @@ segment, which synchronizes the device) over k segments of several sizes.
 Usage: allocator_replay.py OUT.json SEQUENCES.json...   (a file holds one sequence, or
 {"sequences": [...]}); `--tight F` also replays every sequence at F x its capacity.
 """
+import argparse
 import json
 import sys
 import time
 
-import torch
+try:
+    import torch
+except ImportError:  # --help needs no PyTorch
+    torch = None
 
 
 def sequences(path):
@@ -79,14 +83,18 @@ def time_empty_cache():
     return rows
 
 
-def main():
-    args = sys.argv[1:]
-    tight = None
-    if "--tight" in args:
-        i = args.index("--tight")
-        tight = float(args[i + 1])
-        del args[i:i + 2]
-    out_path, files = args[0], args[1:]
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out", help="result JSON")
+    ap.add_argument("sequences", nargs="+", help="allocation sequences (twin memory --events)")
+    ap.add_argument("--tight", type=float, default=None,
+                    help="also replay every sequence at this fraction of its capacity")
+    a = ap.parse_args()
+    if torch is None or not torch.cuda.is_available():
+        print("allocator_replay: no PyTorch with a CUDA GPU here: nothing replayed", file=sys.stderr)
+        return 3
+    tight = a.tight
+    out_path, files = a.out, a.sequences
     results = []
     for f in files:
         for seq in sequences(f):
@@ -109,7 +117,8 @@ def main():
     }
     with open(out_path, "w") as f:
         json.dump(doc, f, indent=1)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

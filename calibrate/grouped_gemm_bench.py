@@ -59,7 +59,7 @@ def measure(reps):
         for m in ROWS:
             a = torch.randn(EXPERTS * m, k, device="cuda", dtype=torch.bfloat16)
             offs = torch.arange(m, EXPERTS * m + 1, m, device="cuda", dtype=torch.int32)
-            ms = time_ms(lambda: torch._grouped_mm(a, b, offs=offs), reps)
+            ms = time_ms(lambda a=a, b=b, offs=offs: torch._grouped_mm(a, b, offs=offs), reps)
             flops = 2.0 * EXPERTS * m * n * k
             rows.append({"projection": proj, "rows_per_expert": m, "n": n, "k": k, "experts": EXPERTS,
                          "median_ms": ms, "TFLOPs": flops / (ms * 1e-3) / 1e12})

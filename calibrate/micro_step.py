@@ -31,12 +31,14 @@ import argparse
 import ctypes
 import datetime
 import json
-import statistics
 import sys
 
-import torch
+try:
+    import torch
+except ImportError:  # --help needs no PyTorch
+    torch = None
 
-BF16 = torch.bfloat16
+BF16 = torch.bfloat16 if torch is not None else None  # set when PyTorch is there
 
 
 class Kernels:
@@ -249,9 +251,9 @@ def main():
     p.add_argument("--elementwise", choices=("kernel", "memcpy"), default="kernel",
                    help="stand-in for elementwise work: an SM kernel (torch.neg) or a copy-engine copy")
     a = p.parse_args()
-    if not torch.cuda.is_available():
-        print("micro_step: no GPU visible, skipped", file=sys.stderr)
-        return 0
+    if torch is None or not torch.cuda.is_available():
+        print("micro_step: no PyTorch with a CUDA GPU here: nothing measured", file=sys.stderr)
+        return 3
     with open(a.plan) as f:
         plan = json.load(f)
     tasks = build(plan, Kernels(plan, a.lib, a.elementwise))
