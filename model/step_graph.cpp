@@ -66,11 +66,11 @@ const std::vector<Launch>* StepBuilder::launches(std::size_t task_id) const {
 }
 
 void StepBuilder::note(std::int64_t rank, const sim::Task& t, std::initializer_list<Launch> l) {
-  if (rank == launch_rank_) launches_[t.id()] = l;
+  if (records(rank)) launches_[t.id()] = l;
 }
 
 void StepBuilder::note(std::int64_t rank, const sim::Task& t, std::vector<Launch> l) {
-  if (rank == launch_rank_) launches_[t.id()] = std::move(l);
+  if (records(rank)) launches_[t.id()] = std::move(l);
 }
 
 void StepBuilder::fuse(std::size_t j0, std::size_t j1, const std::vector<std::vector<Op>>& ops,
@@ -95,7 +95,7 @@ void StepBuilder::fuse(std::size_t j0, std::size_t j1, const std::vector<std::ve
     }
     auto& t = task(r, kCompute, n, kFused, layer);
     hardware::run_fused(t, c_, static_cast<int>(r), parts);
-    if (r == launch_rank_) {
+    if (records(r)) {
       std::vector<Launch> ls;
       for (std::size_t j = j0; j < j1; ++j) ls.push_back(ops[static_cast<std::size_t>(r)][j].launch);
       note(r, t, std::move(ls));
@@ -130,7 +130,7 @@ StepBuilder::PerRank StepBuilder::collective(const std::vector<std::vector<int>>
   for (const auto& grp : groups) {
     std::vector<sim::Task*> ts;
     for (int r : grp) ts.push_back(out[static_cast<std::size_t>(r)] = &task(r, s, name, c, layer));
-    if (launch_rank_ >= 0) {
+    if (!launch_ranks_.empty()) {
       Launch l{Launch::kCollective};
       l.ctas = hardware::channels(kind, static_cast<int>(default_ctas), c_.nccl(),
                                   static_cast<int>(c_.profile().gpu.sm_count));

@@ -69,8 +69,14 @@ class StepBuilder {
   std::optional<FusedParts> parts(std::size_t task_id) const;
   // Every HBM buffer of the step, per rank, against the tasks that allocate and free it.
   const BufferLog& buffers() const { return mem_; }
-  // Keeps what a real GPU would launch for each kernel task of `rank` (call before build()).
-  void record_launches(std::int64_t rank) { launch_rank_ = rank; }
+  // Keeps what a real GPU would launch for each kernel task of these ranks (call before build()).
+  void record_launches(const std::vector<std::int64_t>& ranks) {
+    for (const auto r : ranks) {
+      if (r < 0) continue;
+      if (launch_ranks_.size() <= static_cast<std::size_t>(r)) launch_ranks_.resize(static_cast<std::size_t>(r) + 1);
+      launch_ranks_[static_cast<std::size_t>(r)] = true;
+    }
+  }
   // The launches of a recorded task (several for a fused task), or null.
   const std::vector<Launch>* launches(std::size_t task_id) const;
 
@@ -117,7 +123,10 @@ class StepBuilder {
   std::vector<std::pair<Category, double>> fused_parts_;
   std::deque<std::string> names_;          // names of fused tasks (tasks hold const char*)
   BufferLog mem_;
-  std::int64_t launch_rank_ = -1;
+  std::vector<bool> launch_ranks_;  // ranks whose launches are kept
+  bool records(std::int64_t r) const {
+    return r >= 0 && static_cast<std::size_t>(r) < launch_ranks_.size() && launch_ranks_[static_cast<std::size_t>(r)];
+  }
   std::map<std::size_t, std::vector<Launch>> launches_;
   // Records t's launches when `rank` is the one recorded (a list: no allocation otherwise).
   void note(std::int64_t rank, const sim::Task& t, std::initializer_list<Launch> l);

@@ -31,6 +31,27 @@ void ChromeTrace::complete(int pid, int tid, const char* name, const char* cat,
                        pid, tid, name, cat, us(begin_ns), us(end_ns - begin_ns), layer);
 }
 
+void ChromeTrace::complete(int pid, int tid, const char* name, const char* cat, std::int64_t begin_ns,
+                           std::int64_t end_ns, const std::string& args_json) {
+  sep();
+  body_ += fmt::format(R"({{"ph":"X","pid":{},"tid":{},"name":"{}","cat":"{}","ts":{},"dur":{},"args":{}}})", pid,
+                       tid, name, cat, us(begin_ns), us(end_ns - begin_ns), args_json);
+}
+
+void ChromeTrace::flow(std::uint64_t id, int pid, int tid, std::int64_t from_ns, int pid2, int tid2,
+                       std::int64_t to_ns) {
+  sep();
+  body_ += fmt::format(R"({{"ph":"s","id":{},"pid":{},"tid":{},"ts":{},"name":"dependency","cat":"dependency"}},)"
+                       "\n"
+                       R"({{"ph":"f","bp":"e","id":{},"pid":{},"tid":{},"ts":{},"name":"dependency","cat":"dependency"}})",
+                       id, pid, tid, us(from_ns), id, pid2, tid2, us(to_ns));
+}
+
+void ChromeTrace::instant(int pid, int tid, const char* name, std::int64_t t_ns) {
+  sep();
+  body_ += fmt::format(R"({{"ph":"i","s":"t","pid":{},"tid":{},"name":"{}","ts":{}}})", pid, tid, name, us(t_ns));
+}
+
 void ChromeTrace::counter(int pid, const char* name, std::int64_t t_ns, double value) {
   sep();
   body_ += fmt::format(R"({{"ph":"C","pid":{},"name":"{}","ts":{},"args":{{"SMs":{}}}}})", pid, name,

@@ -1,6 +1,8 @@
 // Chrome-trace writer (the JSON Trace Event Format read by Perfetto and chrome://tracing): one
-// process per rank, one thread per stream, complete events ("ph":"X") for tasks and a counter
-// ("ph":"C") of SMs held by NCCL. Output order is the order of the calls: deterministic.
+// process per rank, one thread per stream, complete events ("ph":"X") for tasks with their
+// launches as args, flow events ("s"/"f") for dependencies across streams, instant events ("i")
+// for phase ends, and a counter ("ph":"C") of SMs held by NCCL. Output order is the order of
+// the calls: deterministic.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,13 @@ class ChromeTrace {
   void thread(int pid, int tid, const std::string& name);
   void complete(int pid, int tid, const char* name, const char* cat, std::int64_t begin_ns,
                 std::int64_t end_ns, std::int32_t layer);
+  // The same with its args as a JSON object's text (layer, launches: shapes, bytes, CTAs).
+  void complete(int pid, int tid, const char* name, const char* cat, std::int64_t begin_ns,
+                std::int64_t end_ns, const std::string& args_json);
+  // A dependency drawn as an arrow from (pid, tid, from_ns) to (pid2, tid2, to_ns).
+  void flow(std::uint64_t id, int pid, int tid, std::int64_t from_ns, int pid2, int tid2, std::int64_t to_ns);
+  // A moment on a track (a phase's end).
+  void instant(int pid, int tid, const char* name, std::int64_t t_ns);
   void counter(int pid, const char* name, std::int64_t t_ns, double value);
   // A JSON object written as the trace's "otherData" (which twin made it: version, commit,
   // scenario hash).

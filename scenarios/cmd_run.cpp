@@ -19,12 +19,15 @@ int cmd_run(const CommonArgs& args, const RunArgs& run, std::ostream& out) {
       throw InputError(args.scenario, option, fmt::format("rank {} is not simulated (ranks 0–{})", r, gpus - 1));
   };
   for (const int r : run.trace_ranks) check_rank("--trace-ranks", r);
+  std::vector<int> trace_ranks = run.trace_ranks;
+  if (run.trace_all_ranks)
+    for (int r = 0; r < gpus; ++r) trace_ranks.push_back(r);
   if (!run.plan_file.empty()) check_rank("--plan-rank", run.plan_rank);
   args.check_output(run.trace_file, "--trace");
   args.check_output(run.plan_file, "--plan");
   RunOptions o = args.run_options();
   o.trace = !run.trace_file.empty();
-  o.trace_ranks = run.trace_ranks;
+  o.trace_ranks = trace_ranks;
   o.plan_rank = run.plan_file.empty() ? -1 : run.plan_rank;
   auto r = simulate(loaded, o);
   if (o.trace) reports::write_atomic(run.trace_file, r.trace);

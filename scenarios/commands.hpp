@@ -32,6 +32,7 @@ struct CommonArgs {
 struct RunArgs {
   std::string trace_file;
   std::vector<int> trace_ranks;
+  bool trace_all_ranks = false;  // --trace-ranks all
   std::string plan_file;  // write one rank's launch plan here (scenarios/plan.hpp)
   int plan_rank = 0;
 };

@@ -66,8 +66,15 @@ int main(int argc, char** argv) {
   run->footer("Example: twin run scenarios/europa.json --set nccl.max_ctas=0 --trace t.json --trace-ranks 0,163");
   add_common(run, common, kJson | kLimits);
   run->add_option("--trace", run_args.trace_file, "write a Chrome trace (Perfetto) of the step");
-  run->add_option("--trace-ranks", run_args.trace_ranks, "ranks in the trace (default 0)")
-      ->delimiter(',');
+  run->add_option("--trace-ranks", run_args.trace_ranks,
+                  "ranks in the trace, e.g. 0,163, or all (every simulated rank: large) (default 0)")
+      ->delimiter(',')
+      ->transform(CLI::Validator(
+          [&run_args](std::string& v) {
+            if (v == "all") run_args.trace_all_ranks = true, v = "0";  // rank 0 is simulated: harmless
+            return std::string();
+          },
+          "RANK|all"));
   run->add_option("--plan", run_args.plan_file,
                   "write one rank's forward+backward launch plan (for calibrate/micro_step.py)");
   run->add_option("--plan-rank", run_args.plan_rank, "rank of --plan (default 0)");

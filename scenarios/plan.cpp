@@ -50,6 +50,31 @@ Json attention_json(const model::AttentionKind& a) {
 
 }  // namespace
 
+Json task_launches(const sim::TaskGraph& g, const model::StepBuilder& b, std::size_t i) {
+  const auto& t = g[i];
+  const double dur = (t.end_time() - t.start_time()).to_s();
+  Json launches = Json::array();
+  if (const auto* ls = b.launches(i)) {
+    // Each launch with the twin's seconds for it: a fused task's time split as `twin run`
+    // reports GPU time per category.
+    const auto parts = b.parts(i);
+    std::vector<double> twin_s(ls->size(), dur);
+    if (parts) {
+      std::size_t k = 0;
+      parts->split(dur, [&](std::int32_t, double share) { twin_s[k++] = share; });
+    }
+    for (std::size_t k = 0; k < ls->size(); ++k) {
+      launches.push_back(launch_json((*ls)[k], parts ? parts->parts[k].first : t.category, dur));
+      launches.back()["twin_s"] = twin_s[k];
+    }
+  } else if (t.category == model::kAllocRetry) {
+    // A caching-allocator retry (model/memory_replay.hpp): a device synchronisation and frees.
+    launches.push_back({{"kind", "alloc_retry"}, {"category", model::category_name(t.category)},
+                        {"seconds", dur}});
+  }
+  return launches;  // empty: a marker, or a task whose launches were not recorded
+}
+
 Json step_plan(const Scenario& s, const sim::TaskGraph& g, const model::StepBuilder& b,
                const model::StepMarks& marks, int rank) {
   const auto end = marks.backward_end.at(static_cast<std::size_t>(rank))->end_time();
@@ -84,30 +109,11 @@ Json step_plan(const Scenario& s, const sim::TaskGraph& g, const model::StepBuil
   Json tasks = Json::array();
   for (const auto i : order) {
     const auto& t = g[i];
-    const double dur = (t.end_time() - t.start_time()).to_s();
     Json after = Json::array();
     for (const auto p : preds[i]) after.push_back(in[p]);
-    Json launches = Json::array();
-    if (const auto* ls = b.launches(i)) {
-      // Each launch with the twin's seconds for it: a fused task's time split as `twin run`
-      // reports GPU time per category.
-      const auto parts = b.parts(i);
-      std::vector<double> twin_s(ls->size(), dur);
-      if (parts) {
-        std::size_t k = 0;
-        parts->split(dur, [&](std::int32_t, double share) { twin_s[k++] = share; });
-      }
-      for (std::size_t k = 0; k < ls->size(); ++k) {
-        launches.push_back(launch_json((*ls)[k], parts ? parts->parts[k].first : t.category, dur));
-        launches.back()["twin_s"] = twin_s[k];
-      }
-    } else if (t.category == model::kAllocRetry) {
-      // A caching-allocator retry (model/memory_replay.hpp): a device synchronisation and frees.
-      launches.push_back({{"kind", "alloc_retry"}, {"category", model::category_name(t.category)},
-                          {"seconds", dur}});
-    } else if (t.category != model::kMarker) {
+    Json launches = task_launches(g, b, i);
+    if (launches.empty() && t.category != model::kMarker)
       throw std::logic_error(fmt::format("plan: task {} ({}) has no launch", i, t.name));
-    }
     tasks.push_back({{"id", in[i]}, {"name", t.name},
                      {"stream", model::stream_name(t.lane % model::kStreamCount)},
                      {"category", model::category_name(t.category)}, {"layer", t.index},

@@ -16,6 +16,11 @@ namespace twin::scenarios {
 //  "launches": [{"kind": "gemm"|"grouped_gemm"|"attention"|"elementwise"|"collective"|
 //                "copy_h2d"|"copy_d2h"|"alloc_retry", shape fields, "category"}]}; markers have no
 //  launches.
+// Task i's launches (kernels with their shapes, bytes, collectives with CTAs), each with the
+// twin's seconds for it; an allocator retry as such; empty for a marker or a task whose rank's
+// launches were not recorded (StepBuilder::record_launches).
+Json task_launches(const sim::TaskGraph& g, const model::StepBuilder& b, std::size_t i);
+
 Json step_plan(const Scenario& s, const sim::TaskGraph& g, const model::StepBuilder& b,
                const model::StepMarks& marks, int rank);
 

@@ -144,7 +144,10 @@ std::unique_ptr<Pass> run_pass(const Scenario& s, const RunOptions& opts, double
                                const std::vector<std::vector<model::AllocRetry>>* retries) {
   auto p = std::make_unique<Pass>(s);
   p->engine.set_event_limit(opts.event_limit);
-  p->builder.record_launches(opts.plan_rank);
+  std::vector<std::int64_t> recorded{opts.plan_rank};  // the plan's rank and the traced ones
+  if (opts.trace)
+    for (const int r : opts.trace_ranks.empty() ? std::vector<int>{0} : opts.trace_ranks) recorded.push_back(r);
+  p->builder.record_launches(recorded);
   p->marks = p->builder.build();
   if (retries) model::inject_retries(p->graph, p->cluster, *retries);
   const int gpus = p->cluster.gpus();
@@ -369,12 +372,33 @@ RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
       tr.process(r, fmt::format("rank {}", r));
       for (int st2 = 0; st2 < model::kStreamCount; ++st2) tr.thread(r, st2, model::stream_name(st2));
     }
+    std::vector<bool> traced(static_cast<std::size_t>(gpus), false);
+    for (int r : ranks)
+      if (r >= 0 && r < gpus) traced[static_cast<std::size_t>(r)] = true;
+    for (int r : ranks)  // the step as PyTorch's profiler names it, on a track of its own
+      if (r >= 0 && r < gpus) {
+        tr.thread(r, model::kStreamCount, "step");
+        tr.complete(r, model::kStreamCount, "ProfilerStep#0", "step", 0, sim::Time::s(step).count_ns(), "{}");
+      }
+    std::uint64_t flows = 0;
     for (std::size_t i = 0; i < graph.size(); ++i) {
       const auto& t = graph[i];
-      const int rank = t.lane / model::kStreamCount;
-      if (t.category == model::kMarker || std::find(ranks.begin(), ranks.end(), rank) == ranks.end()) continue;
-      tr.complete(rank, t.lane % model::kStreamCount, t.name, model::category_name(t.category),
-                  t.start_time().count_ns(), t.end_time().count_ns(), t.index);
+      const int rank = t.lane / model::kStreamCount, stream = t.lane % model::kStreamCount;
+      if (!traced[static_cast<std::size_t>(rank)]) continue;
+      if (t.category == model::kMarker) {  // a phase's end
+        tr.instant(rank, stream, t.name, t.end_time().count_ns());
+        continue;
+      }
+      Json args{{"layer", t.index}};  // and what the GPU launches, where recorded
+      if (Json l = task_launches(graph, builder, i); !l.empty()) args["launches"] = std::move(l);
+      tr.complete(rank, stream, t.name, model::category_name(t.category), t.start_time().count_ns(),
+                  t.end_time().count_ns(), args.dump());
+      // Dependencies across streams (or ranks) as arrows: what a task waited for.
+      t.each_successor([&](const sim::Task& succ) {
+        const int srank = succ.lane / model::kStreamCount, sstream = succ.lane % model::kStreamCount;
+        if ((srank != rank || sstream != stream) && traced[static_cast<std::size_t>(srank)])
+          tr.flow(++flows, rank, stream, t.end_time().count_ns(), srank, sstream, succ.start_time().count_ns());
+      });
     }
     for (int r : ranks)
       if (sms.count(r))

@@ -292,3 +292,30 @@ TEST_SUITE("scenarios.outputs") {
     CHECK(a["states_per_rank"]["offloaded_layers"].is_number_integer());
   }
 }
+
+TEST_SUITE("scenarios.outputs") {
+  TEST_CASE("a trace carries each task's launches, cross-stream dependencies, phases and the step") {
+    RunOptions o;
+    o.trace = true;
+    o.trace_ranks = {0, 1};
+    const auto r = simulate(small(), o);
+    const Json t = Json::parse(r.trace);
+    std::map<std::string, int> ph;
+    bool gemm_shape = false, ctas = false, step = false;
+    for (const auto& e : t["traceEvents"]) {
+      ++ph[e["ph"].get<std::string>()];
+      if (e["ph"] != "X") continue;
+      step = step || e["name"] == "ProfilerStep#0";
+      for (const auto& l : e["args"].value("launches", Json::array())) {
+        gemm_shape = gemm_shape || (l["kind"] == "gemm" && l.contains("m") && l.contains("k"));
+        ctas = ctas || (l["kind"] == "collective" && l["ctas"].get<int>() > 0);
+      }
+    }
+    CHECK(gemm_shape);
+    CHECK(ctas);
+    CHECK(step);
+    CHECK(ph["s"] > 0);
+    CHECK(ph["s"] == ph["f"]);  // every arrow has both ends
+    CHECK(ph["i"] > 0);         // phase ends
+  }
+}
