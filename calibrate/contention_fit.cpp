@@ -90,6 +90,17 @@ std::pair<std::string, KernelShape> classify(const Json& c) {
   return {"", {}};
 }
 
+// A measurement file's JSON (std::runtime_error naming the file if it cannot be read).
+Json read_measurement(const std::string& file) {
+  std::ifstream in(file);
+  if (!in) throw std::runtime_error(file + ": cannot open");
+  try {
+    return Json::parse(in);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(file + ": invalid JSON: " + e.what());
+  }
+}
+
 std::string case_name(const Json& c) {
   std::string s = c["kernel"].get<std::string>() + "[";
   bool first = true;
@@ -149,14 +160,7 @@ std::vector<double> range(double lo, double hi, double step) {
 std::vector<ContentionCase> read_contention_cases(const std::vector<std::string>& files) {
   std::map<std::string, std::vector<ContentionCase>> by_class;  // a later file's class replaces
   for (const auto& f : files) {
-    std::ifstream in(f);
-    if (!in) throw std::runtime_error(f + ": cannot open");
-    Json j;
-    try {
-      j = Json::parse(in);
-    } catch (const std::exception& e) {
-      throw std::runtime_error(f + ": invalid JSON: " + e.what());
-    }
+    const Json j = read_measurement(f);
     if (!j.contains("cases") || !j.contains("held_sms"))
       throw std::runtime_error(f + ": expected a contention_bench.py result (cases, held_sms)");
     std::vector<int> held = j["held_sms"].get<std::vector<int>>();
@@ -197,14 +201,7 @@ std::vector<ContentionCase> read_contention_cases(const std::vector<std::string>
 }
 
 void read_cluster_tables(const std::string& file, hardware::ContentionModel& m) {
-  std::ifstream in(file);
-  if (!in) throw std::runtime_error(file + ": cannot open");
-  Json j;
-  try {
-    j = Json::parse(in);
-  } catch (const std::exception& e) {
-    throw std::runtime_error(file + ": invalid JSON: " + e.what());
-  }
+  const Json j = read_measurement(file);
   if (!j.contains("held_sms") || !j.contains("clusters"))
     throw std::runtime_error(file + ": expected a cluster_probe.py result (held_sms, clusters)");
   m.cluster_held_sms = j["held_sms"].get<std::vector<double>>();

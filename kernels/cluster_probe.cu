@@ -1,16 +1,12 @@
 // How many CTAs of a kernel launched in thread-block clusters of c SMs run at once beside SMs
 // held by other kernels (issue #15, contention.hpp mechanism 1): a cluster needs c free SMs inside
 // one GPC, so SMs held across the GPCs strand some free ones. Measured rather than fitted.
+#include "kernels/device_clock.cuh"
 #include "kernels/twin_kernels.cuh"
 
 namespace twin::kernels {
 
 namespace {
-__device__ __forceinline__ unsigned long long now_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 
 // Each CTA (one per SM: its shared memory leaves no room for a second, nor beside a holder)
 // writes its start time and %smid, then stays `spin_ns`: the CTAs that start within the first
@@ -18,13 +14,11 @@ __device__ __forceinline__ unsigned long long now_ns() {
 __global__ void cluster_probe(unsigned long long* starts, int* smids, long long spin_ns) {
   extern __shared__ char smem[];
   if (threadIdx.x != 0) return;
-  const unsigned long long t0 = now_ns();
-  int id;
-  asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+  const unsigned long long t0 = globaltimer();
   starts[blockIdx.x] = t0;
-  smids[blockIdx.x] = id;
+  smids[blockIdx.x] = smid();
   smem[0] = 1;
-  while (now_ns() < t0 + static_cast<unsigned long long>(spin_ns)) {
+  while (globaltimer() < t0 + static_cast<unsigned long long>(spin_ns)) {
   }
 }
 }  // namespace

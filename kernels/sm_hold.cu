@@ -1,19 +1,9 @@
+#include "kernels/device_clock.cuh"
 #include "kernels/twin_kernels.cuh"
 
 namespace twin::kernels {
 
 namespace {
-__device__ __forceinline__ unsigned long long globaltimer() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-__device__ __forceinline__ int smid() {
-  int id;
-  asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
-  return id;
-}
 
 // The holder, shaped like an NCCL CTA (SPEC.md §8: 544–640 threads, 96 registers each,
 // ~80 KiB of shared memory): 640 threads kept at 96 live registers each (61,440 of the SM's
