@@ -275,6 +275,9 @@ TEST_SUITE("scenarios.outputs") {
     // The summary's labels are the JSON's keys.
     CHECK(summary(fits).find("compute_overlapped") != std::string::npos);
     CHECK(summary(fits).find("comm_wait") != std::string::npos);
+    // Time per kind on lines by what runs it, the host's apart.
+    CHECK(summary(fits).find("    compute kernels: ") != std::string::npos);
+    CHECK(summary(fits).find("    on the CPU: cpu_optimizer") != std::string::npos);
   }
 }
 
