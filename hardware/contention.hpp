@@ -45,6 +45,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -128,6 +129,7 @@ struct ContentionModel {
   }
   // φ + (1 − φ)·slowdown, φ the family's fixed share of a launch of alone_s.
   double stretch(Family f, double slowdown, double alone_s) const {
+    if (slowdown == INFINITY) return slowdown;  // blocked: no cluster can start (not 0·∞)
     const double fixed = alone_s > 0 ? std::min(1.0, of(f).fixed_us * 1e-6 / alone_s) : 0.0;
     return fixed + (1 - fixed) * slowdown;
   }

@@ -55,6 +55,9 @@ TEST_SUITE("hardware.contention") {
     // No cluster of 8 can start from 80 held: the kernel waits (infinitely slow while held).
     const KernelShape c8{Family::gemm, Schedule::persistent_static, 1, 112, 112, 8};
     CHECK(std::isinf(m.slowdown(c8, 90)));
+    ContentionModel fixed = m;  // a launch all fixed time, blocked: still blocked, not NaN
+    fixed.family[static_cast<int>(Family::gemm)].fixed_us = 5;
+    CHECK(std::isinf(fixed.slowdown(c8, 90, 1e-6)));
     CHECK(m.slowdown(c8, 2) == 1.0);  // 120 usable ≥ 112 CTAs
   }
   TEST_CASE("a kernel's fixed time is not stretched by held SMs") {
