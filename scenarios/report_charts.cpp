@@ -20,13 +20,16 @@ Json field(const char* name, const char* type, const std::string& title) {
   return {{"field", name}, {"type", type}, {"title", title}};
 }
 
+// A Vega-Lite spec with `values` as its data and `rest` (mark, encoding, facet, layer, …).
+Json data_spec(Json values, Json rest = Json::object()) {
+  rest["$schema"] = "https://vega.github.io/schema/vega-lite/v5.json";
+  rest["data"] = {{"values", std::move(values)}};
+  return rest;
+}
+
 // A chart of `values` with the given mark and encoding.
 Json spec(Json values, Json mark, Json encoding, int height = 0) {
-  Json s{{"$schema", "https://vega.github.io/schema/vega-lite/v5.json"},
-         {"width", kWidth},
-         {"data", {{"values", std::move(values)}}},
-         {"mark", std::move(mark)},
-         {"encoding", std::move(encoding)}};
+  Json s = data_spec(std::move(values), {{"width", kWidth}, {"mark", std::move(mark)}, {"encoding", std::move(encoding)}});
   if (height > 0) s["height"] = height;
   return s;
 }
@@ -79,10 +82,7 @@ Chart host_memory_chart(const Json& result) {
                                                    field("GiB", "quantitative", "GiB")})}}}};
   Json cap{{"mark", {{"type", "rule"}, {"color", "red"}, {"strokeWidth", 2}}},
            {"encoding", {{"x", {{"datum", m["host_capacity_GiB"]}, {"type", "quantitative"}}}}}};
-  Json s = spec(std::move(values), "bar", {}, 60);
-  s.erase("mark");
-  s.erase("encoding");
-  s["layer"] = Json::array({bars, cap});
+  Json s = data_spec(std::move(values), {{"width", kWidth}, {"height", 60}, {"layer", Json::array({bars, cap})}});
   return {"Grace memory per rank",
           fmt::format("Host memory of one rank at its peak, by component, stacked; the red line is the "
                       "capacity ({:.0f} GiB per rank). Peak {:.1f} GiB.",
@@ -124,11 +124,9 @@ Chart timeline_chart(const Json& trace) {
            {"tooltip", Json::array({field("name", "nominal", "task"), field("kind", "nominal", "kind"),
                                     field("start_s", "quantitative", "start s"), field("ms", "quantitative", "ms")})}};
   Json inner{{"width", kWidth}, {"mark", "bar"}, {"encoding", enc}};
-  Json s{{"$schema", "https://vega.github.io/schema/vega-lite/v5.json"},
-         {"data", {{"values", std::move(values)}}},
-         {"facet", {{"row", field("rank", "nominal", "")}}},
-         {"spec", inner},
-         {"resolve", {{"scale", {{"y", "independent"}}}}}};
+  Json s = data_spec(std::move(values), {{"facet", {{"row", field("rank", "nominal", "")}}},
+                                          {"spec", inner},
+                                          {"resolve", {{"scale", {{"y", "independent"}}}}}});
   return {"Timeline",
           "Every task of the traced ranks on their streams (compute, process groups' NCCL streams, copies, "
           "host): rank 0 and the slowest rank. Hover for names and durations.",
@@ -262,8 +260,7 @@ Chart sweep_chart(const Json& rows, const std::string& file) {
             {"encoding", {{"x", x}, {"y", y}, {"text", {{"field", "label"}}},
                           {"color", {{"condition", {{"test", "datum.fits"}, {"value", "white"}}}, {"value", "black"}}}}}};
   Json inner{{"width", keys.size() > 2 ? 260 : kWidth}, {"layer", Json::array({rect, text})}};
-  Json s{{"$schema", "https://vega.github.io/schema/vega-lite/v5.json"},
-         {"data", {{"values", std::move(values)}}}};
+  Json s = data_spec(std::move(values));
   if (keys.size() > 2) {
     s["facet"] = {{"field", "panel"}, {"type", "nominal"}, {"title", ""}};
     s["columns"] = 3;
@@ -311,11 +308,10 @@ Chart contention_chart(const Json& fit) {
                               {"tooltip", Json::array({field("case", "nominal", "case"), field("held", "quantitative", "held"),
                                                        field("measured", "quantitative", "measured"),
                                                        field("model", "quantitative", "model")})}}}};
-  Json s{{"$schema", "https://vega.github.io/schema/vega-lite/v5.json"},
-         {"data", {{"values", std::move(values)}}},
-         {"facet", {{"field", "family"}, {"type", "nominal"}, {"title", ""}}},
-         {"columns", 4},
-         {"spec", {{"width", 190}, {"height", 130}, {"layer", Json::array({model, measured})}}}};
+  Json s = data_spec(std::move(values),
+                     {{"facet", {{"field", "family"}, {"type", "nominal"}, {"title", ""}}},
+                      {"columns", 4},
+                      {"spec", {{"width", 190}, {"height", 130}, {"layer", Json::array({model, measured})}}}});
   return {"SM contention: measured and modelled",
           "Each kernel family's slowdown with k SMs held on our H200 (red: measured; blue: the model, one "
           "line per case; reports/calibration/contention/).",

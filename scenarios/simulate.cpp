@@ -269,6 +269,63 @@ Json flops_json(const Scenario& s, double step) {
           {"mfu", model_flops / (gpu_s * peak)}, {"hfu", f.total() / (gpu_s * peak)}};
 }
 
+// One rank's allocations in simulated order (RunResult::alloc_events).
+Json alloc_events_json(const Scenario& s, const Pass& p, int r, double capacity) {
+  const auto bufs = p.builder.buffers().rank(r);
+  Json ev = Json::array(), pools = Json::array();
+  for (const auto& e : model::alloc_sequence(p.builder.buffers(), r)) {
+    const auto& b = bufs[e.buffer];
+    if (e.alloc) ev.push_back({"alloc", e.buffer, static_cast<std::int64_t>(b.bytes), b.pool, b.name});
+    else ev.push_back({"free", e.buffer});
+  }
+  for (int k = 0; k < model::kPoolCount; ++k) pools.push_back(model::pool_name(k));
+  return {{"scenario", s.name}, {"rank", r}, {"capacity_bytes", static_cast<std::int64_t>(capacity)},
+          {"expandable_segments", s.job.training.expandable_segments}, {"pools", pools}, {"events", ev}};
+}
+
+// The Chrome trace of the asked ranks (rank 0 by default; ranks not simulated are left out).
+std::string trace_text(const Pass& p, const std::vector<int>& asked, int gpus, double step, const Json& provenance) {
+  const auto& graph = p.graph;
+  reports::ChromeTrace tr;
+  tr.metadata(provenance.dump());
+  std::vector<int> ranks;
+  std::vector<bool> traced(static_cast<std::size_t>(gpus), false);
+  for (int r : asked.empty() ? std::vector<int>{0} : asked)
+    if (r >= 0 && r < gpus) ranks.push_back(r), traced[static_cast<std::size_t>(r)] = true;
+  for (int r : ranks) {
+    tr.process(r, fmt::format("rank {}", r));
+    for (int st = 0; st < model::kStreamCount; ++st) tr.thread(r, st, model::stream_name(st));
+  }
+  for (int r : ranks) {  // the step as PyTorch's profiler names it, on a track of its own
+    tr.thread(r, model::kStreamCount, "step");
+    tr.complete(r, model::kStreamCount, "ProfilerStep#0", "step", 0, sim::Time::s(step).count_ns(), "{}");
+  }
+  std::uint64_t flows = 0;
+  for (std::size_t i = 0; i < graph.size(); ++i) {
+    const auto& t = graph[i];
+    const int rank = t.lane / model::kStreamCount, stream = t.lane % model::kStreamCount;
+    if (!traced[static_cast<std::size_t>(rank)]) continue;
+    if (t.category == model::kMarker) {  // a phase's end
+      tr.instant(rank, stream, t.name, t.end_time().count_ns());
+      continue;
+    }
+    Json args{{"layer", t.index}};  // and what the GPU launches, where recorded
+    if (Json l = task_launches(graph, p.builder, i); !l.empty()) args["launches"] = std::move(l);
+    tr.complete(rank, stream, t.name, model::category_name(t.category), t.start_time().count_ns(),
+                t.end_time().count_ns(), args.dump());
+    // Dependencies across streams (or ranks) as arrows: what a task waited for.
+    t.each_successor([&](const sim::Task& succ) {
+      const int srank = succ.lane / model::kStreamCount, sstream = succ.lane % model::kStreamCount;
+      if ((srank != rank || sstream != stream) && traced[static_cast<std::size_t>(srank)])
+        tr.flow(++flows, rank, stream, t.end_time().count_ns(), srank, sstream, succ.start_time().count_ns());
+    });
+  }
+  for (int r : ranks)
+    if (const auto it = p.sms.find(r); it != p.sms.end())
+      for (const auto& [t, held] : it->second.points()) tr.counter(r, "nccl_sms", t, held);
+  return tr.str();
+}
+
 }  // namespace
 
 RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
@@ -348,115 +405,11 @@ RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
   RunResult out;
   if (opts.plan_rank >= 0 && opts.plan_rank < gpus)
     out.plan = step_plan(s, graph, builder, marks, opts.plan_rank);
-  if (opts.alloc_events_rank >= 0 && opts.alloc_events_rank < gpus) {
-    const auto r = opts.alloc_events_rank;
-    const auto bufs = builder.buffers().rank(r);
-    Json ev = Json::array(), pools = Json::array();
-    for (const auto& e : model::alloc_sequence(builder.buffers(), r)) {
-      const auto& b = bufs[e.buffer];
-      if (e.alloc) ev.push_back({"alloc", e.buffer, static_cast<std::int64_t>(b.bytes), b.pool, b.name});
-      else ev.push_back({"free", e.buffer});
-    }
-    for (int p = 0; p < model::kPoolCount; ++p) pools.push_back(model::pool_name(p));
-    out.alloc_events = {{"scenario", s.name}, {"rank", r},
-                        {"capacity_bytes", static_cast<std::int64_t>(capacity)},
-                        {"expandable_segments", s.job.training.expandable_segments},
-                        {"pools", pools}, {"events", ev}};
-  }
-  if (opts.trace) {
-    reports::ChromeTrace tr;
-    tr.metadata(j["provenance"].dump());
-    std::vector<int> ranks = opts.trace_ranks.empty() ? std::vector<int>{0} : opts.trace_ranks;
-    for (int r : ranks) {
-      if (r < 0 || r >= gpus) continue;
-      tr.process(r, fmt::format("rank {}", r));
-      for (int st2 = 0; st2 < model::kStreamCount; ++st2) tr.thread(r, st2, model::stream_name(st2));
-    }
-    std::vector<bool> traced(static_cast<std::size_t>(gpus), false);
-    for (int r : ranks)
-      if (r >= 0 && r < gpus) traced[static_cast<std::size_t>(r)] = true;
-    for (int r : ranks)  // the step as PyTorch's profiler names it, on a track of its own
-      if (r >= 0 && r < gpus) {
-        tr.thread(r, model::kStreamCount, "step");
-        tr.complete(r, model::kStreamCount, "ProfilerStep#0", "step", 0, sim::Time::s(step).count_ns(), "{}");
-      }
-    std::uint64_t flows = 0;
-    for (std::size_t i = 0; i < graph.size(); ++i) {
-      const auto& t = graph[i];
-      const int rank = t.lane / model::kStreamCount, stream = t.lane % model::kStreamCount;
-      if (!traced[static_cast<std::size_t>(rank)]) continue;
-      if (t.category == model::kMarker) {  // a phase's end
-        tr.instant(rank, stream, t.name, t.end_time().count_ns());
-        continue;
-      }
-      Json args{{"layer", t.index}};  // and what the GPU launches, where recorded
-      if (Json l = task_launches(graph, builder, i); !l.empty()) args["launches"] = std::move(l);
-      tr.complete(rank, stream, t.name, model::category_name(t.category), t.start_time().count_ns(),
-                  t.end_time().count_ns(), args.dump());
-      // Dependencies across streams (or ranks) as arrows: what a task waited for.
-      t.each_successor([&](const sim::Task& succ) {
-        const int srank = succ.lane / model::kStreamCount, sstream = succ.lane % model::kStreamCount;
-        if ((srank != rank || sstream != stream) && traced[static_cast<std::size_t>(srank)])
-          tr.flow(++flows, rank, stream, t.end_time().count_ns(), srank, sstream, succ.start_time().count_ns());
-      });
-    }
-    for (int r : ranks)
-      if (sms.count(r))
-        for (const auto& [t, held] : sms[r].points()) tr.counter(r, "nccl_sms", t, held);
-    out.trace = tr.str();
-  }
+  if (opts.alloc_events_rank >= 0 && opts.alloc_events_rank < gpus)
+    out.alloc_events = alloc_events_json(s, *pass, opts.alloc_events_rank, capacity);
+  if (opts.trace) out.trace = trace_text(*pass, opts.trace_ranks, gpus, step, j["provenance"]);
   out.json = std::move(j);
   return out;
-}
-
-std::string summary(const Json& r) {
-  std::string s;
-  if (!r["runnable"]["ok"].get<bool>())
-    s = fmt::format("NOT RUNNABLE: {}. Were there room, it would run as follows.\n",
-                    r["runnable"]["why"].get<std::string>());
-  s += fmt::format(
-      "scenario {}: step {:.2f} s, {:.0f} tokens/s per GPU, {:.1f} billion tokens/day\n",
-      r["scenario"].get<std::string>(), r["step_time_s"].get<double>(),
-      r["tokens_per_s_per_gpu"].get<double>(), r["tokens_per_day"].get<double>() / 1e9);
-  const auto& f = r["flops"];
-  s += fmt::format("  {:.0f} model TFLOP/s per GPU: MFU {:.1f}% ({:.1f}% counting recomputation)\n",
-                   f["model_TFLOPs_per_gpu"].get<double>(), 100 * f["mfu"].get<double>(),
-                   100 * f["hfu"].get<double>());
-  for (const char* who : {"rank0", "slowest"}) {
-    const auto& b = r["breakdown_s"][who];
-    s += fmt::format("  {:<8} compute_overlapped {:6.2f} s | compute_only {:6.2f} s | comm_wait "
-                     "{:6.2f} s | idle {:6.2f} s\n",
-                     who, b["compute_overlapped"].get<double>(), b["compute_only"].get<double>(),
-                     b["comm_wait"].get<double>(), b["idle"].get<double>());
-  }
-  s += fmt::format("  slowest rank {}: {}\n", r["slowest_rank"]["rank"].get<std::size_t>(),
-                   r["slowest_rank"]["why"].get<std::string>());
-  s += fmt::format("  optimizer step {:.2f} s; NCCL SMs: mean {:.1f} while a collective runs, max "
-                   "{}, ≥64 for {:.1f} s\n",
-                   r["optimizer_step_s"].get<double>(), r["nccl_sms"]["mean_while_collective"].get<double>(),
-                   r["nccl_sms"]["max"].get<int>(), r["nccl_sms"]["seconds_at_or_above_64"].get<double>());
-  const auto& m = r["memory"];
-  s += fmt::format("  memory: HBM peak reserved {:.1f} of {:.1f} GiB (allocated {:.1f}), {} allocator "
-                   "retries on {} ranks{}; Grace {:.1f} of {:.1f} GiB per rank, P(a socket lacks "
-                   "room) {:.2g}\n",
-                   m["hbm_peak_reserved_GiB"].get<double>(), m["hbm_capacity_GiB"].get<double>(),
-                   m["hbm_peak_allocated_GiB"].get<double>(), m["alloc_retries"].get<std::size_t>(),
-                   m["ranks_with_retries"].get<std::size_t>(), m["oom"].get<bool>() ? ", OUT OF MEMORY" : "",
-                   m["host_peak_GiB"].get<double>(), m["host_capacity_GiB"].get<double>(),
-                   m["host_oom_probability"].get<double>());
-  // gpu_time_s by what runs it: collectives (NCCL kernels), copies, the host, compute kernels.
-  std::map<std::string, std::string> lines;
-  for (const auto& [k, v] : r["gpu_time_s"].items()) {
-    const bool coll = k.find("gather") != std::string::npos || k.find("scatter") != std::string::npos ||
-                      k.find("all_to_all") != std::string::npos || k.find("all_reduce") != std::string::npos ||
-                      k.find("grad_reduce") != std::string::npos;
-    const char* group = k.rfind("cpu_", 0) == 0 ? "3 on the CPU" : k.rfind("copy_", 0) == 0 ? "2 copies"
-                        : coll ? "1 collectives" : "0 compute kernels";
-    lines[group] += fmt::format("{}{} {:.2f}", lines[group].empty() ? "" : ", ", k, v.get<double>());
-  }
-  s += "  time per kind, rank 0 (s; overlapping tasks each counted):\n";
-  for (const auto& [group, text] : lines) s += fmt::format("    {}: {}\n", group.substr(2), text);
-  return s;
 }
 
 }  // namespace twin::scenarios
