@@ -25,7 +25,7 @@ so a run cut short keeps what it measured.
 Usage, on a GPU machine with PyTorch and build-device/libtwin_kernels_c.so
 (calibrate/build-device.sh --lib):
   python3 calibrate/contention_bench.py --lib build-device/libtwin_kernels_c.so \
-      --out contention.json [--held 0,8,32] [--only gemm,elementwise] [--budget-s 480]
+      --out contention.json [--held 0,8,32] [--only gemm,elementwise] [--budget-s 480] [--clock]
 """
 import argparse
 import ctypes
@@ -108,6 +108,30 @@ class HolderTimeout(RuntimeError):
     pass
 
 
+class ClockObserver:
+    """The SM clock over the timed launches (one warp on a stream of its own records global ns
+    and SM cycles when the measured stream passes two marks): is mechanism 2 of the model, a
+    power-capped clock that rises as fewer SMs are busy, real for this kernel?"""
+
+    def __init__(self, lib):
+        self.lib = lib
+        self.mark = torch.zeros(1, dtype=torch.int32, device="cuda")
+        self.out = torch.zeros(4, dtype=torch.int64, device="cuda")
+        self.stream = torch.cuda.Stream()
+
+    def start(self):
+        self.mark.zero_(); self.out.zero_()
+        torch.cuda.synchronize()
+        checked(self.lib.twin_clock_observe(ptr(self.mark), ptr(self.out), Holder.MAX_NS,
+                                            stream_ptr(self.stream)), "clock observer")
+
+    def MHz(self):
+        """Mean SM clock between the marks; None when a mark was missed."""
+        torch.cuda.synchronize()
+        t0, c0, t1, c1 = self.out.tolist()
+        return (c1 - c0) / (t1 - t0) * 1e3 if t0 and t1 > t0 else None
+
+
 def ptr(t):
     return ctypes.c_void_p(t.data_ptr())
 
@@ -122,6 +146,7 @@ def load_lib(path):
     lib.twin_sm_hold_until.argtypes = [I, P, P, P, LL, I, P]
     lib.twin_sm_hold_shaped.argtypes = [I, P, P, P, LL, I, I, I, P]
     lib.twin_wait_count.argtypes = [P, I, LL, P]
+    lib.twin_clock_observe.argtypes = [P, P, LL, P]
     lib.twin_grouped_gemm.argtypes = [P, P, P, P, P, I, I, I, P, I, I, P]
     lib.twin_fp8_quantize.argtypes = [P, P, P, SZ, P]
     lib.twin_fp8_dequantize.argtypes = [P, P, P, SZ, P]
@@ -188,18 +213,23 @@ def probe_holder(lib, sms, work, copier=None):
 
 
 # --- timing -------------------------------------------------------------------------------------
-def timed_launches(fn, work, reps, lead_ms):
+def timed_launches(fn, work, reps, lead_ms, mark=None):
     """Events around `reps` launches of fn on `work` after one warm-up. A sleep kernel of lead_ms
     goes first, so that the host enqueues every launch before the GPU reaches them: otherwise the
-    host's launch gaps (tens of µs per PyTorch op) would be timed as kernel time."""
+    host's launch gaps (tens of µs per PyTorch op) would be timed as kernel time. `mark` (a
+    ClockObserver's) is set to 1 before the timed launches and to 2 after them."""
     evs = []
     with torch.cuda.stream(work):
         torch.cuda._sleep(int(lead_ms * 1e-3 * CLOCK_HZ))
         fn()
+        if mark is not None:
+            mark.fill_(1)
         for _ in range(reps):
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             a.record(work); fn(); b.record(work)
             evs.append((a, b))
+        if mark is not None:
+            mark.fill_(2)
     return evs
 
 
@@ -596,7 +626,7 @@ def launch_config(fn):
     return out
 
 
-def measure_case(case, holder, copier, held, work, log):
+def measure_case(case, holder, copier, held, work, log, clock=None):
     # Made on the measured stream: autograd runs a backward on the stream of its forward.
     with torch.cuda.stream(work):
         fn = case.make()
@@ -610,7 +640,9 @@ def measure_case(case, holder, copier, held, work, log):
     for k in held:
         holder.hold(k, work)
         try:
-            evs = timed_launches(fn, work, reps, lead)
+            if clock is not None:
+                clock.start()
+            evs = timed_launches(fn, work, reps, lead, clock.mark if clock is not None else None)
         except BaseException:
             holder.release(work)
             raise
@@ -622,8 +654,10 @@ def measure_case(case, holder, copier, held, work, log):
         ms = median_ms(evs)
         if k == 0:
             alone = ms
-        rows.append({"held_sms": k, "held_distinct": distinct, "median_ms": ms,
-                     "slowdown": ms / alone, "reps": reps})
+        row = {"held_sms": k, "held_distinct": distinct, "median_ms": ms, "slowdown": ms / alone, "reps": reps}
+        if clock is not None:
+            row["sm_clock_MHz"] = clock.MHz()
+        rows.append(row)
     t1 = time.time()
     beside = None
     if copier is not None:
@@ -682,6 +716,8 @@ def main():
     ap.add_argument("--budget-s", type=float, default=1e9, help="stop starting cases after this")
     ap.add_argument("--no-copy", action="store_true", help="skip the beside-a-copy measurement")
     ap.add_argument("--commit", default="unknown")
+    ap.add_argument("--clock", action="store_true",
+                    help="record the mean SM clock over each point's timed launches (sm_clock_MHz)")
     args = ap.parse_args()
     if torch is None or not torch.cuda.is_available():
         print("contention_bench: no PyTorch with a CUDA GPU here: nothing measured", file=sys.stderr)
@@ -704,6 +740,7 @@ def main():
         print("contention_bench: no holder shape lets kernels run beside 124 holders", file=sys.stderr)
         return 1
     holder = Holder(lib, sms, shape)
+    clock = ClockObserver(lib) if args.clock else None
     doc = {"provenance": provenance(args), "held_sms": held, "holder_probe": probe,
            "holder_shape": shape or "nccl_cta",
            "cases": [], "errors": [], "skipped": []}
@@ -734,7 +771,7 @@ def main():
                 doc["skipped"].append(case.name)
                 continue
             try:
-                doc["cases"].append(measure_case(case, holder, copier, held, work, log))
+                doc["cases"].append(measure_case(case, holder, copier, held, work, log, clock))
             except Exception as e:  # noqa: BLE001 — reported; the other cases still run
                 doc["errors"].append(f"{case.name}: {e!r}"[:500])
                 log(f"ERROR {case.name}: {e!r}"[:300])

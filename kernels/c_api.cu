@@ -31,6 +31,10 @@ int twin_cluster_probe(int cluster, int ctas, unsigned long long* starts, int* s
   return static_cast<int>(k::launch_cluster_probe(cluster, ctas, starts, smids, spin_ns, smem_bytes, stream(s)));
 }
 
+int twin_clock_observe(const int* mark, unsigned long long* out, long long max_ns, void* s) {
+  return static_cast<int>(k::launch_clock_observe(mark, out, max_ns, stream(s)));
+}
+
 int twin_wait_count(const int* counter, int target, long long max_ns, void* s) {
   return static_cast<int>(k::launch_wait_count(counter, target, max_ns, stream(s)));
 }

@@ -60,6 +60,24 @@ __global__ void wait_count(const volatile int* counter, int target, long long ma
   }
 }
 
+// Reads the SM clock while a measured stream runs (issue #15's mechanism 2: do fewer busy SMs
+// raise the clock?): one thread records (global ns, SM cycles) when *mark turns 1 and again when
+// it turns 2, or gives up after max_ns. clock64 counts cycles of the one graphics clock all SMs
+// share, so the SM this lands on does not matter; it sleeps between polls and takes one warp.
+__global__ void clock_observe(const volatile int* mark, unsigned long long* out, long long max_ns) {
+  const unsigned long long end = globaltimer() + static_cast<unsigned long long>(max_ns);
+  int seen = 0;
+  while (seen < 2 && globaltimer() < end) {
+    const int m = *mark;
+    if (m > seen) {
+      out[2 * (m - 1)] = globaltimer();
+      out[2 * (m - 1) + 1] = static_cast<unsigned long long>(clock64());
+      seen = m;
+    }
+    __nanosleep(500);
+  }
+}
+
 // The most dynamic shared memory a block of `kernel` may opt in to (beside its static shared
 // memory), allowed to the kernel.
 cudaError_t hold_smem(const void* kernel, int* bytes) {
@@ -102,6 +120,11 @@ cudaError_t launch_sm_hold_until(int blocks, int* started, int* smids, const int
                                  long long max_ns, int smem_bytes, cudaStream_t s) {
   return launch_sm_hold_shaped(blocks, started, smids, stop, max_ns,
                                smem_bytes > 0 ? smem_bytes : 80 * 1024, kHoldThreads, kBarrier, s);
+}
+
+cudaError_t launch_clock_observe(const int* mark, unsigned long long* out, long long max_ns, cudaStream_t s) {
+  clock_observe<<<1, 32, 0, s>>>(mark, out, max_ns);
+  return cudaGetLastError();
 }
 
 cudaError_t launch_wait_count(const int* counter, int target, long long max_ns, cudaStream_t s) {

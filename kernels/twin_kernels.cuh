@@ -30,6 +30,9 @@ cudaError_t launch_sm_hold_shaped(int blocks, int* started, int* smids, const in
                                   long long max_ns, int smem_bytes, int threads, int mode,
                                   cudaStream_t s);
 cudaError_t launch_wait_count(const int* counter, int target, long long max_ns, cudaStream_t s);
+// One warp that records (global ns, SM clock cycles) in out[0..1] when *mark turns 1 and in
+// out[2..3] when it turns 2 (the SM clock over a measured span; calibrate/contention_bench.py).
+cudaError_t launch_clock_observe(const int* mark, unsigned long long* out, long long max_ns, cudaStream_t s);
 
 // The residency probe (calibrate/cluster_probe.py): `ctas` CTAs (rounded down to whole
 // clusters) in clusters of `cluster`, one per SM (`smem_bytes` of shared memory each); each
