@@ -119,9 +119,12 @@ class ClockObserver:
         self.out = torch.zeros(4, dtype=torch.int64, device="cuda")
         self.stream = torch.cuda.Stream()
 
-    def start(self):
-        self.mark.zero_(); self.out.zero_()
-        torch.cuda.synchronize()
+    def start(self, work):
+        """Launch the observer; `work` (the measured stream) waits for the marks' reset. No
+        synchronisation here: the holder is already spinning until the measured stream stops it."""
+        with torch.cuda.stream(self.stream):
+            self.mark.zero_(); self.out.zero_()
+        work.wait_stream(self.stream)
         checked(self.lib.twin_clock_observe(ptr(self.mark), ptr(self.out), Holder.MAX_NS,
                                             stream_ptr(self.stream)), "clock observer")
 
@@ -641,7 +644,7 @@ def measure_case(case, holder, copier, held, work, log, clock=None):
         holder.hold(k, work)
         try:
             if clock is not None:
-                clock.start()
+                clock.start(work)
             evs = timed_launches(fn, work, reps, lead, clock.mark if clock is not None else None)
         except BaseException:
             holder.release(work)
