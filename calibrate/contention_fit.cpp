@@ -112,8 +112,8 @@ std::string case_name(const Json& c) {
 
 hardware::ContentionModel model_for(const std::string& group, hardware::ContentionModel m) {
   if (group == "twin_grouped") {
-    m.family[static_cast<int>(Family::grouped_gemm)].boost_max = 1.0;
-    m.family[static_cast<int>(Family::grouped_gemm)].cluster_sms = 1;
+    auto& p = m.family[static_cast<int>(Family::grouped_gemm)];
+    p.boost_max = 1.0, p.cluster_sms = 1, p.sat_sms = 0;
     m.prepare();  // the table follows the parameters
   }
   return m;
@@ -242,31 +242,91 @@ double copy_share(const std::vector<ContentionCase>& cases, const std::string& g
 }
 }  // namespace
 
+std::map<std::string, double> measured_clock_gains(const std::vector<std::string>& files) {
+  std::map<std::string, std::vector<double>> gains;
+  for (const auto& f : files) {
+    const Json j = read_measurement(f);
+    bool any = false;
+    for (const auto& c : j.value("cases", Json::array())) {
+      double alone = 0;
+      std::vector<double> plateau;
+      for (const auto& p : c["points"]) {
+        if (!p.contains("sm_clock_MHz") || !p["sm_clock_MHz"].is_number()) continue;
+        const int k = p["held_sms"];
+        const double mhz = p["sm_clock_MHz"];
+        if (k == 0) alone = mhz;
+        if (k >= 56 && k <= 112) plateau.push_back(mhz);
+      }
+      if (alone <= 0 || plateau.empty()) continue;
+      any = true;
+      const auto group = classify(c).first;
+      std::nth_element(plateau.begin(), plateau.begin() + plateau.size() / 2, plateau.end());
+      gains[group.empty() ? c["class"].get<std::string>() : group].push_back(plateau[plateau.size() / 2] / alone);
+    }
+    if (!any) throw std::runtime_error(f + ": no sm_clock_MHz readings (contention_bench.py --clock)");
+  }
+  std::map<std::string, double> out;
+  for (auto& [g, v] : gains) {
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    out[g] = std::round(v[v.size() / 2] * 100) / 100;
+  }
+  return out;
+}
+
 hardware::ContentionModel fit_contention(const std::vector<ContentionCase>& cases,
-                                         hardware::ContentionModel m) {
+                                         hardware::ContentionModel m,
+                                         const std::map<std::string, double>& clock_gains) {
   m.sm_count = kSms;
   auto fam = [&](Family f) -> hardware::FamilyParams& { return m.family[static_cast<int>(f)]; };
   const auto boosts = range(0.9, 1.6, 0.01);
+  // b_max: the measured clock gain where there is one, else fitted.
   auto fit_boost = [&](Family f) {
-    return best_of(cases, {std::string(hardware::family_name(f))}, m, boosts,
+    const std::string g(hardware::family_name(f));
+    if (const auto it = clock_gains.find(g); it != clock_gains.end()) {
+      fam(f).boost_max = it->second;
+      return sq_log_error(cases, {g}, m);
+    }
+    return best_of(cases, {g}, m, boosts,
                    [&](auto& mm) -> double& { return mm.family[static_cast<int>(f)].boost_max; });
   };
+  std::vector<double> sats;
+  for (double s = 8; s <= 400; s *= 1.04) sats.push_back(std::round(s * 10) / 10);
+  // A compute family whose clock gain is measured: what else a CTA gains with fewer CTAs running
+  // is memory-side (mechanism 3: its tiles' loads share L2 and HBM), fitted as a_sat and p;
+  // compute-bound (a_sat = 0) stays a candidate. Without measured clocks, the clock gain is
+  // fitted and a_sat stays 0.
+  std::vector<double> compute_sats{0};
+  compute_sats.insert(compute_sats.end(), sats.begin(), sats.end());
+  auto fit_compute = [&](Family f) {
+    double e = fit_boost(f);
+    const std::string g(hardware::family_name(f));
+    if (!clock_gains.count(g)) return e;
+    auto& p = fam(f);
+    double best_e = INFINITY, best_knee = p.knee;
+    for (const double knee : {1.5, 2.0, 3.0, 4.0, 6.0, 8.0}) {
+      p.knee = knee;
+      e = best_of(cases, {g}, m, compute_sats, [&](auto& mm) -> double& { return mm.family[static_cast<int>(f)].sat_sms; });
+      if (e < best_e) best_e = e, best_knee = knee;
+    }
+    p.knee = best_knee;
+    e = best_of(cases, {g}, m, compute_sats, [&](auto& mm) -> double& { return mm.family[static_cast<int>(f)].sat_sms; });
+    if (p.sat_sms == 0) p.knee = hardware::FamilyParams{}.knee;  // no saturation: the knee means nothing
+    return e;
+  };
   for (const Family f : {Family::grouped_gemm, Family::gemm_fp8, Family::attention, Family::attention_bwd})
-    fit_boost(f);
+    fit_compute(f);
   // cuBLAS's fixed time with its boost: only its cases include kernels short enough (6–30 µs) to
   // show it; the other compute families' measured kernels run ≥ 50 µs and keep t_f = 0.
   double best_fixed = 0, best_e = INFINITY;
   for (const double t : range(0, 10, 0.5)) {
     fam(Family::gemm).fixed_us = t;
-    if (const double e = fit_boost(Family::gemm); e < best_e) best_e = e, best_fixed = t;
+    if (const double e = fit_compute(Family::gemm); e < best_e) best_e = e, best_fixed = t;
   }
   fam(Family::gemm).fixed_us = best_fixed;
-  fit_boost(Family::gemm);
-  std::vector<double> sats;
-  for (double s = 8; s <= 400; s *= 1.04) sats.push_back(std::round(s * 10) / 10);
-  // Elementwise: per family the SMs that saturate HBM and the per-SM gain with few SMs busy
-  // (clocks, and memory latency with less traffic: a latency-bound kernel's tail wave runs
-  // faster than its full waves); the knee shared by all.
+  fit_compute(Family::gemm);
+  // Elementwise: per family the SMs that saturate HBM and the per-SM gain with few SMs busy —
+  // not the clock (measured: it stays at its top whatever the SMs held), but the memory side:
+  // an SM's loads queue less when fewer SMs share its TPC, GPC and the crossbar.
   const auto ew_boosts = range(1.0, 3.0, 0.1);
   auto fit_family = [&](int i) {
     const std::set<std::string> g{std::string(hardware::family_name(static_cast<Family>(i)))};

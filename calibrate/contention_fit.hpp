@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -47,16 +48,25 @@ void read_cluster_tables(const std::string& file, hardware::ContentionModel& m);
 // QuACK/CUTLASS grouped GEMMs assumed alike) and the measured cluster tables of `clusters_file`.
 hardware::ContentionModel fit_base(const std::string& clusters_file);
 
+// Per group, how much the SM clock rises while SMs are held, measured (contention_bench.py
+// --clock: `sm_clock_MHz` at every point): the median over the group's cases of the clock with
+// 56–112 SMs held (its plateau) over the clock alone. Throws std::runtime_error naming the file
+// when a file has no clock readings.
+std::map<std::string, double> measured_clock_gains(const std::vector<std::string>& files);
+
 // Fits the model's parameters; `base` supplies what the data does not decide (cluster sizes and
-// tables).
+// tables). A compute family with a measured clock gain takes it as its b_max (mechanism 2)
+// instead of fitting it.
 // An elementwise family's hbm_fraction is the mean over its kernels of the copy share of each
 // kernel's largest case (the least launch overhead).
 hardware::ContentionModel fit_contention(const std::vector<ContentionCase>& cases,
-                                         hardware::ContentionModel base);
+                                         hardware::ContentionModel base,
+                                         const std::map<std::string, double>& clock_gains = {});
 
 // The model a group is evaluated with: the fitted one, except for the project's own WMMA
 // grouped GEMM (a calibration kernel, not a step kernel), which never reaches the power cap (no
-// boost) and launches no clusters.
+// boost; its clock measured within 4% of alone at every k), launches no clusters, and runs 20×
+// slower than CUTLASS's, far from any memory limit.
 hardware::ContentionModel model_for(const std::string& group, hardware::ContentionModel m);
 
 // Per group: residuals (model/measured − 1) of held-out and fitted points, the median over

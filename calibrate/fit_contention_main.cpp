@@ -24,9 +24,18 @@ namespace {
 // Fitted values on their search grids (0.01 for gains, 0.1 SMs), without binary noise.
 double tidy(double v) { return std::round(v * 100) / 100; }
 
-Json profile_section(const hardware::ContentionModel& m, const std::string& data, const std::string& clusters) {
+std::string file_names(const std::vector<std::string>& files) {
+  std::string s;
+  for (const auto& f : files) s += (s.empty() ? "" : ", ") + f.substr(f.find_last_of('/') + 1);
+  return s;
+}
+
+Json profile_section(const hardware::ContentionModel& m, const std::string& data, const std::string& clusters,
+                     const std::map<std::string, double>& gains, const std::string& clock_data) {
   const std::string src = "[meas] fitted by twin-fit-contention on our H200 (" + data +
                           "; reports/calibration/contention/README.md)";
+  const std::string clock_src = "[meas] the SM clock with 56-112 SMs held over the clock alone, median over the "
+                                "family's cases, on our H200 (contention_bench.py --clock: " + clock_data + ")";
   const std::string cluster_src = "[meas] calibrate/cluster_probe.py on our H200: CTAs in clusters resident "
                                   "beside k holders (reports/calibration/clusters/" + clusters + "; 0: blocked)";
   Json s;
@@ -38,11 +47,14 @@ Json profile_section(const hardware::ContentionModel& m, const std::string& data
   for (const auto f : {hardware::Family::gemm, hardware::Family::gemm_fp8, hardware::Family::grouped_gemm,
                        hardware::Family::attention, hardware::Family::attention_bwd}) {
     const auto& p = m.of(f);
-    s[std::string(hardware::family_name(f))] = {{"boost_max", {{"value", tidy(p.boost_max)}, {"source", src}}},
+    const std::string name(hardware::family_name(f));
+    s[name] = {{"boost_max", {{"value", tidy(p.boost_max)}, {"source", gains.count(name) ? clock_src : src}}},
                                                 {"cluster_sms", {{"value", p.cluster_sms}, {"source",
                                                  "[meas] the measured kernels' names (nvjet ..._1x2_, _2x1_; "
                                                  "QuACK/CUTLASS grouped GEMMs assumed alike [est])"}}},
-                                                {"fixed_us", {{"value", p.fixed_us}, {"source", src}}}};
+                                                {"fixed_us", {{"value", p.fixed_us}, {"source", src}}},
+                                                {"sat_sms", {{"value", tidy(p.sat_sms)}, {"source", src}}},
+                                                {"knee", {{"value", p.knee}, {"source", src}}}};
   }
   for (int i = static_cast<int>(hardware::Family::ew_add); i < hardware::kFamilies; ++i)
     s[std::string(hardware::family_name(static_cast<hardware::Family>(i)))] = {
@@ -61,21 +73,27 @@ Json profile_section(const hardware::ContentionModel& m, const std::string& data
 int main(int argc, char** argv) {
   CLI::App app{"twin-fit-contention: fit the SM-contention model to contention_bench.py's curves"};
   std::vector<std::string> files;
+  std::vector<std::string> clock_files;
   std::string out, svg_dir, clusters;
   app.add_option("files", files, "measurement files (a later file's classes replace an earlier's)")->required();
   app.add_option("--clusters", clusters, "cluster_probe.py's result: the usable SMs of clustered kernels")
       ->required();
+  app.add_option("--clocks", clock_files, "contention_bench.py --clock results: the compute families' clock "
+                 "gain b_max, measured rather than fitted");
   app.add_option("--out", out, "write the fitted section and residuals here (JSON)");
   app.add_option("--svg", svg_dir, "write one plot per family into this folder (SVG)");
   CLI11_PARSE(app, argc, argv);
   try {
     const auto cases = calibrate::read_contention_cases(files);
-    const auto m = calibrate::fit_contention(cases, calibrate::fit_base(clusters));
-    std::string data;
-    for (const auto& f : files) data += (data.empty() ? "" : ", ") + f.substr(f.find_last_of('/') + 1);
+    const auto gains = clock_files.empty() ? std::map<std::string, double>{}
+                                           : calibrate::measured_clock_gains(clock_files);
+    const auto m = calibrate::fit_contention(cases, calibrate::fit_base(clusters), gains);
     Json doc;
-    doc["contention"] = profile_section(m, data, clusters.substr(clusters.find_last_of('/') + 1));
+    doc["contention"] = profile_section(m, file_names(files), clusters.substr(clusters.find_last_of('/') + 1),
+                                        gains, file_names(clock_files));
+    doc["clock_gains"] = gains;
     doc["residuals"] = calibrate::contention_residuals(cases, m);
+    for (const auto& [g, v] : gains) fmt::print("clock gain {:16s} {:.2f}\n", g, v);
     for (const auto& [g, r] : doc["residuals"].items())
       fmt::print("{:16s} cases {:2d}  held-out: worst median over cases {:5.1f}%, worst point {:5.1f}%"
                  "  (fitted points: worst {:5.1f}%)\n", g, r["cases"].get<int>(),

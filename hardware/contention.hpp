@@ -15,11 +15,20 @@
 //     held, clusters of 2 use 108 SMs, of 8 only 72 (reports/calibration/clusters/).
 //  2. Power-capped clocks. A GPU at full load runs below its top clock; with fewer SMs busy the
 //     same power buys a higher clock: dynamic power ∝ a·f³ at a fixed budget gives
-//     f ∝ (S/a)^⅓ for a busy SMs, up to the top clock: b(a) = min(b_max, (S/a)^⅓), b_max = the
-//     family's top clock over its full-load clock (GEMMs draw the most power: measured 1.2–1.4).
+//     f ∝ (S/a)^⅓ for a busy SMs, up to a ceiling: b(a) = min(b_max, (S/a)^⅓). Measured on the
+//     H200 (contention_bench.py --clock, SM cycles against global time while the kernel runs):
+//     GEMMs and attention run at 1,414–1,850 MHz alone and ~1,812 MHz with 56–112 SMs held, so
+//     b_max is that plateau over the clock alone, per family the median over its cases (1.07
+//     cuBLAS, 1.09 _grouped_mm, 1.23 FP8, 1.07/1.11 attention forward/backward); with 124 held
+//     the clock reaches 1,980 MHz (not modelled: +3–10% at that one point). Elementwise kernels
+//     run at 1,960–1,980 MHz whatever is held: for them b(a) is not a clock but the memory side
+//     (an SM's loads queue less when fewer SMs share its TPC, GPC and the crossbar), b_max fitted.
 //  3. Bandwidth saturation. The kernel's throughput with a busy SMs, in SM-equivalents, is
 //     Θ(a) = x / (1 + (x/a_sat)^p)^(1/p), x = a·b(a): linear in SMs until the memory system
 //     saturates at a_sat SMs' worth (a soft minimum of sharpness p). Compute-bound: a_sat = ∞.
+//     Compute families fit a_sat too: what a tile gains with fewer tiles running beyond the
+//     measured clock (_grouped_mm: a round of late CTAs costs 0.75 of the first, the clock only
+//     explaining 0.92) is their loads' share of L2 and HBM.
 //  4. Scheduling. grid: the hardware dispatches blocks as slots free, u·o at a time; full waves
 //     run on u SMs; the last r = B mod u·o blocks start as slots free, spread over a_t =
 //     min(r, u) SMs. A block alone reaches β of its SM's throughput (at least its share 1/o: a

@@ -193,6 +193,13 @@ sim::Schema<ContentionModel> contention_schema() {
            "top clock over full-load clock of " + n + " kernels: the most a kernel speeds up per SM "
            "when fewer SMs are busy (power cap)",
            [i](auto& c) -> auto& { return c.family[i].boost_max; })
+        .real(n + ".sat_sms", "SMs", 0, 1e4, 0.0,
+              "SMs' worth of " + n + " throughput at which its loads saturate L2 and HBM (0: "
+              "compute-bound)",
+              [i](auto& c) -> auto& { return c.family[i].sat_sms; })
+        .real(n + ".knee", "", 0.5, 100, 3.0,
+              "sharpness of that saturation (soft minimum's exponent)",
+              [i](auto& c) -> auto& { return c.family[i].knee; })
         .integer(n + ".cluster_sms", "SMs", 1, 16, std::nullopt,
                  "SMs per thread-block cluster of " + n + " kernels",
                  [i](auto& c) -> auto& { return c.family[i].cluster_sms; })
@@ -206,8 +213,8 @@ sim::Schema<ContentionModel> contention_schema() {
            "SMs' worth of " + n + " kernel throughput that saturates HBM",
            [i](auto& c) -> auto& { return c.family[i].sat_sms; })
         .real(n + ".boost_max", "", 0.5, 4, std::nullopt,
-              "the most a " + n + " kernel's per-SM rate grows when few SMs are busy (clocks, "
-              "memory latency)",
+              "the most a " + n + " kernel's per-SM rate grows when few SMs are busy (memory "
+              "latency: the clock stays at its top, measured)",
               [i](auto& c) -> auto& { return c.family[i].boost_max; })
         .real(n + ".knee", "", 0.5, 100, std::nullopt,
               "sharpness of a " + n + " kernel's bandwidth saturation (soft minimum's exponent)",
