@@ -1,5 +1,7 @@
 #include "model/step_graph.hpp"
 
+#include <algorithm>
+
 #include "model/accounting.hpp"
 #include "hardware/kernel_shapes.hpp"
 
@@ -135,6 +137,10 @@ StepBuilder::PerRank StepBuilder::collective(const std::vector<std::vector<int>>
       l.ctas = hardware::channels(kind, static_cast<int>(default_ctas), c_.nccl(),
                                   static_cast<int>(c_.profile().gpu.sm_count));
       for (int r : grp) note(r, *out[static_cast<std::size_t>(r)], {l});
+      if (grp.size() > 1 && std::any_of(grp.begin(), grp.end(), [&](int r) { return records(r); })) {
+        auto& ids = peers_.emplace_back();
+        for (const auto* t : ts) ids.push_back(t->id());
+      }
     }
     hardware::run_collective(ts, c_, {kind, grp, bytes, static_cast<int>(default_ctas),
                                       s == kReplicaPg && replicas_are_copies_});

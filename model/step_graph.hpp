@@ -79,6 +79,9 @@ class StepBuilder {
   }
   // The launches of a recorded task (several for a fused task), or null.
   const std::vector<Launch>* launches(std::size_t task_id) const;
+  // Each collective with a recorded rank among its peers: its peers' task ids (traces draw who
+  // waited for whom).
+  const std::vector<std::vector<std::size_t>>& collective_peers() const { return peers_; }
 
  private:
   using PerRank = std::vector<sim::Task*>;
@@ -128,6 +131,7 @@ class StepBuilder {
     return r >= 0 && static_cast<std::size_t>(r) < launch_ranks_.size() && launch_ranks_[static_cast<std::size_t>(r)];
   }
   std::map<std::size_t, std::vector<Launch>> launches_;
+  std::vector<std::vector<std::size_t>> peers_;
   // Records t's launches when `rank` is the one recorded (a list: no allocation otherwise).
   void note(std::int64_t rank, const sim::Task& t, std::initializer_list<Launch> l);
   void note(std::int64_t rank, const sim::Task& t, std::vector<Launch> l);

@@ -1,5 +1,7 @@
 #include "reports/output.hpp"
 
+#include <zlib.h>
+
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -82,6 +84,24 @@ void write_atomic(const fs::path& path, const std::string& content) {
     throw OutputError(path.string() + ": cannot rename into place: " + ec.message());
   }
 }
+
+std::string gzip(const std::string& content) {
+  z_stream z{};
+  if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+    throw OutputError("gzip: cannot start zlib");
+  std::string out(deflateBound(&z, static_cast<uLong>(content.size())), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(content.data()));
+  z.avail_in = static_cast<uInt>(content.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  const int rc = deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  if (rc != Z_STREAM_END) throw OutputError("gzip: compression failed");
+  return out;
+}
+
+bool gzip_named(const fs::path& path) { return path.extension() == ".gz"; }
 
 std::string output_problem(const fs::path& path, const std::vector<fs::path>& inputs) {
   std::error_code ec;

@@ -22,6 +22,10 @@ void remove_temporaries_on_signals();
 // Throws OutputError naming the file on failure. Temporary files of earlier runs killed before
 // their rename (FILE.tmp.PID of a process that no longer exists) are removed first.
 void write_atomic(const std::filesystem::path& path, const std::string& content);
+// `content` gzip-compressed (zlib, level 6, no file name or time in the header: the same bytes
+// for the same content), for outputs named *.gz.
+std::string gzip(const std::string& content);
+bool gzip_named(const std::filesystem::path& path);
 
 // Why `path` cannot be an output — a symbolic link (its target is not replaced), a device, folder
 // or pipe, a folder that does not exist or cannot be written, a file that cannot be written, or

@@ -39,12 +39,12 @@ void ChromeTrace::complete(int pid, int tid, const char* name, const char* cat, 
 }
 
 void ChromeTrace::flow(std::uint64_t id, int pid, int tid, std::int64_t from_ns, int pid2, int tid2,
-                       std::int64_t to_ns) {
+                       std::int64_t to_ns, const char* name) {
   sep();
-  body_ += fmt::format(R"({{"ph":"s","id":{},"pid":{},"tid":{},"ts":{},"name":"dependency","cat":"dependency"}},)"
+  body_ += fmt::format(R"({{"ph":"s","id":{},"pid":{},"tid":{},"ts":{},"name":"{}","cat":"{}"}},)"
                        "\n"
-                       R"({{"ph":"f","bp":"e","id":{},"pid":{},"tid":{},"ts":{},"name":"dependency","cat":"dependency"}})",
-                       id, pid, tid, us(from_ns), id, pid2, tid2, us(to_ns));
+                       R"({{"ph":"f","bp":"e","id":{},"pid":{},"tid":{},"ts":{},"name":"{}","cat":"{}"}})",
+                       id, pid, tid, us(from_ns), name, name, id, pid2, tid2, us(to_ns), name, name);
 }
 
 void ChromeTrace::instant(int pid, int tid, const char* name, std::int64_t t_ns) {
@@ -52,10 +52,13 @@ void ChromeTrace::instant(int pid, int tid, const char* name, std::int64_t t_ns)
   body_ += fmt::format(R"({{"ph":"i","s":"t","pid":{},"tid":{},"name":"{}","ts":{}}})", pid, tid, name, us(t_ns));
 }
 
-void ChromeTrace::counter(int pid, const char* name, std::int64_t t_ns, double value) {
+void ChromeTrace::counter(int pid, const char* name, std::int64_t t_ns,
+                          const std::vector<std::pair<std::string, double>>& series) {
   sep();
-  body_ += fmt::format(R"({{"ph":"C","pid":{},"name":"{}","ts":{},"args":{{"SMs":{}}}}})", pid, name,
-                       us(t_ns), value);
+  body_ += fmt::format(R"({{"ph":"C","pid":{},"name":"{}","ts":{},"args":{{)", pid, name, us(t_ns));
+  for (std::size_t i = 0; i < series.size(); ++i)
+    body_ += fmt::format(R"({}"{}":{})", i ? "," : "", series[i].first, series[i].second);
+  body_ += "}}";
 }
 
 }  // namespace twin::reports

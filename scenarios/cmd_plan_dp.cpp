@@ -86,21 +86,21 @@ int cmd_plan_dp(const CommonArgs& args, const PlanDpArgs& plan, std::ostream& ou
     out << j.dump(2) << "\n";
     return 0;
   }
-  fmt::print(out, "{:>8} {:>6} {:>6} {:>7} {:>12} {:>8} {:>11} {:>9} {:>9} {:>9} {:>8}  {}\n", "replicas",
-             "GPUs", "nodes", "groups", "tok/s/GPU", "vs DP=1", "tokens/day", "days", "host OOM",
+  fmt::print(out, "{:>8} {:>6} {:>6} {:>7} {:>12} {:>8} {:>13} {:>9} {:>9} {:>9} {:>8}  {}\n", "replicas",
+             "GPUs", "nodes", "groups", "tok/s/GPU", "vs DP=1", "B tokens/day", "days", "host OOM",
              "saturated", "link use", "busiest link");
   for (const auto& r : j["rows"]) {
-    fmt::print(out, "{:>8} {:>6} {:>6} {:>7} {:>12.1f} {:>8.3f} {:>11.3g} {:>9.1f} {:>9.2g} {:>8.1f}s {:>8.2f}  {}\n",
+    fmt::print(out, "{:>8} {:>6} {:>6} {:>7} {:>12.1f} {:>8.3f} {:>13.1f} {:>9.1f} {:>9.2f} {:>8.1f}s {:>8.2f}  {}\n",
                r["replicas"].get<int>(), r["gpus"].get<std::int64_t>(), r["nodes"].get<std::size_t>(),
                r["groups"].get<std::size_t>(), r["tokens_per_s_per_gpu"].get<double>(),
-               r["relative_to_dp1"].get<double>(), r["tokens_per_day"].get<double>(),
+               r["relative_to_dp1"].get<double>(), r["tokens_per_day"].get<double>() / 1e9,
                r["days_to_tokens"].get<double>(), r["host_oom_probability"].get<double>(),
                r["busiest_link_saturated_s"].get<double>(), r["busiest_link_utilization"].get<double>(),
                r["busiest_link"].get<std::string>());
   }
-  fmt::print(out, "days: to {:.3g} tokens; saturated: time the busiest fabric link was full; link "
-                  "use: its utilization while busy\n",
-             j["tokens"].get<double>());
+  fmt::print(out, "B tokens/day: billions; days: to {:.0f} billion tokens; saturated: time the busiest fabric "
+                  "link was full; link use: its utilization while busy\n",
+             j["tokens"].get<double>() / 1e9);
   return 0;
 }
 

@@ -30,7 +30,8 @@ int cmd_run(const CommonArgs& args, const RunArgs& run, std::ostream& out) {
   o.trace_ranks = trace_ranks;
   o.plan_rank = run.plan_file.empty() ? -1 : run.plan_rank;
   auto r = simulate(loaded, o);
-  if (o.trace) reports::write_atomic(run.trace_file, r.trace);
+  if (o.trace)
+    reports::write_atomic(run.trace_file, reports::gzip_named(run.trace_file) ? reports::gzip(r.trace) : r.trace);
   if (o.plan_rank >= 0) reports::write_atomic(run.plan_file, r.plan.dump(1) + "\n");
   if (args.json) {
     Json j = r.json;

@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
   auto* run = app.add_subcommand("run", "simulate one training step of a scenario");
   run->footer("Example: twin run scenarios/europa.json --set nccl.max_ctas=0 --trace t.json --trace-ranks 0,163");
   add_common(run, common, kJson | kLimits);
-  run->add_option("--trace", run_args.trace_file, "write a Chrome trace (Perfetto) of the step");
+  run->add_option("--trace", run_args.trace_file, "write a Chrome trace (Perfetto) of the step; gzip-compressed if FILE ends in .gz");
   run->add_option("--trace-ranks", run_args.trace_ranks,
                   "ranks in the trace, e.g. 0,163, or all (every simulated rank: large) (default 0)")
       ->delimiter(',')

@@ -170,15 +170,14 @@ Chart hbm_pools_chart(const Json& alloc_events) {
     }
     if (i % stride == 0 || i + 1 == ev.size())
       for (const auto& [pool, bytes] : live)
-        values.push_back({{"event", i}, {"pool", pool}, {"GiB", bytes / kGiB}});
+        values.push_back({{"t_s", e.back()}, {"pool", pool}, {"GiB", bytes / kGiB}});
   }
-  Json enc{{"x", field("event", "quantitative", "allocation or free, in the step's order")},
+  Json enc{{"x", field("t_s", "quantitative", "time in the step (s)")},
            {"y", {{"field", "GiB"}, {"type", "quantitative"}, {"stack", "zero"}, {"title", "GiB allocated"}}},
            {"color", field("pool", "nominal", "allocator pool")}};
   return {"HBM per allocator pool (rank 0)",
-          "Bytes allocated in each caching-allocator pool after each allocation and free of rank 0's step, "
-          "in the order the step makes them (model/memory_replay.hpp); cached but unused blocks are not "
-          "shown.",
+          "Bytes allocated in each caching-allocator pool over rank 0's step, after each allocation and "
+          "free (model/memory_replay.hpp); cached but unused blocks are not shown.",
           spec(std::move(values), "area", std::move(enc), 220)};
 }
 

@@ -275,8 +275,9 @@ Json alloc_events_json(const Scenario& s, const Pass& p, int r, double capacity)
   Json ev = Json::array(), pools = Json::array();
   for (const auto& e : model::alloc_sequence(p.builder.buffers(), r)) {
     const auto& b = bufs[e.buffer];
-    if (e.alloc) ev.push_back({"alloc", e.buffer, static_cast<std::int64_t>(b.bytes), b.pool, b.name});
-    else ev.push_back({"free", e.buffer});
+    const double t_s = sim::Time::ns(e.time_ns).to_s();
+    if (e.alloc) ev.push_back({"alloc", e.buffer, static_cast<std::int64_t>(b.bytes), b.pool, b.name, t_s});
+    else ev.push_back({"free", e.buffer, t_s});
   }
   for (int k = 0; k < model::kPoolCount; ++k) pools.push_back(model::pool_name(k));
   return {{"scenario", s.name}, {"rank", r}, {"capacity_bytes", static_cast<std::int64_t>(capacity)},
@@ -284,6 +285,22 @@ Json alloc_events_json(const Scenario& s, const Pass& p, int r, double capacity)
 }
 
 // The Chrome trace of the asked ranks (rank 0 by default; ranks not simulated are left out).
+// HBM allocated per caching-allocator pool over the step, as one counter track of one series
+// per pool (GiB), a sample wherever an allocation or free changes it.
+void pool_counters(reports::ChromeTrace& tr, const model::BufferLog& log, int r) {
+  const auto bufs = log.rank(r);
+  std::array<double, model::kPoolCount> live{};
+  const auto seq = model::alloc_sequence(log, r);
+  for (std::size_t i = 0; i < seq.size(); ++i) {
+    const auto& b = bufs[seq[i].buffer];
+    live[static_cast<std::size_t>(b.pool)] += seq[i].alloc ? b.bytes : -b.bytes;
+    if (i + 1 < seq.size() && seq[i + 1].time_ns == seq[i].time_ns) continue;  // one sample per moment
+    std::vector<std::pair<std::string, double>> series;
+    for (int k = 0; k < model::kPoolCount; ++k) series.emplace_back(model::pool_name(k), live[static_cast<std::size_t>(k)] / kGiB);
+    tr.counter(r, "hbm_allocated_GiB", seq[i].time_ns, series);
+  }
+}
+
 std::string trace_text(const Pass& p, const std::vector<int>& asked, int gpus, double step, const Json& provenance) {
   const auto& graph = p.graph;
   reports::ChromeTrace tr;
@@ -320,9 +337,24 @@ std::string trace_text(const Pass& p, const std::vector<int>& asked, int gpus, d
         tr.flow(++flows, rank, stream, t.end_time().count_ns(), srank, sstream, succ.start_time().count_ns());
     });
   }
-  for (int r : ranks)
+  // Who a collective waited for: an arrow from the peer that arrived last to each other peer.
+  for (const auto& peers : p.builder.collective_peers()) {
+    std::size_t last = peers.front();
+    for (const auto id : peers)
+      if (graph.start_of(id) > graph.start_of(last)) last = id;
+    const auto& lt = graph[last];
+    for (const auto id : peers)
+      if (id != last && traced[static_cast<std::size_t>(graph[id].lane / model::kStreamCount)] &&
+          traced[static_cast<std::size_t>(lt.lane / model::kStreamCount)])
+        tr.flow(++flows, lt.lane / model::kStreamCount, lt.lane % model::kStreamCount,
+                graph.start_of(last).count_ns(), graph[id].lane / model::kStreamCount,
+                graph[id].lane % model::kStreamCount, graph.start_of(last).count_ns(), "collective peer");
+  }
+  for (int r : ranks) {
     if (const auto it = p.sms.find(r); it != p.sms.end())
-      for (const auto& [t, held] : it->second.points()) tr.counter(r, "nccl_sms", t, held);
+      for (const auto& [t, held] : it->second.points()) tr.counter(r, "nccl_sms", t, {{"SMs", held}});
+    pool_counters(tr, p.builder.buffers(), r);
+  }
   return tr.str();
 }
 

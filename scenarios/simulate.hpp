@@ -23,7 +23,7 @@ struct RunResult {
   std::string trace;  // Chrome trace JSON when asked for
   // One rank's allocations in simulated order, for replay on a real allocator:
   // {"capacity_bytes", "expandable_segments", "pools": [...], "events": [["alloc", id, bytes,
-  // pool, name] | ["free", id]]}.
+  // pool, name, t_s] | ["free", id, t_s]]}, t_s the simulated time in the step.
   Json alloc_events;
   Json plan;  // scenarios/plan.hpp, when asked for
 };

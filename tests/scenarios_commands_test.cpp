@@ -237,5 +237,11 @@ TEST_SUITE("scenarios.report") {
     const auto h = hbm_pools_chart(r.alloc_events).spec["data"]["values"];
     REQUIRE(!h.empty());
     CHECK(h.back()["pool"].is_string());
+    double when = 0;  // over the step, in time order
+    for (const auto& v : h) {
+      CHECK(v["t_s"].get<double>() >= when);
+      when = v["t_s"];
+    }
+    CHECK(when <= r.json["step_time_s"].get<double>());
   }
 }

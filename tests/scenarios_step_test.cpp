@@ -16,6 +16,8 @@
 #include "scenarios/json_tree.hpp"
 #include "scenarios/parallel.hpp"
 #include "scenarios/simulate.hpp"
+#include "reports/output.hpp"
+#include "model/step_memory.hpp"
 #include "sim/engine.hpp"
 
 using namespace twin::scenarios;
@@ -320,5 +322,45 @@ TEST_SUITE("scenarios.outputs") {
     CHECK(ph["s"] > 0);
     CHECK(ph["s"] == ph["f"]);  // every arrow has both ends
     CHECK(ph["i"] > 0);         // phase ends
+  }
+
+  TEST_CASE("a trace shows who each collective waited for and HBM per pool over the step") {
+    RunOptions o;
+    o.trace = true;
+    o.trace_ranks = {0, 1, 2, 3};
+    const auto r = simulate(small(), o);
+    const Json t = Json::parse(r.trace);
+    int peers = 0, samples = 0;
+    double last_t = -1, peak_compute = 0;
+    for (const auto& e : t["traceEvents"]) {
+      if (e["ph"] == "s" && e["name"] == "collective peer") ++peers;
+      if (e["ph"] != "C" || e["name"] != "hbm_allocated_GiB" || e["pid"] != 0) continue;
+      ++samples;
+      CHECK(e["args"].size() == static_cast<std::size_t>(twin::model::kPoolCount));
+      CHECK(e["ts"].get<double>() > last_t);  // one sample per moment, in time order
+      last_t = e["ts"];
+      for (const auto& [pool, gib] : e["args"].items()) CHECK(gib.get<double>() >= -1e-12);
+      peak_compute = std::max(peak_compute, e["args"]["compute"].get<double>());
+    }
+    CHECK(peers > 0);
+    CHECK(samples > 10);
+    // The counter's compute pool peaks at the allocator replay's peak, less its rounding of
+    // requests up to whole blocks (model/caching_allocator.hpp).
+    const auto& pool = r.json["memory"]["rank0"]["pools"][0];
+    REQUIRE(pool["pool"] == "compute");
+    const double replay = pool["peak_allocated_GiB"];
+    CHECK(peak_compute <= replay * (1 + 1e-9));
+    CHECK(peak_compute >= 0.95 * replay);
+  }
+
+  TEST_CASE("a trace named *.gz is the same trace, gzip-compressed, byte for byte the same each time") {
+    const std::string text = "{\"traceEvents\":[]}\n";
+    const auto z = twin::reports::gzip(text);
+    CHECK(z.size() > 10);
+    CHECK(static_cast<unsigned char>(z[0]) == 0x1f);  // gzip magic
+    CHECK(static_cast<unsigned char>(z[1]) == 0x8b);
+    CHECK(z == twin::reports::gzip(text));
+    CHECK(twin::reports::gzip_named("t.json.gz"));
+    CHECK_FALSE(twin::reports::gzip_named("t.json"));
   }
 }
