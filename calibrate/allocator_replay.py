@@ -15,6 +15,8 @@ segment, which synchronizes the device) over k segments of several sizes.
 Usage: allocator_replay.py OUT.json SEQUENCES.json...   (a file holds one sequence, or
 {"sequences": [...]}); `--tight F` also replays every sequence at F x its capacity.
 """
+from __future__ import annotations
+
 import argparse
 import json
 import sys
@@ -26,13 +28,13 @@ except ImportError:  # --help needs no PyTorch
     torch = None
 
 
-def sequences(path):
+def sequences(path: str) -> list[dict]:
     with open(path) as f:
         d = json.load(f)
     return d["sequences"] if "sequences" in d else [d]
 
 
-def replay(seq, capacity):
+def replay(seq: dict, capacity: float) -> dict:
     dev = torch.cuda.current_device()
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
@@ -69,7 +71,7 @@ def replay(seq, capacity):
     return out
 
 
-def time_empty_cache():
+def time_empty_cache() -> list[dict]:
     rows = []
     for seg_mib in (2, 20, 256, 1024):
         for k in (1, 8, 32):

@@ -18,6 +18,10 @@ Usage (on a GPU machine with PyTorch):
   python3 calibrate/attention_bench.py --tokens 16384 65536 --out attention.json \
       [--profile hardware/profiles/h200-measured.json --peak-TFLOPs 989]
 """
+from __future__ import annotations
+
+from collections.abc import Callable
+
 import argparse
 import datetime
 import json
@@ -34,13 +38,13 @@ except ImportError:  # --refit needs no GPU and no PyTorch
     torch = None
 
 
-def causal_pairs(n, window):
+def causal_pairs(n: int, window: int) -> float:
     if window <= 0 or window >= n:
         return n * (n + 1) / 2
     return window * (window + 1) / 2 + (n - window) * window
 
 
-def lognormal_docs(tokens, median, sigma, seed):
+def lognormal_docs(tokens: int, median: float, sigma: float, seed: int) -> list[int]:
     rng = random.Random(seed)
     docs, left = [], tokens
     while left > 0:
@@ -50,7 +54,7 @@ def lognormal_docs(tokens, median, sigma, seed):
     return docs
 
 
-def layouts(tokens, seed):
+def layouts(tokens: int, seed: int) -> dict[str, list[int]]:
     out = {}
     for d in (512, 2048, 8192, tokens):
         if d <= tokens and tokens % d == 0:
@@ -59,7 +63,7 @@ def layouts(tokens, seed):
     return out
 
 
-def timed(fn, reps):
+def timed(fn: Callable[[], object], reps: int) -> float:
     """Median milliseconds of fn() over reps, after two warm-ups; fn returns (start, end) events."""
     for _ in range(2):
         fn()
@@ -75,7 +79,7 @@ class Shapes:
     q_heads, kv_heads, qk_dim, v_dim = 64, 4, 192, 128
 
 
-def make_qkv(tokens, batch=1, seq=None):
+def make_qkv(tokens: int, batch: int = 1, seq: int | None = None) -> tuple:
     seq = seq or tokens
     g = torch.Generator(device="cuda").manual_seed(0)
     mk = lambda h, d: (torch.randn(batch, h, seq, d, device="cuda", dtype=torch.bfloat16,
@@ -83,7 +87,7 @@ def make_qkv(tokens, batch=1, seq=None):
     return mk(Shapes.q_heads, Shapes.qk_dim), mk(Shapes.kv_heads, Shapes.qk_dim), mk(Shapes.kv_heads, Shapes.v_dim)
 
 
-def fwd_bwd_ms(run, q, k, v, reps):
+def fwd_bwd_ms(run: Callable, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, reps: int) -> tuple[float, float]:
     def fwd():
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         with torch.no_grad():
@@ -127,12 +131,12 @@ class Flex:
         return lambda q, k, v: self.flex(q, k, v, block_mask=bm, enable_gqa=True)
 
 
-def sdpa_runner(docs):
+def sdpa_runner(docs: list[int]) -> Callable:
     import torch.nn.functional as F
     return lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
 
 
-def measure(args):
+def measure(args: argparse.Namespace) -> tuple[list[dict], list[str]]:
     rows, errors = [], []
     flops_per_pair = 2 * Shapes.q_heads * (Shapes.qk_dim + Shapes.v_dim)
     for tokens in args.tokens:
@@ -170,7 +174,7 @@ def measure(args):
     return rows, errors
 
 
-def fit(rows, backend, peak, docs_of):
+def fit(rows: list[dict], backend: str, peak: float, docs_of: dict) -> dict:
     """Per pass: time = FLOPs·(L + h)/L / (peak·f) summed over documents (model/workload.hpp);
     linear least squares in (1/f, h/f) of the relative error; returns f, h and the errors."""
     out = {}
@@ -199,7 +203,7 @@ def fit(rows, backend, peak, docs_of):
     return out
 
 
-def write_profile(path, backend, fits, source_note):
+def write_profile(path: str, backend: str, fits: dict, source_note: str) -> None:
     values = {}
     for key in ("fwd", "bwd"):
         if key in fits:
@@ -212,7 +216,7 @@ def write_profile(path, backend, fits, source_note):
     update_efficiency(path, values)
 
 
-def main():
+def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tokens", type=int, nargs="+", default=[16384])
     p.add_argument("--reps", type=int, default=5)

@@ -5,6 +5,7 @@ kept busy runs its GEMMs at its power-capped clock, one that idled between them 
 (reports/calibration/grouped-gemm/README.md). Usage, on a GPU machine:
   python3 calibrate/clock_probe.py
 """
+from collections.abc import Callable
 import argparse
 import statistics
 import subprocess
@@ -25,7 +26,7 @@ def clock() -> str:
                           capture_output=True, text=True).stdout.strip()
 
 
-def run(f, gap_s: float, reps: int = 20) -> tuple:
+def run(f: Callable[[], object], gap_s: float, reps: int = 20) -> tuple:
     """Median ms of `reps` launches of f, each after an idle gap of gap_s (0: back to back)."""
     ts, clks = [], []
     for i in range(reps):

@@ -14,6 +14,8 @@ Usage, on a GPU machine with PyTorch and build-device/libtwin_kernels_c.so
 (calibrate/build-device.sh --lib):
   python3 calibrate/cluster_probe.py --lib build-device/libtwin_kernels_c.so --out clusters.json
 """
+from __future__ import annotations
+
 import argparse
 import ctypes
 import datetime
@@ -35,7 +37,7 @@ SPIN_NS = 200_000
 CLUSTERS = [1, 2, 4, 8, 16]
 
 
-def probe(lib, holder, work, sms, c, k):
+def probe(lib: ctypes.CDLL, holder: Holder, work: torch.cuda.Stream, sms: int, c: int, k: int) -> dict:
     """CTAs of the probe resident at once with k SMs held, and the SM ids involved."""
     n = 2 * sms // c * c
     starts = torch.zeros(n, dtype=torch.int64, device="cuda")
@@ -54,7 +56,7 @@ def probe(lib, holder, work, sms, c, k):
             "first_wave_smids": [ids[i] for i in first]}
 
 
-def main():
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lib", default="build-device/libtwin_kernels_c.so")
     ap.add_argument("--out", default="clusters.json")

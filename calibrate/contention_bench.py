@@ -27,6 +27,10 @@ Usage, on a GPU machine with PyTorch and build-device/libtwin_kernels_c.so
   python3 calibrate/contention_bench.py --lib build-device/libtwin_kernels_c.so \
       --out contention.json [--held 0,8,32] [--only gemm,elementwise] [--budget-s 480] [--clock]
 """
+from __future__ import annotations
+
+from collections.abc import Callable
+
 import argparse
 import ctypes
 import datetime
@@ -135,15 +139,15 @@ class ClockObserver:
         return (c1 - c0) / (t1 - t0) * 1e3 if t0 and t1 > t0 else None
 
 
-def ptr(t):
+def ptr(t: torch.Tensor) -> ctypes.c_void_p:
     return ctypes.c_void_p(t.data_ptr())
 
 
-def stream_ptr(s):
+def stream_ptr(s: torch.cuda.Stream) -> ctypes.c_void_p:
     return ctypes.c_void_p(s.cuda_stream)
 
 
-def load_lib(path):
+def load_lib(path: str) -> ctypes.CDLL:
     lib = ctypes.CDLL(path)
     P, I, LL, SZ = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong, ctypes.c_size_t
     lib.twin_sm_hold_until.argtypes = [I, P, P, P, LL, I, P]
@@ -157,7 +161,7 @@ def load_lib(path):
     return lib
 
 
-def checked(rc, what):
+def checked(rc: int, what: str) -> None:
     if rc != 0:
         raise RuntimeError(f"{what}: cudaError {rc}")
 
@@ -171,7 +175,7 @@ HOLDER_SHAPES = [
     (200 * 1024, 640, 2), (200 * 1024, 640, 1), (200 * 1024, 32, 0)]
 
 
-def probe_holder(lib, sms, work, copier=None):
+def probe_holder(lib: ctypes.CDLL, sms: int, work: torch.cuda.Stream, copier: Copier | None = None) -> tuple:
     """For each holder shape: how many holders are resident 50 ms after launching one per SM,
     whether a one-block kernel then runs beside them (`shares`: an NCCL CTA leaves 4,096
     registers, so a tiny block may), whether a kernel runs on the SMs left free with 124 held
@@ -216,7 +220,8 @@ def probe_holder(lib, sms, work, copier=None):
 
 
 # --- timing -------------------------------------------------------------------------------------
-def timed_launches(fn, work, reps, lead_ms, mark=None):
+def timed_launches(fn: Callable[[], object], work: torch.cuda.Stream, reps: int, lead_ms: float,
+                   mark: torch.Tensor | None = None) -> list[tuple]:
     """Events around `reps` launches of fn on `work` after one warm-up. A sleep kernel of lead_ms
     goes first, so that the host enqueues every launch before the GPU reaches them: otherwise the
     host's launch gaps (tens of µs per PyTorch op) would be timed as kernel time. `mark` (a
@@ -236,12 +241,12 @@ def timed_launches(fn, work, reps, lead_ms, mark=None):
     return evs
 
 
-def median_ms(evs):
+def median_ms(evs: list[tuple]) -> float:
     evs[-1][1].synchronize()
     return statistics.median(a.elapsed_time(b) for a, b in evs)
 
 
-def host_ms_per_call(fn, work, calls=5):
+def host_ms_per_call(fn: Callable[[], object], work: torch.cuda.Stream, calls: int = 5) -> float:
     """Host time to enqueue one call of fn (no synchronisation inside)."""
     with torch.cuda.stream(work):
         t = time.perf_counter()
@@ -289,7 +294,7 @@ class Copier:
 BF16 = None
 
 
-def rand(*shape, dtype=None):
+def rand(*shape: int, dtype: torch.dtype | None = None) -> torch.Tensor:
     return (torch.randn(*shape, device="cuda") * 0.1).to(dtype or BF16)
 
 
@@ -305,7 +310,7 @@ class Case:
         return self.kernel + "[" + ",".join(f"{k}={v}" for k, v in self.shape.items()) + "]"
 
 
-def binary(op, rows, cols):
+def binary(op: Callable, rows: int, cols: int) -> Callable[[], Callable[[], object]]:
     """A same-dtype binary elementwise kernel (torch.add, torch.mul) over rows × cols bf16."""
     def make():
         a, b = rand(rows, cols), rand(rows, cols)
@@ -314,7 +319,7 @@ def binary(op, rows, cols):
     return make
 
 
-def elementwise_cases():
+def elementwise_cases() -> list[Case]:
     cs = []
     h = HIDDEN
     for T in (4096, 16384, 65536):
@@ -409,7 +414,7 @@ def elementwise_cases():
     return cs
 
 
-def fp8_block_cases(lib):
+def fp8_block_cases(lib: ctypes.CDLL) -> list[Case]:
     cs = []
     for n in (1 << 24, 1 << 27, 1 << 29):
         def quant(n=n):
@@ -437,7 +442,7 @@ def fp8_block_cases(lib):
     return cs
 
 
-def gemm_case(name, m, n, k, cls="gemm"):
+def gemm_case(name: str, m: int, n: int, k: int, cls: str = "gemm") -> Case:
     def make():
         a, b = rand(m, k), rand(k, n)
         c = torch.empty(m, n, device="cuda", dtype=BF16)
@@ -446,7 +451,7 @@ def gemm_case(name, m, n, k, cls="gemm"):
                 bytes_=2.0 * (m * k + k * n + m * n))
 
 
-def gemm_cases():
+def gemm_cases() -> list[Case]:
     cs = []
     for T in (4096, 16384, 65536):
         cs.append(gemm_case("qkv_proj", T, QKV_OUT, HIDDEN))
@@ -462,7 +467,7 @@ def gemm_cases():
     return cs
 
 
-def fp8_gemm_cases():
+def fp8_gemm_cases() -> list[Case]:
     cs = []
     for m, n, k in ((8192, 8192, 8192), (16384, QKV_OUT, HIDDEN), (1376, 2 * EXPERT_HIDDEN, HIDDEN)):
         def make(m=m, n=n, k=k):
@@ -476,7 +481,7 @@ def fp8_gemm_cases():
     return cs
 
 
-def expert_rows(mean, groups, imbalance, seed=0):
+def expert_rows(mean: int, groups: int, imbalance: float, seed: int = 0) -> list[int]:
     """Rows per expert, multiples of 16 (grouped_mm's alignment), mean ≈ `mean`; imbalanced:
     log-normal with coefficient of variation `imbalance`."""
     if imbalance <= 0:
@@ -487,7 +492,7 @@ def expert_rows(mean, groups, imbalance, seed=0):
     return [max(16, 16 * int(round(v / 16))) for v in x.tolist()]
 
 
-def grouped_cases(lib):
+def grouped_cases(lib: ctypes.CDLL) -> list[Case]:
     cs = []
     for rows, imb in ((352, 0.0), (1376, 0.0), (1376, 0.3)):
         for proj, n, k in (("up", 2 * EXPERT_HIDDEN, HIDDEN), ("down", HIDDEN, EXPERT_HIDDEN)):
@@ -509,7 +514,7 @@ def grouped_cases(lib):
     return cs
 
 
-def twin_grouped(lib, counts, n, k, dynamic):
+def twin_grouped(lib: ctypes.CDLL, counts: list[int], n: int, k: int, dynamic: bool) -> Callable[[], object]:
     tm, tn = 128, 128  # kernels/twin_kernels.cuh kTileM, kTileN
     tiles = [math.ceil(c / tm) * math.ceil(n / tn) for c in counts]
     a, b = rand(sum(counts), k), rand(len(counts), k, n)
@@ -526,7 +531,7 @@ def twin_grouped(lib, counts, n, k, dynamic):
     return run
 
 
-def attention_cases():
+def attention_cases() -> list[Case]:
     cs = []
     for T in (4096, 16384):
         flops = 2.0 * Q_HEADS * (QK_DIM + V_DIM) * T * (T + 1) / 2
@@ -549,7 +554,7 @@ def attention_cases():
     return cs
 
 
-def flex_cases():
+def flex_cases() -> list[Case]:
     cs = []
     T = 16384
     for window in (0, 128):
@@ -585,7 +590,7 @@ def flex_cases():
     return cs
 
 
-def newton_schulz_cases():
+def newton_schulz_cases() -> list[Case]:
     cs = []
     for batch in (1, 16):
         def make(batch=batch):
@@ -607,7 +612,7 @@ def newton_schulz_cases():
 
 
 # --- the driver ---------------------------------------------------------------------------------
-def launch_config(fn):
+def launch_config(fn: Callable[[], object]) -> list[dict]:
     """The kernels one call of fn launches, from the PyTorch profiler (CUPTI)."""
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
@@ -629,7 +634,8 @@ def launch_config(fn):
     return out
 
 
-def measure_case(case, holder, copier, held, work, log, clock=None):
+def measure_case(case: Case, holder: Holder, copier: Copier | None, held: list[int], work: torch.cuda.Stream,
+                 log: Callable[[str], None], clock: ClockObserver | None = None) -> dict:
     # Made on the measured stream: autograd runs a backward on the stream of its forward.
     with torch.cuda.stream(work):
         fn = case.make()
@@ -690,7 +696,7 @@ def measure_case(case, holder, copier, held, work, log, clock=None):
             "launches": config}
 
 
-def provenance(args):
+def provenance(args: argparse.Namespace) -> dict:
     p = torch.cuda.get_device_properties(0)
     return {"gpu": p.name, "sm_count": p.multi_processor_count, "torch": torch.__version__,
             "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
@@ -700,7 +706,7 @@ def provenance(args):
             "holder": "kernels/sm_hold.cu sm_hold_until: 1 block/SM; shape (shared memory, threads, mode) in holder_shape"}
 
 
-def nvidia_smi(field):
+def nvidia_smi(field: str) -> str:
     import subprocess
     try:
         return subprocess.run(["nvidia-smi", f"--query-gpu={field}", "--format=csv,noheader"],
@@ -709,7 +715,7 @@ def nvidia_smi(field):
         return "unknown"
 
 
-def main():
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lib", default="build-device/libtwin_kernels_c.so")
     ap.add_argument("--out", default="contention.json")

@@ -8,6 +8,8 @@ assumed alike). The files keep their layout: one line per leaf {"value", "source
 Usage: python3 calibrate/contention_profile.py reports/calibration/contention/fit.json \
            hardware/profiles/h200.json --est hardware/profiles/jupiter-gh200.json
 """
+from __future__ import annotations
+
 import argparse
 import json
 import os
@@ -16,11 +18,11 @@ import sys
 EST = "[est] as measured on our H200 (the same Hopper die; the GH200 module's power cap and GPC layout may differ): "
 
 
-def leaf(v):
+def leaf(v: object) -> bool:
     return isinstance(v, dict) and "value" in v
 
 
-def render(obj, indent):
+def render(obj: dict, indent: int) -> str:
     """JSON with every {"value", "source"} leaf on one line, objects above it opened per key."""
     pad = " " * indent
     lines = ["{"]
@@ -35,13 +37,13 @@ def render(obj, indent):
     return "\n".join(lines)
 
 
-def marked(section, prefix):
+def marked(section: dict, prefix: str) -> dict:
     if leaf(section):
         return {"value": section["value"], "source": prefix + section["source"]}
     return {k: marked(v, prefix) for k, v in section.items()}
 
 
-def write(path, section):
+def write(path: str, section: dict) -> None:
     with open(path) as f:
         prof = json.load(f)
     prof["contention"] = section
@@ -52,7 +54,7 @@ def write(path, section):
     os.replace(path + ".tmp", path)
 
 
-def main():
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("fit", help="twin-fit-contention --out file")
     ap.add_argument("profile", help="the measured GPU's profile ([meas])")

@@ -10,13 +10,15 @@ Usage:
       reports/calibration/contention/h200-2026-11-30-contention-b.json \\
       reports/calibration/contention/h200-2026-12-01-contention-c.json
 """
+from __future__ import annotations
+
 import argparse
 import json
 import os
 import sys
 
 
-def tables(files):
+def tables(files: list[str]) -> dict:
     by_class, provenance = {}, []
     for path in files:
         with open(path) as f:
@@ -39,7 +41,7 @@ def tables(files):
             "cases": cases}
 
 
-def main():
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", required=True, help="profile JSON to write measurements.contention_curves into")
     ap.add_argument("files", nargs="+", help="contention_bench.py result files, earliest first")

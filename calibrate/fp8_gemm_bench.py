@@ -6,6 +6,10 @@ column of B (rowwise). Prints and writes TFLOP/s and the fp8/bf16 speed ratio pe
 
 Usage: python3 calibrate/fp8_gemm_bench.py --out fp8-gemm.json [--reps 20]
 """
+from __future__ import annotations
+
+from collections.abc import Callable
+
 import argparse
 import datetime
 import json
@@ -23,7 +27,7 @@ SHAPES = [("square_8192", 8192, 8192, 8192), ("qkv_proj", 16384, 13568, 6144),
          [(f"expert_down_{m}", m, 6144, 1792) for m in (1024, 2048, 4096, 8192, 16384)]
 
 
-def median_ms(fn, reps):
+def median_ms(fn: Callable[[], object], reps: int) -> float:
     for _ in range(3):
         fn()
     ts = []
@@ -35,7 +39,7 @@ def median_ms(fn, reps):
     return statistics.median(ts)
 
 
-def main():
+def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True)
     p.add_argument("--reps", type=int, default=20)

@@ -19,6 +19,10 @@ Usage (on a GPU machine with PyTorch):
   python3 calibrate/grouped_gemm_bench.py --out grouped.json [--profile P.json] [--peak-TFLOPs 989]
   python3 calibrate/grouped_gemm_bench.py --refit grouped.json --out grouped.json   # no GPU
 """
+from __future__ import annotations
+
+from collections.abc import Callable
+
 import argparse
 import datetime
 import json
@@ -39,7 +43,7 @@ PROJECTIONS = {"up": (3584, 6144), "down": (6144, 1792)}  # n, k
 ROWS = [64, 128, 176, 256, 352, 512, 688, 1024, 1376, 2048, 2736, 4096, 5456]  # multiples of 16
 
 
-def time_ms(fn, reps):
+def time_ms(fn: Callable[[], object], reps: int) -> float:
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
@@ -52,7 +56,7 @@ def time_ms(fn, reps):
     return statistics.median(times)
 
 
-def measure(reps):
+def measure(reps: int) -> list[dict]:
     rows = []
     for proj, (n, k) in PROJECTIONS.items():
         b = torch.randn(EXPERTS, k, n, device="cuda", dtype=torch.bfloat16)
@@ -69,7 +73,7 @@ def measure(reps):
     return rows
 
 
-def fit(rows, peak_TFLOPs):
+def fit(rows: list[dict], peak_TFLOPs: float) -> dict:
     """Tile padding and a per-tile fixed cost: each expert's rows run as whole tiles of Mt rows,
     and each tile pays k½ K-steps' worth beyond its k (prologue, epilogue), so the time of equal
     rows m per expert is groups · 2·⌈m/Mt⌉·Mt·n·(k + k½) / (peak · f). Mt from {64, 128, 192,
@@ -103,7 +107,7 @@ def fit(rows, peak_TFLOPs):
             "residuals": res}
 
 
-def write_profile(path, fr, note):
+def write_profile(path: str, fr: dict, note: str) -> None:
     src = (f"[meas] {note}: torch._grouped_mm over equal rows per expert, least squares of log time with "
            f"rows padded to whole tiles on {fr['points']} points (held-out worst error "
            f"{100 * fr['held_out_worst_error']:.0f}%)")
@@ -112,7 +116,7 @@ def write_profile(path, fr, note):
                              "grouped_gemm_half_k": (fr["half_k"], src)})
 
 
-def main():
+def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True)
     p.add_argument("--reps", type=int, default=10)

@@ -27,6 +27,8 @@ Usage, on a GPU machine with PyTorch and the library built by calibrate/build-de
   python3 calibrate/micro_step.py --plan plan.json --lib build-device/libtwin_kernels_c.so \
       --out micro-step.json [--reps 3]
 """
+from __future__ import annotations
+
 import argparse
 import ctypes
 import datetime
@@ -174,7 +176,7 @@ class Kernels:
         return [f] * whole
 
 
-def build(plan, kernels):
+def build(plan: dict, kernels: Kernels) -> list:
     streams = {}
     tasks = []
     for t in plan["tasks"]:
@@ -185,7 +187,7 @@ def build(plan, kernels):
     return tasks
 
 
-def run_once(tasks):
+def run_once(tasks: list) -> list[tuple[float, float]]:
     """Issues every task in plan order; returns per task (start, end events) and per launch
     (start, end events)."""
     ends, marks = [], []
@@ -218,7 +220,7 @@ def run_once(tasks):
              [ta.elapsed_time(tb) * 1e-3 for ta, tb in ls]) for a, b, ls in marks]
 
 
-def compare(plan, runs):
+def compare(plan: dict, runs: list) -> dict:
     steps = [max(e for _, e, _ in r) - min(s for s, _, _ in r) for r in runs]
     median = sorted(range(len(runs)), key=lambda i: steps[i])[len(runs) // 2]
     real = runs[median]
@@ -242,7 +244,7 @@ def compare(plan, runs):
                 categories=cats, tasks=tasks)
 
 
-def main():
+def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--plan", required=True)
     p.add_argument("--lib", required=True, help="libtwin_kernels_c.so (SM holder)")

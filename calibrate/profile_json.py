@@ -1,9 +1,11 @@
 """Writes fitted values into a hardware profile JSON (the calibration scripts' --profile)."""
+from __future__ import annotations
+
 import json
 import os
 
 
-def update_efficiency(path, values):
+def update_efficiency(path: str, values: dict) -> None:
     """Sets efficiency.<key> = {"value", "source"} for each key of `values` ({key: (value, source)})
     and replaces the file atomically (a temporary beside it, then a rename)."""
     with open(path) as f:

@@ -155,6 +155,7 @@ Chart hbm_pools_chart(const Json& alloc_events) {
   for (const auto& p : alloc_events["pools"]) pools.push_back(p.get<std::string>());
   const auto& ev = alloc_events["events"];
   const std::size_t stride = std::max<std::size_t>(1, ev.size() / 2000);
+  std::size_t next = 0;  // the first event that may give the next sample
   Json values = Json::array();
   for (std::size_t i = 0; i < ev.size(); ++i) {
     const auto& e = ev[i];
@@ -168,9 +169,12 @@ Chart hbm_pools_chart(const Json& alloc_events) {
       live[it->second.first] -= it->second.second;
       blocks.erase(it);
     }
-    if (i % stride == 0 || i + 1 == ev.size())
-      for (const auto& [pool, bytes] : live)
-        values.push_back({{"t_s", e.back()}, {"pool", pool}, {"GiB", bytes / kGiB}});
+    // One sample per moment (events at one time would stack on each other), ~2,000 in all.
+    const bool last = i + 1 == ev.size();
+    if (!last && (ev[i + 1].back() == e.back() || i < next)) continue;
+    next = i + stride;
+    for (const auto& [pool, bytes] : live)
+      values.push_back({{"t_s", e.back()}, {"pool", pool}, {"GiB", bytes / kGiB}});
   }
   Json enc{{"x", field("t_s", "quantitative", "time in the step (s)")},
            {"y", {{"field", "GiB"}, {"type", "quantitative"}, {"stack", "zero"}, {"title", "GiB allocated"}}},

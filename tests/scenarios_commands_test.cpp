@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <csignal>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <sstream>
 
@@ -238,9 +239,12 @@ TEST_SUITE("scenarios.report") {
     REQUIRE(!h.empty());
     CHECK(h.back()["pool"].is_string());
     double when = 0;  // over the step, in time order
+    std::map<std::pair<double, std::string>, int> samples;  // (time, pool): one each, else they stack
     for (const auto& v : h) {
       CHECK(v["t_s"].get<double>() >= when);
       when = v["t_s"];
+      CHECK(++samples[{when, v["pool"].get<std::string>()}] == 1);
+      CHECK(v["GiB"].get<double>() <= r.json["memory"]["hbm_capacity_GiB"].get<double>());
     }
     CHECK(when <= r.json["step_time_s"].get<double>());
   }
