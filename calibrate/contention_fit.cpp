@@ -224,6 +224,7 @@ void read_cluster_tables(const std::string& file, hardware::ContentionModel& m) 
 hardware::ContentionModel fit_base(const std::string& clusters_file) {
   hardware::ContentionModel base;
   for (const auto f : {Family::gemm, Family::grouped_gemm}) base.family[static_cast<int>(f)].cluster_sms = 2;
+  base.gpcs = 8;  // the SM ids of clusters of 8 and 16 (reports/calibration/clusters/README.md)
   read_cluster_tables(clusters_file, base);
   return base;
 }
@@ -326,17 +327,17 @@ hardware::ContentionModel fit_contention(const std::vector<ContentionCase>& case
   fit_compute(Family::gemm);
   // Elementwise: per family the SMs that saturate HBM and the per-SM gain with few SMs busy —
   // not the clock (measured: it stays at its top whatever the SMs held), but the memory side:
-  // an SM's loads queue less when fewer SMs share its TPC, GPC and the crossbar.
-  const auto ew_boosts = range(1.0, 3.0, 0.1);
+  // an SM's loads queue at its GPC's port behind the other busy SMs' (λ).
+  const auto queues = range(0, 3, 0.25);
   auto fit_family = [&](int i) {
     const std::set<std::string> g{std::string(hardware::family_name(static_cast<Family>(i)))};
-    double best = INFINITY, best_b = 1;
-    for (const double b : ew_boosts) {
-      m.family[i].boost_max = b;
+    double best = INFINITY, best_q = 0;
+    for (const double q : queues) {
+      m.family[i].gpc_queue = q;
       const double e = best_of(cases, g, m, sats, [&](auto& mm) -> double& { return mm.family[i].sat_sms; });
-      if (e < best) best = e, best_b = b;
+      if (e < best) best = e, best_q = q;
     }
-    m.family[i].boost_max = best_b;
+    m.family[i].gpc_queue = best_q;
     return best_of(cases, g, m, sats, [&](auto& mm) -> double& { return mm.family[i].sat_sms; });
   };
   // The knee and the lone block's share too, per family: how sharply a kernel's memory latency

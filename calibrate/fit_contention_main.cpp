@@ -40,6 +40,8 @@ Json profile_section(const hardware::ContentionModel& m, const std::string& data
                                   "beside k holders (reports/calibration/clusters/" + clusters + "; 0: blocked)";
   Json s;
   const auto counts = [](const std::vector<double>& v) { return std::vector<int>(v.begin(), v.end()); };
+  s["clusters"]["gpcs"] = {{"value", m.gpcs}, {"source", "[meas] the SM ids of clusters of 8 and 16 beside no holder "
+                                                           "(reports/calibration/clusters/" + clusters + ")"}};
   s["clusters"]["held_sms"] = {{"value", counts(m.cluster_held_sms)}, {"source", cluster_src}};
   for (int t = 0; t < 4; ++t)
     s["clusters"]["c" + std::to_string(hardware::ContentionModel::kClusterSizes[t]) + "_usable_sms"] = {
@@ -59,7 +61,7 @@ Json profile_section(const hardware::ContentionModel& m, const std::string& data
   for (int i = static_cast<int>(hardware::Family::ew_add); i < hardware::kFamilies; ++i)
     s[std::string(hardware::family_name(static_cast<hardware::Family>(i)))] = {
         {"sat_sms", {{"value", tidy(m.family[i].sat_sms)}, {"source", src}}},
-        {"boost_max", {{"value", tidy(m.family[i].boost_max)}, {"source", src}}},
+        {"gpc_queue", {{"value", tidy(m.family[i].gpc_queue)}, {"source", src}}},
         {"knee", {{"value", m.family[i].knee}, {"source", src}}},
         {"lone_block", {{"value", m.family[i].lone_block}, {"source", src}}},
         {"hbm_fraction", {{"value", m.family[i].hbm_fraction},

@@ -25,6 +25,11 @@ Family family_of(std::string_view name) {
 
 double ContentionModel::boost(Family f, double active) const {
   if (active >= sm_count) return 1.0;
+  if (f >= Family::ew_add) {  // the memory side: loads queue at their GPC's port (mechanism 2)
+    const double lambda = of(f).gpc_queue, g = std::max(1, gpcs);
+    const double per_gpc = std::max(1.0, active / g);
+    return (1 + lambda * (1 - g / sm_count)) / (1 + lambda * (1 - 1 / per_gpc));
+  }
   return std::min(of(f).boost_max, std::cbrt(sm_count / std::max(active, 1.0)));
 }
 

@@ -21,8 +21,13 @@
 //     b_max is that plateau over the clock alone, per family the median over its cases (1.07
 //     cuBLAS, 1.09 _grouped_mm, 1.23 FP8, 1.07/1.11 attention forward/backward); with 124 held
 //     the clock reaches 1,980 MHz (not modelled: +3–10% at that one point). Elementwise kernels
-//     run at 1,960–1,980 MHz whatever is held: for them b(a) is not a clock but the memory side
-//     (an SM's loads queue less when fewer SMs share its TPC, GPC and the crossbar), b_max fitted.
+//     run at 1,960–1,980 MHz whatever is held: their per-SM gain is the memory side instead. An
+//     SM's loads leave through its GPC's port, where they wait behind those of the GPC's other
+//     busy SMs; with n busy SMs in a GPC a load's latency is L0·(1 + λ(1 − 1/n)) (alone: L0; a
+//     full GPC: nearly 1 + λ), and a latency-bound SM's rate is its inverse. Holders spread over
+//     the G GPCs (reports/calibration/clusters/), so n = max(1, a/G) and
+//        b(a) = (1 + λ(1 − G/S)) / (1 + λ(1 − 1/n)),
+//     λ fitted per family (how latency-bound its loads are; 0: not at all).
 //  3. Bandwidth saturation. The kernel's throughput with a busy SMs, in SM-equivalents, is
 //     Θ(a) = x / (1 + (x/a_sat)^p)^(1/p), x = a·b(a): linear in SMs until the memory system
 //     saturates at a_sat SMs' worth (a soft minimum of sharpness p). Compute-bound: a_sat = ∞.
@@ -107,7 +112,8 @@ struct KernelShape {
 
 // A family's fitted parameters.
 struct FamilyParams {
-  double boost_max = 1;   // b_max
+  double boost_max = 1;   // b_max (compute families)
+  double gpc_queue = 0;   // λ (elementwise families: mechanism 2's memory side)
   double sat_sms = 0;     // a_sat (0: compute-bound)
   double knee = 3;        // p
   double lone_block = 0;  // β: an SM's throughput one block reaches alone (0: 1/o, its share)
@@ -124,6 +130,7 @@ struct ContentionModel {
   // for clusters of 2, 4, 8, 16 (kClusterSizes); empty: u = ⌊s/c⌋·c.
   static constexpr int kClusterSizes[] = {2, 4, 8, 16};
   std::vector<double> cluster_held_sms;
+  int gpcs = 8;  // G: GPCs the SMs sit in (mechanism 2's memory side)
   std::vector<double> cluster_usable_sms[4];
   FamilyParams family[kFamilies];
 

@@ -177,6 +177,8 @@ constexpr Family kComputeFamilies[] = {Family::gemm, Family::gemm_fp8, Family::g
 
 sim::Schema<ContentionModel> contention_schema() {
   sim::Schema<ContentionModel> s;
+  s.integer("clusters.gpcs", "", 1, 64, std::nullopt, "GPCs the GPU's SMs sit in",
+            [](auto& c) -> auto& { return c.gpcs; });
   s.reals("clusters.held_sms", "SMs", 0, 1e4, std::nullopt,
           "SMs held at which the usable SMs of clustered kernels were measured (ascending, from 0)",
           [](auto& c) -> auto& { return c.cluster_held_sms; });
@@ -212,10 +214,10 @@ sim::Schema<ContentionModel> contention_schema() {
     s.real(n + ".sat_sms", "SMs", 1, 1e4, std::nullopt,
            "SMs' worth of " + n + " kernel throughput that saturates HBM",
            [i](auto& c) -> auto& { return c.family[i].sat_sms; })
-        .real(n + ".boost_max", "", 0.5, 4, std::nullopt,
-              "the most a " + n + " kernel's per-SM rate grows when few SMs are busy (memory "
-              "latency: the clock stays at its top, measured)",
-              [i](auto& c) -> auto& { return c.family[i].boost_max; })
+        .real(n + ".gpc_queue", "", 0, 10, std::nullopt,
+              "λ: how much a " + n + " kernel's loads wait behind those of the other busy SMs of "
+              "their GPC (latency L0·(1 + λ(1 − 1/n)) with n busy; 0: not latency-bound)",
+              [i](auto& c) -> auto& { return c.family[i].gpc_queue; })
         .real(n + ".knee", "", 0.5, 100, std::nullopt,
               "sharpness of a " + n + " kernel's bandwidth saturation (soft minimum's exponent)",
               [i](auto& c) -> auto& { return c.family[i].knee; })

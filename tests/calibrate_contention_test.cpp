@@ -41,6 +41,7 @@ hardware::ContentionModel profile_model(const std::string& name) {
   const auto j = nlohmann::json::parse(in)["contention"];
   hardware::ContentionModel m;
   m.cluster_held_sms = j["clusters"]["held_sms"]["value"].get<std::vector<double>>();
+  m.gpcs = j["clusters"]["gpcs"]["value"];
   for (int t = 0; t < 4; ++t)
     m.cluster_usable_sms[t] = j["clusters"]["c" + std::to_string(hardware::ContentionModel::kClusterSizes[t]) +
                                             "_usable_sms"]["value"].get<std::vector<double>>();
@@ -51,7 +52,7 @@ hardware::ContentionModel profile_model(const std::string& name) {
       if (f.contains(key)) v = f[key]["value"];
     };
     set("boost_max", p.boost_max), set("cluster_sms", p.cluster_sms), set("fixed_us", p.fixed_us);
-    set("sat_sms", p.sat_sms), set("knee", p.knee), set("lone_block", p.lone_block);
+    set("sat_sms", p.sat_sms), set("knee", p.knee), set("lone_block", p.lone_block), set("gpc_queue", p.gpc_queue);
   }
   m.prepare();
   return m;
@@ -68,6 +69,7 @@ TEST_CASE("the H200 profile's contention section is the fit of the committed mea
   for (int i = 0; i < hardware::kFamilies; ++i) {
     CAPTURE(hardware::family_name(static_cast<hardware::Family>(i)));
     CHECK(prof.family[i].boost_max == doctest::Approx(fit.family[i].boost_max).epsilon(0.01));
+    CHECK(prof.family[i].gpc_queue == doctest::Approx(fit.family[i].gpc_queue).epsilon(0.01));
     CHECK(prof.family[i].sat_sms == doctest::Approx(fit.family[i].sat_sms).epsilon(0.01));
     CHECK(prof.family[i].knee == fit.family[i].knee);
     CHECK(prof.family[i].lone_block == fit.family[i].lone_block);
@@ -136,10 +138,10 @@ TEST_CASE("held-out residuals of the contention model stay within their budgets"
       {"attention", {0.10, 0.15}},      {"attention_bwd", {0.10, 0.15}},  {"grouped_gemm", {0.10, 0.16}},
       {"twin_grouped", {0.10, 0.15}},   {"gemm_fp8", {0.10, 0.15}},       {"gemm", {0.10, 0.32}},
       {"ew_add", {0.10, 0.15}},         {"ew_gather", {0.10, 0.15}},      {"ew_sum_fp32", {0.10, 0.15}},
-      {"ew_fp8_quant", {0.10, 0.15}},   {"ew_norm", {0.11, 0.13}},        {"ew_norm_bwd", {0.10, 0.15}},
+      {"ew_fp8_quant", {0.10, 0.15}},   {"ew_norm", {0.10, 0.15}},        {"ew_norm_bwd", {0.10, 0.15}},
       {"ew_swiglu", {0.10, 0.15}},      {"ew_swiglu_bwd", {0.10, 0.15}},  {"ew_loss", {0.10, 0.15}},
-      {"ew_loss_bwd", {0.10, 0.15}},    {"ew_scatter_add", {0.16, 0.16}}, {"ew_widen", {0.14, 0.19}},
-      {"ew_fp8_dequant", {0.18, 0.18}}};
+      {"ew_loss_bwd", {0.10, 0.15}},    {"ew_scatter_add", {0.16, 0.16}}, {"ew_widen", {0.10, 0.15}},
+      {"ew_fp8_dequant", {0.14, 0.21}}};
   for (const auto& item : res.items()) {
     const std::string group = item.key();  // CAPTURE cannot take a structured binding (clang 14)
     const auto& r = item.value();
