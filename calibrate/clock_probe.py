@@ -2,15 +2,22 @@
 """One grouped GEMM (torch._grouped_mm, the micro-step's expert up-projection: 96 experts of
 1,360 rows, n 3,584, k 6,144) timed back to back and after idle gaps of 2, 10 and 50 ms: a GPU
 kept busy runs its GEMMs at its power-capped clock, one that idled between them faster
-(reports/calibration/grouped-gemm/README.md). Usage, on a GPU machine:
-  python3 calibrate/clock_probe.py
+(reports/calibration/grouped-gemm/README.md). With --lib (build-device/libtwin_kernels_c.so) it
+also reads the SM clock over the launches themselves (the clock observer of
+calibrate/contention_bench.py: SM cycles against global time), and over 5 s of back-to-back
+launches in 100 ms windows (how the power limiter settles). Usage, on a GPU machine:
+  python3 calibrate/clock_probe.py [--lib build-device/libtwin_kernels_c.so] [--out clock.json]
 """
-from collections.abc import Callable
+from __future__ import annotations
+
 import argparse
+import json
+import os
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 try:
     import torch
@@ -26,45 +33,100 @@ def clock() -> str:
                           capture_output=True, text=True).stdout.strip()
 
 
-def run(f: Callable[[], object], gap_s: float, reps: int = 20) -> tuple:
-    """Median ms of `reps` launches of f, each after an idle gap of gap_s (0: back to back)."""
-    ts, clks = [], []
+def run(f: Callable[[], object], gap_s: float, reps: int = 20, observer: object = None) -> dict:
+    """Median ms of `reps` launches of f, each after an idle gap of gap_s (0: back to back), and
+    the mean SM clock over the launches (per launch after a gap; over all of them back to back)."""
+    ts, mhz = [], []
+    work = torch.cuda.current_stream()
+    if observer is not None and not gap_s:
+        observer.start(work)
+        observer.mark.fill_(1)
     for i in range(reps):
         if gap_s:
             torch.cuda.synchronize()
             time.sleep(gap_s)
+            if observer is not None:
+                observer.start(work)
+                observer.mark.fill_(1)
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
         f()
         e.record()
-        if not gap_s and i == reps // 2:
-            clks.append(clock())
+        if gap_s and observer is not None:
+            observer.mark.fill_(2)
+            mhz.append(observer.MHz())
         ts.append((s, e))
+    if observer is not None and not gap_s:
+        observer.mark.fill_(2)
+        mhz.append(observer.MHz())
     torch.cuda.synchronize()
-    return statistics.median(x.elapsed_time(y) for x, y in ts), clks
+    out = {"gap_s": gap_s, "median_ms": statistics.median(x.elapsed_time(y) for x, y in ts)}
+    if mhz and all(m is not None for m in mhz):
+        out["sm_clock_MHz"] = statistics.median(mhz)
+    return out
+
+
+def sustained(f: Callable[[], object], lib: object, seconds: float = 5.0, window_ms: float = 100.0) -> list[dict]:
+    """The SM clock in windows of ~window_ms over `seconds` of back-to-back launches, with nothing
+    idle between windows (one observer per window, read at the end)."""
+    from contention_bench import ClockObserver
+    per_call = run(f, 0, 5)["median_ms"]
+    calls = max(1, int(window_ms / per_call))
+    work = torch.cuda.current_stream()
+    observers = [ClockObserver(lib) for _ in range(int(seconds * 1e3 / window_ms))]
+    for o in observers:
+        o.start(work)
+        o.mark.fill_(1)
+        for _ in range(calls):
+            f()
+        o.mark.fill_(2)
+    torch.cuda.synchronize()
+    rows, t0 = [], None
+    for o in observers:
+        a, _, b, _ = o.out.tolist()
+        t0 = a if t0 is None else t0
+        rows.append({"t_s": round((a - t0) * 1e-9, 4), "window_s": round((b - a) * 1e-9, 4), "sm_clock_MHz": o.MHz()})
+    return rows
 
 
 def main() -> int:
-    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lib", help="libtwin_kernels_c.so: read the SM clock over the launches")
+    ap.add_argument("--out", help="write the results here (JSON)")
+    args = ap.parse_args()
     if torch is None or not torch.cuda.is_available():
         print("clock_probe: no PyTorch with a CUDA GPU here: nothing measured", file=sys.stderr)
         return 3
+    observer, lib = None, None
+    if args.lib:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from contention_bench import ClockObserver, load_lib
+        lib = load_lib(args.lib)
+        observer = ClockObserver(lib)
     a = torch.randn(E * M, K, device="cuda", dtype=torch.bfloat16) * 0.1
     b = torch.randn(E, K, N, device="cuda", dtype=torch.bfloat16) * 0.1
     offs = torch.arange(M, E * M + 1, M, device="cuda", dtype=torch.int32)
 
-    def f():
+    def f() -> object:
         return torch._grouped_mm(a, b, offs=offs)
 
     for _ in range(3):
         f()
     torch.cuda.synchronize()
-    print("back-to-back", run(f, 0, 60))
-    print("gap 2 ms", run(f, 0.002))
-    print("gap 10 ms", run(f, 0.010))
-    print("gap 50 ms", run(f, 0.050))
-    print("back-to-back again", run(f, 0, 60))
-    print("idle clock", clock())
+    doc = {"kernel": f"torch._grouped_mm {E} x {M} rows, n {N}, k {K}", "torch": torch.__version__,
+           "gpu": torch.cuda.get_device_name(0), "command": " ".join(sys.argv), "runs": []}
+    for name, gap, reps in [("back-to-back", 0, 60), ("gap 2 ms", 0.002, 20), ("gap 10 ms", 0.010, 20),
+                            ("gap 50 ms", 0.050, 20), ("back-to-back again", 0, 60)]:
+        r = run(f, gap, reps, observer)
+        print(name, r, flush=True)
+        doc["runs"].append({"name": name, **r})
+    doc["idle_nvidia_smi"] = clock()
+    if lib is not None:
+        doc["sustained"] = sustained(f, lib)
+        print("sustained:", [(r["t_s"], round(r["sm_clock_MHz"] or 0)) for r in doc["sustained"]], flush=True)
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump(doc, fh, indent=1)
     return 0
 
 
