@@ -35,7 +35,16 @@ def clock() -> str:
 
 def run(f: Callable[[], object], gap_s: float, reps: int = 20, observer: object = None) -> dict:
     """Median ms of `reps` launches of f, each after an idle gap of gap_s (0: back to back), and
-    the mean SM clock over the launches (per launch after a gap; over all of them back to back)."""
+    with an observer, the mean SM clock over the same launches in a second pass (its warp takes a
+    block slot, which would keep one SM from the grouped GEMM's CTAs)."""
+    out = {"gap_s": gap_s, "median_ms": timed(f, gap_s, reps)[0]}
+    if observer is not None:
+        out["sm_clock_MHz"] = timed(f, gap_s, reps, observer)[1]
+    return out
+
+
+def timed(f: Callable[[], object], gap_s: float, reps: int, observer: object = None) -> tuple:
+    """(median ms, median SM clock or None) of reps launches."""
     ts, mhz = [], []
     work = torch.cuda.current_stream()
     if observer is not None and not gap_s:
@@ -60,20 +69,20 @@ def run(f: Callable[[], object], gap_s: float, reps: int = 20, observer: object 
         observer.mark.fill_(2)
         mhz.append(observer.MHz())
     torch.cuda.synchronize()
-    out = {"gap_s": gap_s, "median_ms": statistics.median(x.elapsed_time(y) for x, y in ts)}
-    if mhz and all(m is not None for m in mhz):
-        out["sm_clock_MHz"] = statistics.median(mhz)
-    return out
+    ok = mhz and all(m is not None for m in mhz)
+    return statistics.median(x.elapsed_time(y) for x, y in ts), statistics.median(mhz) if ok else None
 
 
 def sustained(f: Callable[[], object], lib: object, seconds: float = 5.0, window_ms: float = 100.0) -> list[dict]:
     """The SM clock in windows of ~window_ms over `seconds` of back-to-back launches, with nothing
-    idle between windows (one observer per window, read at the end)."""
+    idle between windows (one observer per window, one at a time, read at the end; its warp takes
+    an SM slot, so these launches are slower than alone: the clock is the figure here)."""
     from contention_bench import ClockObserver
     per_call = run(f, 0, 5)["median_ms"]
     calls = max(1, int(window_ms / per_call))
     work = torch.cuda.current_stream()
-    observers = [ClockObserver(lib) for _ in range(int(seconds * 1e3 / window_ms))]
+    shared = torch.cuda.Stream()  # one observer at a time: each takes one SM slot
+    observers = [ClockObserver(lib, int((seconds + 10) * 1e9), shared) for _ in range(int(seconds * 1e3 / window_ms))]
     for o in observers:
         o.start(work)
         o.mark.fill_(1)

@@ -115,13 +115,17 @@ class HolderTimeout(RuntimeError):
 class ClockObserver:
     """The SM clock over the timed launches (one warp on a stream of its own records global ns
     and SM cycles when the measured stream passes two marks): is mechanism 2 of the model, a
-    power-capped clock that rises as fewer SMs are busy, real for this kernel?"""
+    power-capped clock that rises as fewer SMs are busy, real for this kernel? The warp takes a
+    block slot: beside a kernel whose CTAs fill an SM's registers (CUTLASS's grouped GEMM, nvjet)
+    it keeps one SM from the kernel, so times are never taken while it runs (measure_case reads
+    the clock in a second pass)."""
 
-    def __init__(self, lib):
+    def __init__(self, lib: ctypes.CDLL, max_ns: int = 3_000_000_000, stream: torch.cuda.Stream | None = None):
         self.lib = lib
+        self.max_ns = max_ns  # from its launch: a lost mark ends it
         self.mark = torch.zeros(1, dtype=torch.int32, device="cuda")
         self.out = torch.zeros(4, dtype=torch.int64, device="cuda")
-        self.stream = torch.cuda.Stream()
+        self.stream = stream or torch.cuda.Stream()  # observers sharing one run one at a time
 
     def start(self, work):
         """Launch the observer; `work` (the measured stream) waits for the marks' reset. No
@@ -129,7 +133,7 @@ class ClockObserver:
         with torch.cuda.stream(self.stream):
             self.mark.zero_(); self.out.zero_()
         work.wait_stream(self.stream)
-        checked(self.lib.twin_clock_observe(ptr(self.mark), ptr(self.out), Holder.MAX_NS,
+        checked(self.lib.twin_clock_observe(ptr(self.mark), ptr(self.out), self.max_ns,
                                             stream_ptr(self.stream)), "clock observer")
 
     def MHz(self):
@@ -634,6 +638,22 @@ def launch_config(fn: Callable[[], object]) -> list[dict]:
     return out
 
 
+def clock_pass(fn: Callable[[], object], holder: Holder, clock: ClockObserver, k: int, work: torch.cuda.Stream,
+               reps: int, lead: float) -> float | None:
+    """The SM clock over the same launches as a point's timed pass, beside the same k holders,
+    in a pass of its own (the observer's warp would take an SM from some kernels)."""
+    holder.hold(k, work)
+    try:
+        clock.start(work)
+        timed_launches(fn, work, reps, lead, clock.mark)
+    finally:
+        try:
+            holder.release(work)
+        except HolderTimeout:
+            return None
+    return clock.MHz()
+
+
 def measure_case(case: Case, holder: Holder, copier: Copier | None, held: list[int], work: torch.cuda.Stream,
                  log: Callable[[str], None], clock: ClockObserver | None = None) -> dict:
     # Made on the measured stream: autograd runs a backward on the stream of its forward.
@@ -649,9 +669,7 @@ def measure_case(case: Case, holder: Holder, copier: Copier | None, held: list[i
     for k in held:
         holder.hold(k, work)
         try:
-            if clock is not None:
-                clock.start(work)
-            evs = timed_launches(fn, work, reps, lead, clock.mark if clock is not None else None)
+            evs = timed_launches(fn, work, reps, lead)
         except BaseException:
             holder.release(work)
             raise
@@ -665,7 +683,7 @@ def measure_case(case: Case, holder: Holder, copier: Copier | None, held: list[i
             alone = ms
         row = {"held_sms": k, "held_distinct": distinct, "median_ms": ms, "slowdown": ms / alone, "reps": reps}
         if clock is not None:
-            row["sm_clock_MHz"] = clock.MHz()
+            row["sm_clock_MHz"] = clock_pass(fn, holder, clock, k, work, reps, lead)
         rows.append(row)
     t1 = time.time()
     beside = None
