@@ -247,6 +247,7 @@ std::map<std::string, double> measured_clock_gains(const std::vector<std::string
   std::map<std::string, std::vector<double>> gains;
   for (const auto& f : files) {
     const Json j = read_measurement(f);
+    std::map<std::string, std::vector<double>> here;  // a later file's group replaces an earlier's
     bool any = false;
     for (const auto& c : j.value("cases", Json::array())) {
       double alone = 0;
@@ -262,9 +263,10 @@ std::map<std::string, double> measured_clock_gains(const std::vector<std::string
       any = true;
       const auto group = classify(c).first;
       std::nth_element(plateau.begin(), plateau.begin() + plateau.size() / 2, plateau.end());
-      gains[group.empty() ? c["class"].get<std::string>() : group].push_back(plateau[plateau.size() / 2] / alone);
+      here[group.empty() ? c["class"].get<std::string>() : group].push_back(plateau[plateau.size() / 2] / alone);
     }
     if (!any) throw std::runtime_error(f + ": no sm_clock_MHz readings (contention_bench.py --clock)");
+    for (auto& [g, v] : here) gains[g] = std::move(v);
   }
   std::map<std::string, double> out;
   for (auto& [g, v] : gains) {

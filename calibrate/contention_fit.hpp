@@ -50,8 +50,8 @@ hardware::ContentionModel fit_base(const std::string& clusters_file);
 
 // Per group, how much the SM clock rises while SMs are held, measured (contention_bench.py
 // --clock: `sm_clock_MHz` at every point): the median over the group's cases of the clock with
-// 56–112 SMs held (its plateau) over the clock alone. Throws std::runtime_error naming the file
-// when a file has no clock readings.
+// 56–112 SMs held (its plateau) over the clock alone; a later file's group replaces an earlier
+// file's. Throws std::runtime_error naming the file when a file has no clock readings.
 std::map<std::string, double> measured_clock_gains(const std::vector<std::string>& files);
 
 // Fits the model's parameters; `base` supplies what the data does not decide (cluster sizes and

@@ -17,9 +17,10 @@
 //     same power buys a higher clock: dynamic power ∝ a·f³ at a fixed budget gives
 //     f ∝ (S/a)^⅓ for a busy SMs, up to a ceiling: b(a) = min(b_max, (S/a)^⅓). Measured on the
 //     H200 (contention_bench.py --clock, SM cycles against global time while the kernel runs):
-//     GEMMs and attention run at 1,414–1,850 MHz alone and ~1,812 MHz with 56–112 SMs held, so
-//     b_max is that plateau over the clock alone, per family the median over its cases (1.07
-//     cuBLAS, 1.09 _grouped_mm, 1.23 FP8, 1.07/1.11 attention forward/backward); with 124 held
+//     GEMMs and attention run at 1,342–1,850 MHz alone and ~1,812 MHz with 56–112 SMs held, so
+//     b_max is that plateau over the clock alone, per family the median over its cases (1.10
+//     cuBLAS — 0.98 for small GEMMs to 1.35 for the longest —, 1.07 _grouped_mm, 1.23 FP8,
+//     1.07/1.11 attention forward/backward); with 124 held
 //     the clock reaches 1,980 MHz (not modelled: +3–10% at that one point). Elementwise kernels
 //     run at 1,960–1,980 MHz whatever is held: their per-SM gain is the memory side instead. An
 //     SM's loads leave through its GPC's port, where they wait behind those of the GPC's other
@@ -33,7 +34,7 @@
 //     saturates at a_sat SMs' worth (a soft minimum of sharpness p). Compute-bound: a_sat = ∞.
 //     Compute families fit a_sat too: what a tile gains with fewer tiles running beyond the
 //     measured clock (_grouped_mm: a round of late CTAs costs 0.75 of the first, the clock only
-//     explaining 0.92) is their loads' share of L2 and HBM.
+//     explaining 0.93) is their loads' share of L2 and HBM.
 //  4. Scheduling. grid: the hardware dispatches blocks as slots free, u·o at a time; full waves
 //     run on u SMs; the last r = B mod u·o blocks start as slots free, spread over a_t =
 //     min(r, u) SMs. A block alone reaches β of its SM's throughput (at least its share 1/o: a

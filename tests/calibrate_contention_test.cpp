@@ -28,7 +28,8 @@ std::vector<calibrate::ContentionCase> measured() {
 std::map<std::string, double> clock_gains() {
   const auto dir = kRoot / "reports/calibration/contention";
   return calibrate::measured_clock_gains({(dir / "h200-2026-12-01-contention-d.json").string(),
-                                          (dir / "h200-2026-12-01-contention-e.json").string()});
+                                          (dir / "h200-2026-12-01-contention-e.json").string(),
+                                          (dir / "h200-2026-12-01-contention-f.json").string()});
 }
 
 hardware::ContentionModel fit_base() {
@@ -79,7 +80,7 @@ TEST_CASE("the H200 profile's contention section is the fit of the committed mea
 
 TEST_CASE("measured clocks: elementwise kernels keep their top clock, compute kernels gain some") {
   // Mechanism 2 (hardware/contention.hpp) is a power-capped clock: true of GEMMs and attention
-  // (1,414–1,850 MHz alone, ~1,812 MHz with 56–112 SMs held), not of elementwise kernels, which
+  // (1,342–1,850 MHz alone, ~1,812 MHz with 56–112 SMs held), not of elementwise kernels, which
   // run at 1,960–1,980 MHz whatever is held — their per-SM gain is memory-side.
   const auto gains = clock_gains();
   for (const auto& [group, gain] : gains) {
@@ -135,7 +136,7 @@ TEST_CASE("held-out residuals of the contention model stay within their budgets"
   // points, and the worst held-out point. Issue #15 asks 10% and 15%; the families that miss it
   // are budgeted at what they reach today, so that they cannot get worse unseen.
   const std::map<std::string, std::pair<double, double>> budget = {
-      {"attention", {0.10, 0.15}},      {"attention_bwd", {0.10, 0.15}},  {"grouped_gemm", {0.10, 0.16}},
+      {"attention", {0.10, 0.15}},      {"attention_bwd", {0.10, 0.15}},  {"grouped_gemm", {0.10, 0.15}},
       {"twin_grouped", {0.10, 0.15}},   {"gemm_fp8", {0.10, 0.15}},       {"gemm", {0.10, 0.32}},
       {"ew_add", {0.10, 0.15}},         {"ew_gather", {0.10, 0.15}},      {"ew_sum_fp32", {0.10, 0.15}},
       {"ew_fp8_quant", {0.10, 0.15}},   {"ew_norm", {0.10, 0.15}},        {"ew_norm_bwd", {0.10, 0.15}},
