@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "calibrate/benches.hpp"
+#include "reports/progress.hpp"
 #include "calibrate/harness.hpp"
 
 #ifdef TWIN_HAVE_NCCL
@@ -74,6 +75,8 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   app.add_option("--only", only, "benchmarks to run: gemm grouped contention copies copy_gemm ns ns_cpu fp8 nccl")
       ->delimiter(',');
+  bool quiet = false;
+  app.add_flag("--quiet", quiet, "no progress lines on stderr");
   CLI11_PARSE(app, argc, argv);
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
@@ -87,8 +90,16 @@ int main(int argc, char** argv) {
       {"fp8", bench_fp8},     {"nccl", bench_nccl}};
   Json m;
   try {
-    for (const auto& [bname, fn] : benches)
-      if (only.empty() || std::find(only.begin(), only.end(), bname) != only.end()) fn(o, m);
+    std::vector<std::pair<std::string, void (*)(const Options&, Json&)>> chosen;
+    for (const auto& b : benches)
+      if (only.empty() || std::find(only.begin(), only.end(), b.first) != only.end()) chosen.push_back(b);
+    // Each benchmark takes seconds to minutes: say which one runs, then count it done.
+    twin::reports::Progress progress("benchmarks", chosen.size(), quiet ? nullptr : stderr);
+    for (std::size_t i = 0; i < chosen.size(); ++i) {
+      if (!quiet) std::fprintf(stderr, "twin-calibrate: %s (%zu of %zu)\n", chosen[i].first.c_str(), i + 1, chosen.size());
+      chosen[i].second(o, m);
+      progress.done();
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "twin-calibrate: error: %s\n", e.what());
     return 1;
