@@ -1,5 +1,7 @@
 // `twin sweep`: every combination of --grid values, run in parallel threads; one row per point,
 // in grid order (the first --grid varies slowest), whatever order the threads finish in.
+// Across machines: --shard I/N runs the points i with i mod N = I and writes them as a part;
+// `twin merge` joins the N parts into the file one unsharded sweep writes (same bytes).
 // Resumable: with --out FILE, each finished point is appended to FILE.partial (a header line
 // naming the arguments, then one JSON line per point); a sweep restarted with the same
 // arguments takes the points found there and runs only the others, so its final FILE is the
@@ -113,10 +115,25 @@ Json check_inputs(const CommonArgs& args, const std::vector<Axis>& axes) {
 
 // The resume key: the arguments, the resolved scenario's content (an edited scenario or preset
 // starts afresh) and the twin's version.
+// A shard's progress carries its shard; the sweep's identity (what merge checks) does not.
+Json identity_of(const CommonArgs& args, const SweepArgs& sw, const Json& resolved) {
+  return {{"twin_sweep", 2}, {"scenario", args.scenario}, {"sets", args.sets}, {"grid", sw.grid},
+          {"max_events", args.max_events}, {"resolved_fnv1a", content_hash(resolved)}, {"twin", TWIN_VERSION}};
+}
 std::string header_of(const CommonArgs& args, const SweepArgs& sw, const Json& resolved) {
-  return Json{{"twin_sweep", 2}, {"scenario", args.scenario}, {"sets", args.sets}, {"grid", sw.grid},
-              {"max_events", args.max_events}, {"resolved_fnv1a", content_hash(resolved)}, {"twin", TWIN_VERSION}}
-      .dump();
+  Json h = identity_of(args, sw, resolved);
+  if (sw.shards > 1) h["shard"] = {sw.shard, sw.shards};
+  return h.dump();
+}
+
+// The points a sweep (or its shard) runs, in grid order.
+std::vector<std::size_t> shard_points(std::size_t points, const SweepArgs& sw) {
+  if (sw.shards < 1 || sw.shard < 0 || sw.shard >= sw.shards)
+    throw InputError("--shard", "", fmt::format("{}/{}: expected I/N with 0 <= I < N", sw.shard, sw.shards));
+  std::vector<std::size_t> v;
+  for (std::size_t i = static_cast<std::size_t>(sw.shard); i < points; i += static_cast<std::size_t>(sw.shards))
+    v.push_back(i);
+  return v;
 }
 
 }  // namespace
@@ -139,8 +156,10 @@ Json sweep_json(const CommonArgs& args, const SweepArgs& sw, const std::string& 
     if (!log) throw reports::OutputError(progress + ": cannot write the sweep's progress file");
     if (done.empty()) log << header << "\n" << std::flush;
   }
-  reports::Progress meter("sweep: points", points, args.progress ? stderr : nullptr);
-  auto rows = run_parallel<Json>(points, sw.jobs, [&](std::size_t i) {
+  const auto mine = shard_points(points, sw);
+  reports::Progress meter("sweep: points", mine.size(), args.progress ? stderr : nullptr);
+  auto rows = run_parallel<Json>(mine.size(), sw.jobs, [&](std::size_t j) {
+    const std::size_t i = mine[j];
     std::size_t rest = i;
     std::vector<std::string> vals(axes.size());
     for (std::size_t k = axes.size(); k-- > 0;) {
@@ -224,13 +243,47 @@ std::string to_csv(const Json& rows) {
   return out;
 }
 
+std::pair<int, int> parse_shard(const std::string& text) {
+  const auto slash = text.find('/');
+  int i = -1, n = 0;
+  std::size_t used_i = 0, used_n = 0;
+  try {
+    if (slash != std::string::npos) {
+      i = std::stoi(text.substr(0, slash), &used_i);
+      n = std::stoi(text.substr(slash + 1), &used_n);
+    }
+  } catch (const std::exception&) {
+    i = -1;
+  }
+  if (slash == std::string::npos || used_i != slash || used_n != text.size() - slash - 1 || i < 0 || n < 1 || i >= n)
+    throw InputError("--shard", "", fmt::format("\"{}\": expected I/N with 0 <= I < N, e.g. 0/4", text));
+  return {i, n};
+}
+
+namespace {
+// A shard's output: the sweep's identity, which shard, and its rows with their point numbers.
+Json part_json(const CommonArgs& args, const SweepArgs& sw, const Json& rows) {
+  const auto axes = parse_grid(sw.grid);
+  const std::size_t points = grid_points(axes);
+  Json part{{"twin_sweep_part", 1}, {"sweep", identity_of(args, sw, check_inputs(args, axes))},
+            {"shard", sw.shard}, {"shards", sw.shards}, {"points", points}, {"rows", Json::array()}};
+  const auto mine = shard_points(points, sw);
+  for (std::size_t j = 0; j < rows.size(); ++j) part["rows"].push_back({{"i", mine[j]}, {"row", rows[j]}});
+  return part;
+}
+}  // namespace
+
 int cmd_sweep(const CommonArgs& args, const SweepArgs& sw, std::ostream& out) {
   const std::string progress = sw.out.empty() ? "" : sw.out + ".partial";
+  if (sw.shards > 1 && sw.out.empty())
+    throw InputError("--shard", "", "a shard needs --out PART (twin merge joins the parts)");
   args.check_output(sw.out, "--out");
   args.check_output(progress, "--out");
   const Json rows = sweep_json(args, sw, progress);
   const bool json = args.json || sw.out.ends_with(".json");
-  const std::string text = json ? rows.dump(2) + "\n" : to_csv(rows);
+  const std::string text = sw.shards > 1 ? part_json(args, sw, rows).dump() + "\n"
+                           : json       ? rows.dump(2) + "\n"
+                                        : to_csv(rows);
   if (sw.out.empty())
     out << text;
   else

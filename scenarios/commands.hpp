@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "scenarios/loader.hpp"
@@ -48,7 +49,19 @@ struct SweepArgs {
   std::vector<std::string> grid;  // "key=v1,v2,..."
   int jobs = 1;
   std::string out;  // FILE.csv or FILE.json; stdout when empty
+  // --shard I/N: only the points i with i mod N = I (0 ≤ I < N), written as a part that
+  // `twin merge` joins with the others into the file one unsharded sweep writes.
+  int shard = 0, shards = 1;
 };
+// "I/N" → (I, N); InputError naming --shard unless 0 ≤ I < N.
+std::pair<int, int> parse_shard(const std::string& text);
+
+struct MergeArgs {
+  std::vector<std::string> parts;  // `twin sweep --shard I/N --out PART` files, one per shard
+  std::string out;                 // FILE.csv or FILE.json; stdout (CSV) when empty
+  bool json = false;
+};
+int cmd_merge(const MergeArgs& args, std::ostream& out);
 
 // The first line of a sweep's progress file: the arguments, a hash of the resolved scenario and
 // the twin's version; a progress file with another first line is not resumed.

@@ -1,5 +1,7 @@
 // twin: the command. load → build → simulate → report. Only this file exits.
 #include <CLI/CLI.hpp>
+
+#include <tuple>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -118,6 +120,17 @@ int main(int argc, char** argv) {
   sweep->add_option("--grid", sweep_args.grid, "KEY=V1,V2,... (repeatable)")->required();
   sweep->add_option("--jobs", sweep_args.jobs, "threads")->check(CLI::Range(1, 256));
   sweep->add_option("--out", sweep_args.out, "FILE.csv or FILE.json (default: CSV on stdout)");
+  std::string shard;
+  sweep->add_option("--shard", shard,
+                    "I/N: run only the points i with i mod N = I and write them to --out as a part "
+                    "for `twin merge` (one task of a Slurm job array or srun step each)");
+  MergeArgs merge_args;
+  auto* merge = app.add_subcommand("merge", "join the parts of a sharded sweep into the file one sweep writes");
+  merge->footer("Example: twin merge part-0.json part-1.json part-2.json part-3.json --out sweep.csv");
+  merge->add_option("parts", merge_args.parts, "the parts (twin sweep --shard I/N --out PART), every shard once")
+      ->required();
+  merge->add_option("--out", merge_args.out, "FILE.csv or FILE.json (default: CSV on stdout)");
+  merge->add_flag("--json", merge_args.json, "JSON rather than CSV");
   auto* resolve = app.add_subcommand("resolve", "print the fully resolved scenario as JSON");
   add_common(resolve, common, 0);
   KernelArgs kernel_args;
@@ -189,7 +202,11 @@ int main(int argc, char** argv) {
       ladder_args.data_dir = common.data_dir;
       return cmd_ladder(ladder_args, std::cout);
     }
-    if (*sweep) return cmd_sweep(common, sweep_args, std::cout);
+    if (*sweep) {
+      if (!shard.empty()) std::tie(sweep_args.shard, sweep_args.shards) = parse_shard(shard);
+      return cmd_sweep(common, sweep_args, std::cout);
+    }
+    if (*merge) return cmd_merge(merge_args, std::cout);
     if (*resolve) return cmd_resolve(common, std::cout);
     if (*report) return cmd_report(common, report_args, std::cout);
     if (*params) return cmd_help_params(params_json, std::cout);

@@ -1,6 +1,7 @@
 // Tier 3: the commands around the step — sweeps (grid, input errors, resume), outputs (atomic
 // writes, temporaries on signals) and the CLI's parameter table.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <map>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "reports/output.hpp"
@@ -25,6 +27,62 @@ const fs::path kRoot = TWIN_SOURCE_DIR;
 }  // namespace
 
 TEST_SUITE("scenarios.sweep") {
+  TEST_CASE("sweep --shard I/N parts, merged in any order, give the unsharded sweep's bytes") {
+    CommonArgs args;
+    args.scenario = (kRoot / "tests/golden/small.json").string();
+    args.data_dir = kRoot.string();
+    args.progress = false;
+    const auto dir = fs::temp_directory_path() / ("twin-shard-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    SweepArgs sw;
+    sw.grid = {"nccl.max_ctas=8,16,32", "training.seq_len=2048,4096"};  // 6 points over 4 shards: one gets 1
+    std::ostringstream ignored;
+    for (const char* ext : {".csv", ".json"}) {
+      sw.out = (dir / (std::string("full") + ext)).string();
+      sw.shard = 0, sw.shards = 1;
+      REQUIRE(cmd_sweep(args, sw, ignored) == 0);
+    }
+    MergeArgs m;
+    for (int i = 3; i >= 0; --i) {  // parts in any order
+      sw.shard = i, sw.shards = 4;
+      sw.out = (dir / fmt::format("part-{}.json", i)).string();
+      REQUIRE(cmd_sweep(args, sw, ignored) == 0);
+      m.parts.push_back(sw.out);
+    }
+    auto read = [](const fs::path& f) {
+      std::ifstream in(f, std::ios::binary);
+      return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    for (const char* ext : {".csv", ".json"}) {
+      m.out = (dir / (std::string("merged") + ext)).string();
+      REQUIRE(cmd_merge(m, ignored) == 0);
+      CHECK(read(dir / (std::string("merged") + ext)) == read(dir / (std::string("full") + ext)));
+    }
+    // Nothing merged without every shard once, all of one sweep.
+    m.out = (dir / "never.csv").string();
+    auto refused = [&](std::vector<std::string> parts, const char* why) {
+      m.parts = std::move(parts);
+      CHECK_THROWS_WITH_AS(cmd_merge(m, ignored), doctest::Contains(why), InputError);
+      CHECK_FALSE(fs::exists(m.out));
+    };
+    const auto part = [&](int i) { return (dir / fmt::format("part-{}.json", i)).string(); };
+    refused({part(0), part(1), part(2)}, "shard 3/4 is missing");
+    refused({part(0), part(1), part(1), part(2), part(3)}, "shard 1 is also");
+    refused({(dir / "full.json").string()}, "expected a JSON object");  // a sweep, not a part
+    sw.grid = {"nccl.max_ctas=8,16"};
+    sw.shard = 1, sw.shards = 4;
+    sw.out = (dir / "other.json").string();
+    REQUIRE(cmd_sweep(args, sw, ignored) == 0);
+    refused({part(0), sw.out, part(2), part(3)}, "not the sweep of");
+    CHECK_THROWS_AS(parse_shard("4/4"), InputError);
+    CHECK_THROWS_AS(parse_shard("1/x"), InputError);
+    CHECK_THROWS_AS(parse_shard("-1/2"), InputError);
+    CHECK(parse_shard("3/16") == std::pair{3, 16});
+    sw.out.clear();
+    CHECK_THROWS_WITH_AS(cmd_sweep(args, sw, ignored), doctest::Contains("needs --out"), InputError);
+    fs::remove_all(dir);
+  }
+
   TEST_CASE("sweep: a grid gives one row per point, in order, the same with 1 or 2 threads") {
     CommonArgs args;
     args.scenario = (kRoot / "tests/golden/small.json").string();
