@@ -2,13 +2,14 @@
 // engine's parameters and writes a hardware-profile overlay with provenance.
 #include <CLI/CLI.hpp>
 
+#include <chrono>
+
 #include <cstdio>
 #include <ctime>
 #include <fstream>
 #include <unistd.h>
 
 #include "calibrate/benches.hpp"
-#include "reports/progress.hpp"
 #include "calibrate/harness.hpp"
 
 #ifdef TWIN_HAVE_NCCL
@@ -93,12 +94,14 @@ int main(int argc, char** argv) {
     std::vector<std::pair<std::string, void (*)(const Options&, Json&)>> chosen;
     for (const auto& b : benches)
       if (only.empty() || std::find(only.begin(), only.end(), b.first) != only.end()) chosen.push_back(b);
-    // Each benchmark takes seconds to minutes: say which one runs, then count it done.
-    twin::reports::Progress progress("benchmarks", chosen.size(), quiet ? nullptr : stderr);
+    // Each benchmark takes seconds to minutes: say which one runs and how long it took (on
+    // stderr; reports/'s progress meter is not calibrate/'s to use, STYLE.md's layering).
+    const auto start = std::chrono::steady_clock::now();
     for (std::size_t i = 0; i < chosen.size(); ++i) {
-      if (!quiet) std::fprintf(stderr, "twin-calibrate: %s (%zu of %zu)\n", chosen[i].first.c_str(), i + 1, chosen.size());
+      if (!quiet) std::fprintf(stderr, "twin-calibrate: %s (%zu of %zu)...\n", chosen[i].first.c_str(), i + 1, chosen.size());
       chosen[i].second(o, m);
-      progress.done();
+      const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+      if (!quiet) std::fprintf(stderr, "twin-calibrate: %s done, %.0f s so far\n", chosen[i].first.c_str(), took.count());
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "twin-calibrate: error: %s\n", e.what());
