@@ -43,9 +43,10 @@ if [ "${fuzz:-0}" = 1 ]; then
 fi
 if [ "$dir" = build ]; then
   twin_install_missing chromium  # the browser test of `twin report`
+  twin_install_missing openmpi-bin libopenmpi-dev  # the sweep's MPI mode (optional for run.sh)
   twin_web_setup
 else  # sanitizer builds: the browser test's simulations would take too long there
-  ctest_args=(-LE "slow|browser")
+  ctest_args=(-LE "slow|browser|mpi")  # Open MPI's own allocations would trip LeakSanitizer
   [ "$dir" = build-tsan ] && ctest_args=(-R "^(test_sim|test_scenarios)$")
 fi
 twin_build "$dir" "${cmake_args[@]}"

@@ -24,6 +24,7 @@
 #include "scenarios/parallel.hpp"
 #include "scenarios/scenario.hpp"
 #include "scenarios/simulate.hpp"
+#include "scenarios/sweep_mpi.hpp"
 #include "sim/engine.hpp"
 
 namespace twin::scenarios {
@@ -136,6 +137,58 @@ std::vector<std::size_t> shard_points(std::size_t points, const SweepArgs& sw) {
   return v;
 }
 
+// The grid values of point i (the first axis varies slowest).
+std::vector<std::string> point_values(const std::vector<Axis>& axes, std::size_t i) {
+  std::vector<std::string> vals(axes.size());
+  for (std::size_t k = axes.size(); k-- > 0;) {
+    vals[k] = axes[k].values[i % axes[k].values.size()];
+    i /= axes[k].values.size();
+  }
+  return vals;
+}
+
+bool is_point(const Json& row, const std::vector<Axis>& axes, std::size_t i) {
+  const auto vals = point_values(axes, i);
+  for (std::size_t k = 0; k < axes.size(); ++k)
+    if (row.value(axes[k].key, Json()) != vals[k]) return false;
+  return true;
+}
+
+// One point of the grid simulated: its row (a point that cannot run is a row saying why).
+Json sweep_point(const CommonArgs& args, const std::vector<Axis>& axes, std::size_t i) {
+  const auto vals = point_values(axes, i);
+  Json row = Json::object();
+  auto sets = args.sets;
+  for (std::size_t k = 0; k < axes.size(); ++k) {
+    row[axes[k].key] = vals[k];
+    sets.push_back(axes[k].key + "=" + vals[k]);
+  }
+  try {
+    LoadOptions lo = args.load_options();
+    lo.sets = sets;
+    const RunOptions ro = args.run_options();
+    const auto loaded = load_scenario(args.scenario, lo);
+    const auto r = simulate(loaded, ro).json;
+    for (const char* o : kOutputs) row[o] = r[o];
+    row["nccl_sms_max"] = r["nccl_sms"]["max"];
+    const auto& m = r["memory"];
+    for (const char* k : {"hbm_peak_reserved_GiB", "alloc_retries", "oom", "host_peak_GiB",
+                          "host_oom_probability"})
+      row[k] = m[k];
+    // Fits: no HBM out-of-memory, and Grace room on a socket with the median unattributed memory.
+    row["fits"] = !m["oom"].get<bool>() &&
+                  m["host_headroom_GiB"].get<double>() > m["host_unattributed_median_GiB"].get<double>();
+    row["error"] = "";
+    row["twin"] = fmt::format("{} {}", twin_version(), twin_commit());
+    row["resolved_fnv1a"] = content_hash(loaded.resolved);  // this point's scenario
+  } catch (const sim::EventLimitExceeded&) {
+    throw;  // the run's budget, not the point's fault: the command fails (exit 2)
+  } catch (const std::exception& e) {
+    row["error"] = e.what();  // a point that cannot run is a row that says why
+  }
+  return row;
+}
+
 }  // namespace
 
 std::string sweep_progress_header(const CommonArgs& args, const SweepArgs& sw) {
@@ -150,61 +203,42 @@ Json sweep_json(const CommonArgs& args, const SweepArgs& sw, const std::string& 
   std::map<std::size_t, Json> done;
   std::ofstream log;
   std::mutex log_mutex;
-  if (!progress.empty()) {
+  const bool writer = mpi_rank() == 0;  // under MPI, rank 0 alone keeps the progress file
+  if (!progress.empty() && writer) {
     done = read_progress(progress, header, points);
     log.open(progress, done.empty() ? std::ios::trunc : std::ios::app);
     if (!log) throw reports::OutputError(progress + ": cannot write the sweep's progress file");
     if (done.empty()) log << header << "\n" << std::flush;
   }
   const auto mine = shard_points(points, sw);
+  // A resumed row is taken only if it is this point's (its grid values are the point's).
+  auto resumed = [&](std::size_t i) {
+    const auto it = done.find(i);
+    return it != done.end() && is_point(it->second, axes, i) ? &it->second : nullptr;
+  };
+  auto keep = [&](std::size_t i, const Json& row) {
+    if (!log.is_open()) return;
+    const std::lock_guard<std::mutex> lock(log_mutex);
+    log << Json{{"i", i}, {"row", row}}.dump() << "\n" << std::flush;
+  };
+  if (mpi_size() > 1) {  // points handed out over the ranks of an MPI job, one at a time
+    std::vector<std::size_t> todo;
+    for (const auto i : mine)
+      if (!resumed(i)) todo.push_back(i);
+    reports::Progress meter("sweep: points", todo.size(), writer && args.progress ? stderr : nullptr);
+    auto got = run_over_mpi(todo, [&](std::size_t i) { return sweep_point(args, axes, i); },
+                            [&](std::size_t i, const Json& row) { keep(i, row), meter.done(); });
+    Json rows = Json::array();
+    if (writer)
+      for (const auto i : mine) rows.push_back(resumed(i) ? *resumed(i) : std::move(got[i]));
+    return rows;
+  }
   reports::Progress meter("sweep: points", mine.size(), args.progress ? stderr : nullptr);
   auto rows = run_parallel<Json>(mine.size(), sw.jobs, [&](std::size_t j) {
     const std::size_t i = mine[j];
-    std::size_t rest = i;
-    std::vector<std::string> vals(axes.size());
-    for (std::size_t k = axes.size(); k-- > 0;) {
-      vals[k] = axes[k].values[rest % axes[k].values.size()];
-      rest /= axes[k].values.size();
-    }
-    // A resumed row is taken only if it is this point's (its grid values are the point's).
-    if (auto it = done.find(i); it != done.end()) {
-      bool ours = true;
-      for (std::size_t k = 0; k < axes.size(); ++k) ours = ours && it->second.value(axes[k].key, Json()) == vals[k];
-      if (ours) return it->second;
-    }
-    Json row = Json::object();
-    auto sets = args.sets;
-    for (std::size_t k = 0; k < axes.size(); ++k) {
-      row[axes[k].key] = vals[k];
-      sets.push_back(axes[k].key + "=" + vals[k]);
-    }
-    try {
-      LoadOptions lo = args.load_options();
-      lo.sets = sets;
-      const RunOptions ro = args.run_options();
-      const auto loaded = load_scenario(args.scenario, lo);
-      const auto r = simulate(loaded, ro).json;
-      for (const char* o : kOutputs) row[o] = r[o];
-      row["nccl_sms_max"] = r["nccl_sms"]["max"];
-      const auto& m = r["memory"];
-      for (const char* k : {"hbm_peak_reserved_GiB", "alloc_retries", "oom", "host_peak_GiB",
-                            "host_oom_probability"})
-        row[k] = m[k];
-      // Fits: no HBM out-of-memory, and Grace room on a socket with the median unattributed memory.
-      row["fits"] = !m["oom"].get<bool>() &&
-                    m["host_headroom_GiB"].get<double>() > m["host_unattributed_median_GiB"].get<double>();
-      row["error"] = "";
-      row["twin"] = fmt::format("{} {}", twin_version(), twin_commit());
-      row["resolved_fnv1a"] = content_hash(loaded.resolved);  // this point's scenario
-    } catch (const sim::EventLimitExceeded&) {
-      throw;  // the run's budget, not the point's fault: the command fails (exit 2)
-    } catch (const std::exception& e) {
-      row["error"] = e.what();  // a point that cannot run is a row that says why
-    }
-    if (log.is_open()) {
-      const std::lock_guard<std::mutex> lock(log_mutex);
-      log << Json{{"i", i}, {"row", row}}.dump() << "\n" << std::flush;
-    }
+    if (const Json* r = resumed(i)) return *r;
+    Json row = sweep_point(args, axes, i);
+    keep(i, row);
     return row;
   }, &meter);
   return rows;
@@ -280,6 +314,7 @@ int cmd_sweep(const CommonArgs& args, const SweepArgs& sw, std::ostream& out) {
   args.check_output(sw.out, "--out");
   args.check_output(progress, "--out");
   const Json rows = sweep_json(args, sw, progress);
+  if (mpi_rank() != 0) return 0;  // under MPI, rank 0 writes
   const bool json = args.json || sw.out.ends_with(".json");
   const std::string text = sw.shards > 1 ? part_json(args, sw, rows).dump() + "\n"
                            : json       ? rows.dump(2) + "\n"
