@@ -114,9 +114,9 @@ Json check_inputs(const CommonArgs& args, const std::vector<Axis>& axes) {
   return resolved;
 }
 
-// The resume key: the arguments, the resolved scenario's content (an edited scenario or preset
-// starts afresh) and the twin's version.
-// A shard's progress carries its shard; the sweep's identity (what merge checks) does not.
+// The sweep's identity, what `twin merge` checks of its parts: the arguments, the resolved
+// scenario's content and the twin's version. The resume key (the progress file's first line)
+// adds a shard's shard, so that an edited scenario or another shard starts afresh.
 Json identity_of(const CommonArgs& args, const SweepArgs& sw, const Json& resolved) {
   return {{"twin_sweep", 2}, {"scenario", args.scenario}, {"sets", args.sets}, {"grid", sw.grid},
           {"max_events", args.max_events}, {"resolved_fnv1a", content_hash(resolved)}, {"twin", TWIN_VERSION}};
