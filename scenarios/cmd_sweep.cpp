@@ -72,7 +72,7 @@ std::size_t grid_points(const std::vector<Axis>& axes) {
 }
 
 const char* kOutputs[] = {"tokens_per_s_per_gpu", "step_time_s", "exposed_comm_s",
-                          "optimizer_step_s"};
+                          "optimizer_step_s", "tokens_per_day"};
 
 }  // namespace
 

@@ -56,6 +56,19 @@ struct SweepArgs {
 // "I/N" → (I, N); InputError naming --shard unless 0 ≤ I < N.
 std::pair<int, int> parse_shard(const std::string& text);
 
+// `twin tune`: every combination of --vary (a sweep), the configurations that run and fit ranked
+// by the objective, the best explained against the scenario as given.
+struct TuneArgs {
+  std::vector<std::string> vary;  // "key=v1,v2,..."; empty: the default plan space (cmd_tune.cpp)
+  std::string objective = "tokens_per_s_per_gpu";  // or tokens_per_day
+  bool any = false;              // rank configurations that do not fit too
+  int top = 5;
+  std::size_t budget_points = 1000;  // refuse a larger space (narrow --vary)
+  int jobs = 1;
+};
+Json tune_json(const CommonArgs& args, const TuneArgs& tune);
+int cmd_tune(const CommonArgs& args, const TuneArgs& tune, std::ostream& out);
+
 struct MergeArgs {
   std::vector<std::string> parts;  // `twin sweep --shard I/N --out PART` files, one per shard
   std::string out;                 // FILE.csv or FILE.json; stdout (CSV) when empty

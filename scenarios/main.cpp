@@ -124,6 +124,19 @@ int main(int argc, char** argv) {
   sweep->add_option("--shard", shard,
                     "I/N: run only the points i with i mod N = I and write them to --out as a part "
                     "for `twin merge` (one task of a Slurm job array or srun step each)");
+  TuneArgs tune_args;
+  auto* tune = app.add_subcommand("tune", "search the plan space for the best configuration that fits");
+  tune->footer("Example: twin tune scenarios/europa.json --jobs 2   (the default space: NCCL CTAs, sequence "
+               "length, offload fraction, checkpointing, tile scheduler)\n         twin tune scenarios/europa.json "
+               "--vary nccl.max_ctas=8,16,32 --vary parallel.dp=1,2,4 --objective tokens_per_day");
+  add_common(tune, common, kJson | kLimits | kQuiet);
+  tune->add_option("--vary", tune_args.vary, "KEY=V1,V2,... (repeatable; none: the default space)");
+  tune->add_option("--objective", tune_args.objective, "tokens_per_s_per_gpu or tokens_per_day")
+      ->default_str(tune_args.objective);
+  tune->add_flag("--any", tune_args.any, "rank configurations that do not fit HBM or Grace too");
+  tune->add_option("--top", tune_args.top, "configurations to show")->check(CLI::Range(1, 1000))->default_str("5");
+  tune->add_option("--budget-points", tune_args.budget_points, "refuse a larger space")->default_str("1000");
+  tune->add_option("--jobs", tune_args.jobs, "threads")->check(CLI::Range(1, 256));
   MergeArgs merge_args;
   auto* merge = app.add_subcommand("merge", "join the parts of a sharded sweep into the file one sweep writes");
   merge->footer("Example: twin merge part-0.json part-1.json part-2.json part-3.json --out sweep.csv");
@@ -207,6 +220,7 @@ int main(int argc, char** argv) {
       return cmd_sweep(common, sweep_args, std::cout);
     }
     if (*merge) return cmd_merge(merge_args, std::cout);
+    if (*tune) return cmd_tune(common, tune_args, std::cout);
     if (*resolve) return cmd_resolve(common, std::cout);
     if (*report) return cmd_report(common, report_args, std::cout);
     if (*params) return cmd_help_params(params_json, std::cout);

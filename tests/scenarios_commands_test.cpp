@@ -27,6 +27,44 @@ const fs::path kRoot = TWIN_SOURCE_DIR;
 }  // namespace
 
 TEST_SUITE("scenarios.sweep") {
+  TEST_CASE("tune: the configurations that fit, best first, explained; those that cannot run counted by reason") {
+    CommonArgs args;
+    args.scenario = (kRoot / "tests/golden/small.json").string();
+    args.data_dir = kRoot.string();
+    TuneArgs t;
+    t.vary = {"nccl.max_ctas=8,16,32", "training.seq_len=2048,4096,-1"};
+    t.top = 4;
+    const Json one = tune_json(args, t);
+    t.jobs = 2;
+    CHECK(tune_json(args, t).dump() == one.dump());  // the same answer with more threads
+    CHECK(one["configurations"] == 9);
+    CHECK(one["ranked"] == 6);
+    REQUIRE(one["skipped"].size() == 1);
+    CHECK(one["skipped"].begin().key().find("cannot run: ") == 0);
+    CHECK(one["skipped"].begin().value() == 3);
+    const auto& top = one["top"];
+    REQUIRE(top.size() == 4);
+    for (std::size_t i = 1; i < top.size(); ++i)
+      CHECK(top[i - 1]["tokens_per_s_per_gpu"].get<double>() >= top[i]["tokens_per_s_per_gpu"].get<double>());
+    // The explanation is the step's difference from the baseline, part by part.
+    for (const auto& c : top) {
+      double parts = 0;
+      for (const auto& [k, v] : c["why"]["breakdown_s"].items()) parts += v.get<double>();
+      CHECK(parts == doctest::Approx(c["why"]["step_time_s"].get<double>()).epsilon(1e-6));
+    }
+    // The baseline (nccl.max_ctas 16, seq_len 4096: the scenario as given) is among them, at ×1.
+    bool found = false;
+    for (const auto& c : top)
+      found = found || (c["values"]["nccl.max_ctas"] == "16" && c["values"]["training.seq_len"] == "4096" &&
+                        c["relative_to_baseline"].get<double>() == doctest::Approx(1.0));
+    CHECK(found);
+    t.objective = "tokens";
+    CHECK_THROWS_AS(tune_json(args, t), InputError);
+    t.objective = "tokens_per_day";
+    t.budget_points = 8;
+    CHECK_THROWS_WITH_AS(tune_json(args, t), doctest::Contains("narrow --vary"), InputError);
+  }
+
   TEST_CASE("sweep --shard I/N parts, merged in any order, give the unsharded sweep's bytes") {
     CommonArgs args;
     args.scenario = (kRoot / "tests/golden/small.json").string();

@@ -1,0 +1,128 @@
+// `twin tune`: searches the plan space for the best configuration that fits (issue #21 item 3).
+// The search is exhaustive: every combination of --vary runs as a sweep (threads, like `twin
+// sweep`), which at ~1 s per 384-GPU step covers a few hundred configurations in minutes; a
+// larger space is refused with the advice to narrow it (no sampling or successive halving yet).
+// Configurations that cannot run or do not fit are counted by reason; the best are re-simulated
+// and explained against the scenario as given: where their step time goes differently.
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include <algorithm>
+#include <map>
+#include <ostream>
+
+#include "scenarios/commands.hpp"
+
+namespace twin::scenarios {
+
+namespace {
+
+// The default plan space: the knobs SPEC.md §6 turned that a user re-tunes (NCCL CTAs, sequence
+// length, activation offload, checkpointing, the expert GEMMs' tile scheduler): 144 points.
+const std::vector<std::string> kDefaultSpace = {
+    "nccl.max_ctas=8,16,32,64", "training.seq_len=32768,49152,65536",
+    "training.offload_fraction=0.7,0.86,1.0", "training.activation_checkpointing=selective,full",
+    "training.moe_tile_scheduler=static,dynamic"};
+
+std::string skip_reason(const Json& row) {
+  if (!row.value("error", std::string()).empty()) return "cannot run: " + row["error"].get<std::string>();
+  if (row.value("oom", false)) return "out of HBM";
+  return "out of Grace memory (less headroom than the median unattributed memory)";
+}
+
+// Where a configuration's step goes differently from the baseline's (rank 0): the breakdown's
+// parts and the three kinds of GPU work that moved most.
+Json why(const Json& r, const Json& base) {
+  Json w{{"step_time_s", r["step_time_s"].get<double>() - base["step_time_s"].get<double>()}};
+  for (const auto& [k, v] : r["breakdown_s"]["rank0"].items())
+    w["breakdown_s"][k] = v.get<double>() - base["breakdown_s"]["rank0"].value(k, 0.0);
+  std::vector<std::pair<double, std::string>> moved;
+  for (const auto& [k, v] : r["gpu_time_s"].items())
+    moved.emplace_back(v.get<double>() - base["gpu_time_s"].value(k, 0.0), k);
+  std::stable_sort(moved.begin(), moved.end(), [](const auto& a, const auto& b) { return std::abs(a.first) > std::abs(b.first); });
+  w["gpu_time_s"] = Json::object();
+  for (std::size_t i = 0; i < std::min<std::size_t>(3, moved.size()); ++i)
+    if (moved[i].first != 0) w["gpu_time_s"][moved[i].second] = moved[i].first;
+  return w;
+}
+
+Json simulate_with(const CommonArgs& args, const std::vector<std::string>& extra) {
+  LoadOptions lo = args.load_options();
+  lo.sets.insert(lo.sets.end(), extra.begin(), extra.end());
+  return simulate(load_scenario(args.scenario, lo), args.run_options()).json;
+}
+
+}  // namespace
+
+Json tune_json(const CommonArgs& args, const TuneArgs& t) {
+  if (t.objective != "tokens_per_s_per_gpu" && t.objective != "tokens_per_day")
+    throw InputError("--objective", "", fmt::format("\"{}\": expected tokens_per_s_per_gpu or tokens_per_day", t.objective));
+  SweepArgs sw;
+  sw.grid = t.vary.empty() ? kDefaultSpace : t.vary;
+  sw.jobs = t.jobs;
+  std::size_t points = 1;
+  for (const auto& g : sw.grid) points *= static_cast<std::size_t>(std::count(g.begin(), g.end(), ',') + 1);
+  if (points > t.budget_points)
+    throw InputError("--vary", "", fmt::format("{} configurations exceed --budget-points {}: narrow --vary "
+                                               "(the search is exhaustive)", points, t.budget_points));
+  const Json rows = sweep_json(args, sw);
+  std::vector<std::size_t> ok;
+  std::map<std::string, int> skipped;
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    if (rows[i].value("error", std::string()).empty() && (t.any || rows[i].value("fits", false))) ok.push_back(i);
+    else ++skipped[skip_reason(rows[i])];
+  // Best first; ties in grid order (stable): the same answer every run.
+  std::stable_sort(ok.begin(), ok.end(), [&](std::size_t a, std::size_t b) {
+    return rows[a][t.objective].get<double>() > rows[b][t.objective].get<double>();
+  });
+  const Json base = simulate_with(args, {});
+  Json top = Json::array();
+  for (std::size_t n = 0; n < std::min<std::size_t>(static_cast<std::size_t>(std::max(t.top, 0)), ok.size()); ++n) {
+    const Json& row = rows[ok[n]];
+    Json values = Json::object();
+    std::vector<std::string> sets;
+    for (const auto& g : sw.grid) {
+      const std::string key = g.substr(0, g.find('='));
+      values[key] = row[key];
+      sets.push_back(key + "=" + row[key].get<std::string>());
+    }
+    const double v = row[t.objective].get<double>();
+    top.push_back({{"values", values}, {t.objective, v}, {"relative_to_baseline", v / base[t.objective].get<double>()},
+                   {"fits", row["fits"]}, {"why", why(simulate_with(args, sets), base)}});
+  }
+  Json skip = Json::object();
+  for (const auto& [reason, count] : skipped) skip[reason] = count;
+  return {{"scenario", args.scenario}, {"objective", t.objective}, {"space", sw.grid}, {"configurations", rows.size()},
+          {"ranked", ok.size()}, {"skipped", skip},
+          {"baseline", {{t.objective, base[t.objective]}, {"step_time_s", base["step_time_s"]}}}, {"top", top}};
+}
+
+int cmd_tune(const CommonArgs& args, const TuneArgs& t, std::ostream& out) {
+  const Json j = tune_json(args, t);
+  if (args.json) {
+    out << j.dump(2) << "\n";
+    return 0;
+  }
+  fmt::print(out, "tune {}: {} configurations (exhaustive), {} ranked by {}\n", args.scenario,
+             j["configurations"].get<std::size_t>(), j["ranked"].get<std::size_t>(), t.objective);
+  for (const auto& [reason, count] : j["skipped"].items()) fmt::print(out, "  skipped {:4d}: {}\n", count.get<int>(), reason);
+  fmt::print(out, "baseline (the scenario as given): {} {:.1f}, step {:.3g} s\n", t.objective,
+             j["baseline"][t.objective].get<double>(), j["baseline"]["step_time_s"].get<double>());
+  int rank = 0;
+  for (const auto& c : j["top"]) {
+    std::string values;
+    for (const auto& [k, v] : c["values"].items()) values += fmt::format("{}{}={}", values.empty() ? "" : " ", k, v.get<std::string>());
+    fmt::print(out, "#{} {:.1f} ({:+.1f}% vs baseline){}: {}\n", ++rank, c[t.objective].get<double>(),
+               100 * (c["relative_to_baseline"].get<double>() - 1), c["fits"].get<bool>() ? "" : " [does not fit]", values);
+    const auto& w = c["why"];
+    std::string parts;
+    for (const auto& [k, v] : w["breakdown_s"].items()) parts += fmt::format(", {} {:+.3f} s", k, v.get<double>());
+    std::string kinds;
+    for (const auto& [k, v] : w["gpu_time_s"].items()) kinds += fmt::format(", {} {:+.3f} s", k, v.get<double>());
+    fmt::print(out, "   step {:+.3f} s (rank 0{}); GPU time moved most: {}\n", w["step_time_s"].get<double>(), parts,
+               kinds.empty() ? "none" : kinds.substr(2));
+  }
+  return 0;
+}
+
+}  // namespace twin::scenarios
