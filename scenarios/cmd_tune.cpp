@@ -3,15 +3,18 @@
 // sweep`), which at ~1 s per 384-GPU step covers a few hundred configurations in minutes; a
 // larger space is refused with the advice to narrow it (no sampling or successive halving yet).
 // Configurations that cannot run or do not fit are counted by reason; the best are re-simulated
-// and explained against the scenario as given: where their step time goes differently.
+// and explained against the scenario as given: where their step time goes differently. Under
+// mpirun the sweep's points spread over the ranks (sweep_mpi.hpp) and rank 0 reports.
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <ostream>
 
 #include "scenarios/commands.hpp"
+#include "scenarios/sweep_mpi.hpp"
 
 namespace twin::scenarios {
 
@@ -66,6 +69,7 @@ Json tune_json(const CommonArgs& args, const TuneArgs& t) {
     throw InputError("--vary", "", fmt::format("{} configurations exceed --budget-points {}: narrow --vary "
                                                "(the search is exhaustive)", points, t.budget_points));
   const Json rows = sweep_json(args, sw);
+  if (mpi_rank() != 0) return Json();  // under MPI, the other ranks only ran points
   std::vector<std::size_t> ok;
   std::map<std::string, int> skipped;
   for (std::size_t i = 0; i < rows.size(); ++i)
@@ -99,6 +103,7 @@ Json tune_json(const CommonArgs& args, const TuneArgs& t) {
 
 int cmd_tune(const CommonArgs& args, const TuneArgs& t, std::ostream& out) {
   const Json j = tune_json(args, t);
+  if (j.is_null()) return 0;  // not rank 0 of an MPI job
   if (args.json) {
     out << j.dump(2) << "\n";
     return 0;
