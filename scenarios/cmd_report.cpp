@@ -18,13 +18,12 @@ namespace {
 namespace fs = std::filesystem;
 
 // The run of the scenario with the traces the charts need: rank 0's and the slowest rank's
-// streams (a second run when the slowest is another rank: which one is known after the first),
-// and rank 0's allocation sequence.
+// streams and counters (a second run when the slowest is another rank: which one is known after
+// the first).
 RunResult traced_run(const CommonArgs& args, const Loaded& loaded) {
   RunOptions o = args.run_options();
   o.trace = true;
   o.trace_ranks = {0};
-  o.alloc_events_rank = 0;
   RunResult r = simulate(loaded, o);
   const int slowest = r.json["slowest_rank"]["rank"];
   if (slowest == 0) return r;
@@ -32,13 +31,12 @@ RunResult traced_run(const CommonArgs& args, const Loaded& loaded) {
   return simulate(loaded, o);
 }
 
-reports::Section step_section(const RunResult& r) {
-  const Json trace = Json::parse(r.trace);
+reports::Section step_section(const RunResult& r, const Json& trace) {
   return {"The step", {breakdown_chart(r.json), timeline_chart(trace), nccl_sms_chart(trace), gpu_time_chart(r.json)}};
 }
 
-reports::Section memory_section(const RunResult& r) {
-  return {"Memory", {hbm_pools_chart(r.alloc_events), host_memory_chart(r.json)}};
+reports::Section memory_section(const RunResult& r, const Json& trace) {
+  return {"Memory", {hbm_pools_chart(trace), host_memory_chart(r.json)}};
 }
 
 std::vector<std::pair<std::string, std::string>> facts(const Json& j) {
@@ -78,7 +76,8 @@ int cmd_report(const CommonArgs& args, const ReportArgs& rep, std::ostream& out)
   page.provenance = fmt::format("twin {} ({}) · {} · resolved scenario fnv1a {} · {}", twin_version(),
                                 twin_commit(), args.scenario, prov["resolved_fnv1a"].get<std::string>(),
                                 loaded.resolved.value("description", ""));
-  page.sections = {step_section(run), memory_section(run)};
+  const Json trace = Json::parse(run.trace);  // parsed once for the step's and memory's charts
+  page.sections = {step_section(run, trace), memory_section(run, trace)};
   if (rep.ladder) {
     LadderArgs la;
     la.data_dir = args.data_dir;

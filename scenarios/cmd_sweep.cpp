@@ -191,6 +191,8 @@ Json sweep_point(const CommonArgs& args, const std::vector<Axis>& axes, std::siz
 
 }  // namespace
 
+std::size_t sweep_points(const SweepArgs& sw) { return grid_points(parse_grid(sw.grid)); }
+
 std::string sweep_progress_header(const CommonArgs& args, const SweepArgs& sw) {
   return header_of(args, sw, check_inputs(args, parse_grid(sw.grid)));
 }

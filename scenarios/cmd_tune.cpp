@@ -63,8 +63,7 @@ Json tune_json(const CommonArgs& args, const TuneArgs& t) {
   SweepArgs sw;
   sw.grid = t.vary.empty() ? kDefaultSpace : t.vary;
   sw.jobs = t.jobs;
-  std::size_t points = 1;
-  for (const auto& g : sw.grid) points *= static_cast<std::size_t>(std::count(g.begin(), g.end(), ',') + 1);
+  const std::size_t points = sweep_points(sw);
   if (points > t.budget_points)
     throw InputError("--vary", "", fmt::format("{} configurations exceed --budget-points {}: narrow --vary "
                                                "(the search is exhaustive)", points, t.budget_points));

@@ -79,6 +79,8 @@ int cmd_merge(const MergeArgs& args, std::ostream& out);
 // The first line of a sweep's progress file: the arguments, a hash of the resolved scenario and
 // the twin's version; a progress file with another first line is not resumed.
 std::string sweep_progress_header(const CommonArgs& args, const SweepArgs& sw);
+// The points of the grid (InputError on a malformed --grid or one of more than 10⁶ points).
+std::size_t sweep_points(const SweepArgs& sw);
 
 struct PlanDpArgs {
   std::vector<int> replicas{1, 2, 4};

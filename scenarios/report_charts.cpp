@@ -148,33 +148,17 @@ Chart nccl_sms_chart(const Json& trace) {
           spec(std::move(values), {{"type", "line"}, {"interpolate", "step-after"}}, std::move(enc), 160)};
 }
 
-Chart hbm_pools_chart(const Json& alloc_events) {
-  std::map<std::string, double> live;     // pool → allocated bytes
-  std::map<std::int64_t, std::pair<std::string, double>> blocks;  // id → (pool, bytes)
-  std::vector<std::string> pools;  // an event's pool is an index into this list
-  for (const auto& p : alloc_events["pools"]) pools.push_back(p.get<std::string>());
-  const auto& ev = alloc_events["events"];
-  const std::size_t stride = std::max<std::size_t>(1, ev.size() / 2000);
-  std::size_t next = 0;  // the first event that may give the next sample
+Chart hbm_pools_chart(const Json& trace) {
+  std::vector<const Json*> samples;  // rank 0's counter: one sample per moment, every pool in each
+  for (const auto& e : trace["traceEvents"])
+    if (e.value("ph", "") == "C" && e.value("name", "") == "hbm_allocated_GiB" && e.value("pid", -1) == 0)
+      samples.push_back(&e);
+  const std::size_t stride = std::max<std::size_t>(1, samples.size() / 2000);
   Json values = Json::array();
-  for (std::size_t i = 0; i < ev.size(); ++i) {
-    const auto& e = ev[i];
-    const std::int64_t id = e[1];
-    if (e[0] == "alloc") {
-      const auto index = e[3].get<std::size_t>();
-      const std::string pool = index < pools.size() ? pools[index] : std::to_string(index);
-      blocks[id] = {pool, e[2].get<double>()};
-      live[pool] += e[2].get<double>();
-    } else if (const auto it = blocks.find(id); it != blocks.end()) {
-      live[it->second.first] -= it->second.second;
-      blocks.erase(it);
-    }
-    // One sample per moment (events at one time would stack on each other), ~2,000 in all.
-    const bool last = i + 1 == ev.size();
-    if (!last && (ev[i + 1].back() == e.back() || i < next)) continue;
-    next = i + stride;
-    for (const auto& [pool, bytes] : live)
-      values.push_back({{"t_s", e.back()}, {"pool", pool}, {"GiB", bytes / kGiB}});
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    if (i % stride != 0 && i + 1 != samples.size()) continue;
+    for (const auto& [pool, gib] : (*samples[i])["args"].items())
+      values.push_back({{"t_s", (*samples[i])["ts"].get<double>() * 1e-6}, {"pool", pool}, {"GiB", gib}});
   }
   Json enc{{"x", field("t_s", "quantitative", "time in the step (s)")},
            {"y", {{"field", "GiB"}, {"type", "quantitative"}, {"stack", "zero"}, {"title", "GiB allocated"}}},

@@ -23,9 +23,9 @@ Chart host_memory_chart(const Json& result);
 // SMs NCCL holds on each over the step.
 Chart timeline_chart(const Json& trace);
 Chart nccl_sms_chart(const Json& trace);
-// One rank's allocation sequence (simulate's alloc_events): allocated GiB per pool after each
-// allocation or free (at most ~2,000 points per pool).
-Chart hbm_pools_chart(const Json& alloc_events);
+// Rank 0's HBM allocated per allocator pool over the step, from the trace's hbm_allocated_GiB
+// counter (at most ~2,000 samples).
+Chart hbm_pools_chart(const Json& trace);
 // `twin ladder --json`: predicted and published tokens/s per GPU per rung.
 Chart ladder_chart(const Json& ladder);
 // The rows of `twin sweep` (grid keys are the dotted columns): a heatmap of tokens/s per GPU

@@ -17,7 +17,7 @@
 #include "model/accounting.hpp"
 #include "scenarios/build_info.hpp"
 #include "scenarios/plan.hpp"
-#include "reports/trace.hpp"
+#include "scenarios/trace_export.hpp"
 #include "sim/engine.hpp"
 #include "sim/fluid.hpp"
 #include "sim/task.hpp"
@@ -284,80 +284,6 @@ Json alloc_events_json(const Scenario& s, const Pass& p, int r, double capacity)
           {"expandable_segments", s.job.training.expandable_segments}, {"pools", pools}, {"events", ev}};
 }
 
-// The Chrome trace of the asked ranks (rank 0 by default; ranks not simulated are left out).
-// HBM allocated per caching-allocator pool over the step, as one counter track of one series
-// per pool (GiB), a sample wherever an allocation or free changes it.
-void pool_counters(reports::ChromeTrace& tr, const model::BufferLog& log, int r) {
-  const auto bufs = log.rank(r);
-  std::array<double, model::kPoolCount> live{};
-  const auto seq = model::alloc_sequence(log, r);
-  for (std::size_t i = 0; i < seq.size(); ++i) {
-    const auto& b = bufs[seq[i].buffer];
-    live[static_cast<std::size_t>(b.pool)] += seq[i].alloc ? b.bytes : -b.bytes;
-    if (i + 1 < seq.size() && seq[i + 1].time_ns == seq[i].time_ns) continue;  // one sample per moment
-    std::vector<std::pair<std::string, double>> series;
-    for (int k = 0; k < model::kPoolCount; ++k) series.emplace_back(model::pool_name(k), live[static_cast<std::size_t>(k)] / kGiB);
-    tr.counter(r, "hbm_allocated_GiB", seq[i].time_ns, series);
-  }
-}
-
-std::string trace_text(const Pass& p, const std::vector<int>& asked, int gpus, double step, const Json& provenance) {
-  const auto& graph = p.graph;
-  reports::ChromeTrace tr;
-  tr.metadata(provenance.dump());
-  std::vector<int> ranks;
-  std::vector<bool> traced(static_cast<std::size_t>(gpus), false);
-  for (int r : asked.empty() ? std::vector<int>{0} : asked)
-    if (r >= 0 && r < gpus) ranks.push_back(r), traced[static_cast<std::size_t>(r)] = true;
-  for (int r : ranks) {
-    tr.process(r, fmt::format("rank {}", r));
-    for (int st = 0; st < model::kStreamCount; ++st) tr.thread(r, st, model::stream_name(st));
-  }
-  for (int r : ranks) {  // the step as PyTorch's profiler names it, on a track of its own
-    tr.thread(r, model::kStreamCount, "step");
-    tr.complete(r, model::kStreamCount, "ProfilerStep#0", "step", 0, sim::Time::s(step).count_ns(), "{}");
-  }
-  std::uint64_t flows = 0;
-  for (std::size_t i = 0; i < graph.size(); ++i) {
-    const auto& t = graph[i];
-    const int rank = t.lane / model::kStreamCount, stream = t.lane % model::kStreamCount;
-    if (!traced[static_cast<std::size_t>(rank)]) continue;
-    if (t.category == model::kMarker) {  // a phase's end
-      tr.instant(rank, stream, t.name, t.end_time().count_ns());
-      continue;
-    }
-    Json args{{"layer", t.index}};  // and what the GPU launches, where recorded
-    if (Json l = task_launches(graph, p.builder, i); !l.empty()) args["launches"] = std::move(l);
-    tr.complete(rank, stream, t.name, model::category_name(t.category), t.start_time().count_ns(),
-                t.end_time().count_ns(), args.dump());
-    // Dependencies across streams (or ranks) as arrows: what a task waited for.
-    t.each_successor([&](const sim::Task& succ) {
-      const int srank = succ.lane / model::kStreamCount, sstream = succ.lane % model::kStreamCount;
-      if ((srank != rank || sstream != stream) && traced[static_cast<std::size_t>(srank)])
-        tr.flow(++flows, rank, stream, t.end_time().count_ns(), srank, sstream, succ.start_time().count_ns());
-    });
-  }
-  // Who a collective waited for: an arrow from the peer that arrived last to each other peer.
-  for (const auto& peers : p.builder.collective_peers()) {
-    std::size_t last = peers.front();
-    for (const auto id : peers)
-      if (graph.start_of(id) > graph.start_of(last)) last = id;
-    const auto& lt = graph[last];
-    for (const auto id : peers)
-      if (id != last && traced[static_cast<std::size_t>(graph[id].lane / model::kStreamCount)] &&
-          traced[static_cast<std::size_t>(lt.lane / model::kStreamCount)])
-        tr.flow(++flows, lt.lane / model::kStreamCount, lt.lane % model::kStreamCount,
-                graph.start_of(last).count_ns(), graph[id].lane / model::kStreamCount,
-                graph[id].lane % model::kStreamCount, graph.start_of(last).count_ns(), "collective peer");
-  }
-  for (int r : ranks) {
-    if (const auto it = p.sms.find(r); it != p.sms.end())
-      for (const auto& [t, held] : it->second.points()) tr.counter(r, "nccl_sms", t, {{"SMs", held}});
-    pool_counters(tr, p.builder.buffers(), r);
-  }
-  return tr.str();
-}
-
 }  // namespace
 
 RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
@@ -439,7 +365,7 @@ RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
     out.plan = step_plan(s, graph, builder, marks, opts.plan_rank);
   if (opts.alloc_events_rank >= 0 && opts.alloc_events_rank < gpus)
     out.alloc_events = alloc_events_json(s, *pass, opts.alloc_events_rank, capacity);
-  if (opts.trace) out.trace = trace_text(*pass, opts.trace_ranks, gpus, step, j["provenance"]);
+  if (opts.trace) out.trace = trace_text(pass->graph, pass->builder, pass->sms, opts.trace_ranks, gpus, step, j["provenance"]);
   out.json = std::move(j);
   return out;
 }

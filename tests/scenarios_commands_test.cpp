@@ -321,7 +321,6 @@ TEST_SUITE("scenarios.report") {
     RunOptions o = args.run_options();
     o.trace = true;
     o.trace_ranks = {0};
-    o.alloc_events_rank = 0;
     const auto r = simulate(load_scenario(args.scenario, args.load_options()), o);
     const auto b = breakdown_chart(r.json).spec["data"]["values"];
     double sum = 0;
@@ -331,7 +330,7 @@ TEST_SUITE("scenarios.report") {
     const auto t = timeline_chart(Json::parse(r.trace)).spec["data"]["values"];
     CHECK(t.size() > 50);
     CHECK(t[0]["rank"] == "rank 0");
-    const auto h = hbm_pools_chart(r.alloc_events).spec["data"]["values"];
+    const auto h = hbm_pools_chart(Json::parse(r.trace)).spec["data"]["values"];
     REQUIRE(!h.empty());
     CHECK(h.back()["pool"].is_string());
     double when = 0;  // over the step, in time order

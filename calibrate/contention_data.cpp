@@ -1,0 +1,207 @@
+#include "calibrate/contention_data.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <set>
+#include <stdexcept>
+
+#include "hardware/kernel_shapes.hpp"
+
+namespace twin::calibrate {
+
+using hardware::Family;
+using hardware::KernelShape;
+using hardware::Schedule;
+using Json = nlohmann::json;
+
+namespace {
+
+constexpr int kSmemPerSm = 233472;   // bytes (228 KiB)
+
+// The launch that took longest: the kernel that decides the curve.
+const Json* major_launch(const Json& c) {
+  const Json* best = nullptr;
+  for (const auto& l : c["launches"])
+    if (l.contains("grid") && l["grid"].is_array() && (!best || l.value("dur_us", 0.0) > best->value("dur_us", 0.0)))
+      best = &l;
+  return best;
+}
+
+double product(const Json& v) {
+  double p = 1;
+  for (const auto& x : v) p *= x.get<double>();
+  return p;
+}
+
+KernelShape grid_shape(Family f, const Json* l) {
+  if (!l) throw std::runtime_error("an elementwise case without launch records");
+  const double threads = product((*l)["block"]);
+  const double smem = (*l).value("smem_bytes", 0.0);
+  const double per_sm = std::min({32.0, std::floor(2048 / threads), std::floor(kSmemPerSm / (smem + 1024))});
+  return {f, Schedule::grid, static_cast<std::uint16_t>(std::max(1.0, per_sm)),
+          static_cast<float>(product((*l)["grid"]))};
+}
+
+// The twin's cuBLAS shapes (kernel_shapes.hpp: tiles and CTAs as nvjet chooses them).
+KernelShape gemm_case_shape(const Json& shape) {
+  return hardware::gemm_shape(kSms, shape.value("m", 1792.0), shape.value("n", 6144.0), shape.value("batch", 1.0));
+}
+
+// Elementwise kernels of the bench → the family of their implementation.
+const std::map<std::string, Family>& elementwise_families() {
+  static const std::map<std::string, Family> m = {
+      {"add", Family::ew_add},          {"mul", Family::ew_add},
+      {"rmsnorm_fwd", Family::ew_norm},
+      {"rmsnorm_bwd", Family::ew_norm_bwd}, {"swiglu_fwd", Family::ew_swiglu},
+      {"swiglu_bwd", Family::ew_swiglu_bwd}, {"permute_gather", Family::ew_gather},
+      {"unpermute_index_add", Family::ew_scatter_add}, {"fp32_accumulate_bf16", Family::ew_widen},
+      {"cast_bf16_fp32", Family::ew_widen}, {"copy_strided", Family::ew_widen},
+      {"fp8_block_quantize", Family::ew_fp8_quant}, {"fp8_block_dequantize", Family::ew_fp8_dequant},
+      {"bf16_sum_fp32", Family::ew_sum_fp32}, {"cross_entropy_fwd", Family::ew_loss},
+      {"cross_entropy_bwd", Family::ew_loss_bwd}};
+  return m;
+}
+
+// group name and shape of one measured case; group "" = not modelled (reported as measured).
+std::pair<std::string, KernelShape> classify(const Json& c) {
+  const std::string cls = c["class"], kernel = c["kernel"];
+  const Json* l = major_launch(c);
+  if (cls == "elementwise") {
+    const auto it = elementwise_families().find(kernel);
+    if (it == elementwise_families().end()) return {"", {}};
+    return {std::string(hardware::family_name(it->second)), grid_shape(it->second, l)};
+  }
+  if (cls == "gemm" || cls == "newton_schulz") return {"gemm", gemm_case_shape(c["shape"])};
+  if (cls == "gemm_fp8")
+    return {"gemm_fp8", hardware::gemm_fp8_shape(kSms, c["shape"].value("m", 0.0), c["shape"].value("n", 0.0))};
+  if (cls == "attention" && (kernel.rfind("sdpa", 0) == 0 || kernel.rfind("flex", 0) == 0))
+    return kernel.find("_bwd") != std::string::npos
+               ? std::pair{std::string("attention_bwd"), hardware::attention_shape(kSms, true)}
+               : std::pair{std::string("attention"), hardware::attention_shape(kSms, false)};
+  if (cls == "grouped_gemm") {
+    const bool dyn = kernel.find("dynamic") != std::string::npos;
+    const KernelShape s{Family::grouped_gemm, dyn ? Schedule::persistent_dynamic : Schedule::persistent_static, 1, kSms};
+    return {kernel.rfind("twin_", 0) == 0 ? "twin_grouped" : "grouped_gemm", s};
+  }
+  return {"", {}};
+}
+
+// A measurement file's JSON (std::runtime_error naming the file if it cannot be read).
+Json read_measurement(const std::string& file) {
+  std::ifstream in(file);
+  if (!in) throw std::runtime_error(file + ": cannot open");
+  try {
+    return Json::parse(in);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(file + ": invalid JSON: " + e.what());
+  }
+}
+
+std::string case_name(const Json& c) {
+  std::string s = c["kernel"].get<std::string>() + "[";
+  bool first = true;
+  for (const auto& [k, v] : c["shape"].items()) s += (first ? "" : ",") + k + "=" + v.dump(), first = false;
+  return s + "]";
+}
+
+}  // namespace
+
+std::vector<ContentionCase> read_contention_cases(const std::vector<std::string>& files) {
+  std::map<std::string, std::vector<ContentionCase>> by_class;  // a later file's class replaces
+  for (const auto& f : files) {
+    const Json j = read_measurement(f);
+    if (!j.contains("cases") || !j.contains("held_sms"))
+      throw std::runtime_error(f + ": expected a contention_bench.py result (cases, held_sms)");
+    std::vector<int> held = j["held_sms"].get<std::vector<int>>();
+    std::set<int> fit_k;
+    for (std::size_t i = 1; i < held.size(); i += 2) fit_k.insert(held[i]);
+    std::map<std::string, std::vector<ContentionCase>> here;
+    std::map<std::string, int> index;  // per group: alternate cases between fit and hold-out
+    for (const auto& c : j["cases"]) {
+      auto [group, shape] = classify(c);
+      ContentionCase cc{case_name(c), group.empty() ? c["class"].get<std::string>() + ":unmodelled" : group, shape, {}};
+      cc.bytes = c.value("bytes", 0.0);
+      cc.alone_s = c.value("alone_ms", 0.0) * 1e-3;
+      const double copy_GBps = j.contains("copy_engine_check") ? j["copy_engine_check"].value("alone_GBps", 0.0) : 0.0;
+      if (copy_GBps > 0 && cc.bytes > 0)
+        cc.copy_share = cc.bytes / (c["alone_ms"].get<double>() * 1e-3) / (copy_GBps * 1e9);
+      const bool fit_case = !group.empty() && index[group]++ % 2 == 0;
+      double most = 0;
+      for (const auto& p : c["points"]) {
+        // Blocked: the kernel could not start beside the holders (a cluster found no GPC with
+        // room) and ran after they gave up — recorded as such since the holder reports time-outs;
+        // before, seen as a slowdown that collapses while more SMs are held (no kernel gets 40%
+        // faster with fewer SMs).
+        if (!p.contains("slowdown")) continue;
+        const double y = p["slowdown"].get<double>();
+        most = std::max(most, y);
+        if (y < 0.6 * most) continue;
+        const int k = p["held_sms"];
+        cc.points.push_back({k, y, fit_case && fit_k.count(k) > 0});
+      }
+      here[c["class"].get<std::string>()].push_back(std::move(cc));
+    }
+    for (auto& [cls, v] : here) by_class[cls] = std::move(v);
+  }
+  std::vector<ContentionCase> out;
+  for (auto& [cls, v] : by_class)
+    for (auto& c : v) out.push_back(std::move(c));
+  return out;
+}
+
+void read_cluster_tables(const std::string& file, hardware::ContentionModel& m) {
+  const Json j = read_measurement(file);
+  if (!j.contains("held_sms") || !j.contains("clusters"))
+    throw std::runtime_error(file + ": expected a cluster_probe.py result (held_sms, clusters)");
+  m.cluster_held_sms = j["held_sms"].get<std::vector<double>>();
+  for (int t = 0; t < 4; ++t) {
+    const auto size = std::to_string(hardware::ContentionModel::kClusterSizes[t]);
+    if (!j["clusters"].contains(size)) throw std::runtime_error(file + ": clusters." + size + " missing");
+    std::map<double, double> at;
+    for (const auto& r : j["clusters"][size]) {
+      if (!r.contains("resident_ctas")) continue;  // blocked: 0
+      auto v = r["resident_ctas"].get<std::vector<double>>();
+      std::sort(v.begin(), v.end());
+      at[r["held_sms"].get<double>()] = v[v.size() / 2];
+    }
+    auto& u = m.cluster_usable_sms[t];
+    u.clear();
+    for (const double k : m.cluster_held_sms) u.push_back(at.count(k) ? at[k] : 0.0);
+  }
+}
+
+std::map<std::string, double> measured_clock_gains(const std::vector<std::string>& files) {
+  std::map<std::string, std::vector<double>> gains;
+  for (const auto& f : files) {
+    const Json j = read_measurement(f);
+    std::map<std::string, std::vector<double>> here;  // a later file's group replaces an earlier's
+    bool any = false;
+    for (const auto& c : j.value("cases", Json::array())) {
+      double alone = 0;
+      std::vector<double> plateau;
+      for (const auto& p : c["points"]) {
+        if (!p.contains("sm_clock_MHz") || !p["sm_clock_MHz"].is_number()) continue;
+        const int k = p["held_sms"];
+        const double mhz = p["sm_clock_MHz"];
+        if (k == 0) alone = mhz;
+        if (k >= 56 && k <= 112) plateau.push_back(mhz);
+      }
+      if (alone <= 0 || plateau.empty()) continue;
+      any = true;
+      const auto group = classify(c).first;
+      std::nth_element(plateau.begin(), plateau.begin() + plateau.size() / 2, plateau.end());
+      here[group.empty() ? c["class"].get<std::string>() : group].push_back(plateau[plateau.size() / 2] / alone);
+    }
+    if (!any) throw std::runtime_error(f + ": no sm_clock_MHz readings (contention_bench.py --clock)");
+    for (auto& [g, v] : here) gains[g] = std::move(v);
+  }
+  std::map<std::string, double> out;
+  for (auto& [g, v] : gains) {
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    out[g] = std::round(v[v.size() / 2] * 100) / 100;
+  }
+  return out;
+}
+
+}  // namespace twin::calibrate

@@ -1,0 +1,49 @@
+// What calibrate/contention_bench.py and cluster_probe.py measured, read for the contention fit.
+//
+// Every case of the measurement files (a later file's cases of a class replace an earlier file's:
+// the holders differed, see reports/calibration/contention/README.md) becomes a KernelShape from
+// its launch configuration (PyTorch profiler records: grid, block, shared memory; nvjet's cluster
+// from the kernel's name) and its points (SMs held, slowdown), alternately fitted and held out.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "hardware/contention.hpp"
+
+namespace twin::calibrate {
+
+constexpr int kSms = 132;  // the measured H200's SMs
+
+struct ContentionPoint {
+  int held = 0;
+  double measured = 1;  // slowdown
+  bool fitted = false;  // in the fitting half (else held out)
+};
+
+struct ContentionCase {
+  std::string name;   // kernel[shape]
+  std::string group;  // the family fitted, or a report-only group ("twin_grouped", "copy_engine", …)
+  hardware::KernelShape shape;
+  std::vector<ContentionPoint> points;
+  double bytes = 0;         // read + written by one launch
+  double alone_s = 0;       // its time alone
+  double copy_share = 0;    // its bandwidth alone over the file's device copy's (0: unknown)
+};
+
+// Reads the measurement files into cases (throws std::runtime_error with the file on bad input).
+std::vector<ContentionCase> read_contention_cases(const std::vector<std::string>& files);
+
+// Reads cluster_probe.py's result into the model's cluster tables (mechanism 1): per cluster
+// size, the median over repeats of the CTAs resident at each k, 0 where blocked.
+void read_cluster_tables(const std::string& file, hardware::ContentionModel& m);
+// Per group, how much the SM clock rises while SMs are held, measured (contention_bench.py
+// --clock: `sm_clock_MHz` at every point): the median over the group's cases of the clock with
+// 56–112 SMs held (its plateau) over the clock alone; a later file's group replaces an earlier
+// file's. Throws std::runtime_error naming the file when a file has no clock readings.
+std::map<std::string, double> measured_clock_gains(const std::vector<std::string>& files);
+
+}  // namespace twin::calibrate
