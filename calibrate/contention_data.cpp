@@ -1,6 +1,7 @@
 #include "calibrate/contention_data.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <map>
 #include <set>
@@ -17,8 +18,6 @@ using Json = nlohmann::json;
 
 namespace {
 
-constexpr int kSmemPerSm = 233472;   // bytes (228 KiB)
-
 // The launch that took longest: the kernel that decides the curve.
 const Json* major_launch(const Json& c) {
   const Json* best = nullptr;
@@ -34,13 +33,53 @@ double product(const Json& v) {
   return p;
 }
 
-KernelShape grid_shape(Family f, const Json* l) {
+hardware::BlockResources block_of(const Json& l) {
+  return {static_cast<int>(product(l["block"])), l.value("registers", 0), l.value("smem_bytes", 0)};
+}
+
+// o from the launch's threads, registers and shared memory; h beside the file's holder.
+KernelShape grid_shape(Family f, const Json* l, const hardware::BlockResources& holder) {
   if (!l) throw std::runtime_error("an elementwise case without launch records");
-  const double threads = product((*l)["block"]);
-  const double smem = (*l).value("smem_bytes", 0.0);
-  const double per_sm = std::min({32.0, std::floor(2048 / threads), std::floor(kSmemPerSm / (smem + 1024))});
-  return {f, Schedule::grid, static_cast<std::uint16_t>(std::max(1.0, per_sm)),
-          static_cast<float>(product((*l)["grid"]))};
+  const auto b = block_of(*l);
+  KernelShape s{f, Schedule::grid, static_cast<std::uint16_t>(std::max(1, hardware::blocks_beside(b))),
+                static_cast<float>(product((*l)["grid"]))};
+  s.beside = static_cast<std::int8_t>(hardware::blocks_beside(b, holder));
+  return s;
+}
+
+// The registers of kernels/sm_hold.cu's holder builds (ptxas -v, sm_90): the light one (mode 0)
+// 16, the NCCL-like ones (modes 1, 2) 96; an NCCL CTA as SPEC.md §8 gives it.
+constexpr int kLightHolderRegisters = 16, kNcclHolderRegisters = 96;
+constexpr hardware::BlockResources kNcclCtaHolder{640, kNcclHolderRegisters, 80 * 1024};
+
+// What held the SMs in a file: `holder_resources`; else `holder_shape` ([shared memory,
+// threads, mode] or "nccl_cta"); else the words of `provenance.holder` ("…, 640 threads x 96
+// registers, 80 KiB shared memory"; without registers, the light build).
+hardware::BlockResources holder_of(const Json& file, const std::string& name) {
+  if (file.contains("holder_resources")) {
+    const auto& h = file["holder_resources"];
+    return {h.value("threads", 0), h.value("registers", 0), h.value("smem_bytes", 0)};
+  }
+  if (file.contains("holder_shape")) {
+    const auto& h = file["holder_shape"];
+    if (h.is_string() && h == "nccl_cta") return kNcclCtaHolder;
+    if (!h.is_array() || h.size() != 3)
+      throw std::runtime_error(name + ": holder_shape: expected [shared memory, threads, mode] or \"nccl_cta\"");
+    return {h[1].get<int>(), h[2].get<int>() == 0 ? kLightHolderRegisters : kNcclHolderRegisters, h[0].get<int>()};
+  }
+  const std::string text = file.value("provenance", Json::object()).value("holder", "");
+  auto number_before = [&](const std::string& word) {
+    const auto at = text.find(" " + word);
+    if (at == std::string::npos) return -1;
+    auto from = at;
+    while (from > 0 && std::isdigit(static_cast<unsigned char>(text[from - 1]))) --from;
+    return from == at ? -1 : std::stoi(text.substr(from, at - from));
+  };
+  const int threads = number_before("threads"), registers = number_before("registers"),
+            smem_KiB = number_before("KiB shared memory");
+  if (threads <= 0 || smem_KiB < 0)
+    throw std::runtime_error(name + ": provenance.holder: expected \"N threads\" and \"N KiB shared memory\"");
+  return {threads, registers > 0 ? registers : kLightHolderRegisters, smem_KiB * 1024};
 }
 
 // The twin's cuBLAS shapes (kernel_shapes.hpp: tiles and CTAs as nvjet chooses them).
@@ -64,13 +103,13 @@ const std::map<std::string, Family>& elementwise_families() {
 }
 
 // group name and shape of one measured case; group "" = not modelled (reported as measured).
-std::pair<std::string, KernelShape> classify(const Json& c) {
+std::pair<std::string, KernelShape> classify(const Json& c, const hardware::BlockResources& holder = {}) {
   const std::string cls = c["class"], kernel = c["kernel"];
   const Json* l = major_launch(c);
   if (cls == "elementwise") {
     const auto it = elementwise_families().find(kernel);
     if (it == elementwise_families().end()) return {"", {}};
-    return {std::string(hardware::family_name(it->second)), grid_shape(it->second, l)};
+    return {std::string(hardware::family_name(it->second)), grid_shape(it->second, l, holder)};
   }
   if (cls == "gemm" || cls == "newton_schulz") return {"gemm", gemm_case_shape(c["shape"])};
   if (cls == "gemm_fp8")
@@ -113,14 +152,16 @@ std::vector<ContentionCase> read_contention_cases(const std::vector<std::string>
     const Json j = read_measurement(f);
     if (!j.contains("cases") || !j.contains("held_sms"))
       throw std::runtime_error(f + ": expected a contention_bench.py result (cases, held_sms)");
+    const auto holder = holder_of(j, f);
     std::vector<int> held = j["held_sms"].get<std::vector<int>>();
     std::set<int> fit_k;
     for (std::size_t i = 1; i < held.size(); i += 2) fit_k.insert(held[i]);
     std::map<std::string, std::vector<ContentionCase>> here;
     std::map<std::string, int> index;  // per group: alternate cases between fit and hold-out
     for (const auto& c : j["cases"]) {
-      auto [group, shape] = classify(c);
+      auto [group, shape] = classify(c, holder);
       ContentionCase cc{case_name(c), group.empty() ? c["class"].get<std::string>() + ":unmodelled" : group, shape, {}};
+      if (const Json* l = major_launch(c); l && l->contains("block")) cc.block = block_of(*l);
       cc.bytes = c.value("bytes", 0.0);
       cc.alone_s = c.value("alone_ms", 0.0) * 1e-3;
       const double copy_GBps = j.contains("copy_engine_check") ? j["copy_engine_check"].value("alone_GBps", 0.0) : 0.0;

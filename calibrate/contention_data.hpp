@@ -2,8 +2,8 @@
 //
 // Every case of the measurement files (a later file's cases of a class replace an earlier file's:
 // the holders differed, see reports/calibration/contention/README.md) becomes a KernelShape from
-// its launch configuration (PyTorch profiler records: grid, block, shared memory; nvjet's cluster
-// from the kernel's name) and its points (SMs held, slowdown), alternately fitted and held out.
+// its launch configuration (PyTorch profiler records: grid, block, registers, shared memory —
+// with the file's holder, the blocks that fit beside one; nvjet's cluster from the kernel's name) and its points (SMs held, slowdown), alternately fitted and held out.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -32,6 +32,7 @@ struct ContentionCase {
   double bytes = 0;         // read + written by one launch
   double alone_s = 0;       // its time alone
   double copy_share = 0;    // its bandwidth alone over the file's device copy's (0: unknown)
+  hardware::BlockResources block;  // its longest kernel's block (threads 0: no launch record)
 };
 
 // Reads the measurement files into cases (throws std::runtime_error with the file on bad input).

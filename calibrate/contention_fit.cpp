@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <tuple>
 
 
 namespace twin::calibrate {
@@ -70,6 +71,19 @@ hardware::ContentionModel fit_base(const std::string& clusters_file) {
 }
 
 namespace {
+// The family's typical block: the median by registers (then threads, shared memory) of its
+// cases' longest kernels (mechanism 5 at run time, beside the profile's NCCL CTA).
+hardware::BlockResources typical_block(const std::vector<ContentionCase>& cases, const std::string& group) {
+  std::vector<hardware::BlockResources> v;
+  for (const auto& c : cases)
+    if (c.group == group && c.block.threads > 0) v.push_back(c.block);
+  if (v.empty()) return {};
+  std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.registers, a.threads, a.smem_bytes) < std::tie(b.registers, b.threads, b.smem_bytes);
+  });
+  return v[v.size() / 2];
+}
+
 double copy_share(const std::vector<ContentionCase>& cases, const std::string& group) {
   std::map<std::string, const ContentionCase*> largest;  // kernel → its case with the most bytes
   for (const auto& c : cases) {
@@ -165,6 +179,7 @@ hardware::ContentionModel fit_contention(const std::vector<ContentionCase>& case
     p.knee = best_knee, p.lone_block = best_lone;
     fit_family(i);
     p.hbm_fraction = copy_share(cases, std::string(hardware::family_name(static_cast<Family>(i))));
+    p.block = typical_block(cases, std::string(hardware::family_name(static_cast<Family>(i))));
   }
   return m;
 }

@@ -58,6 +58,8 @@ Json profile_section(const hardware::ContentionModel& m, const std::string& data
                                                 {"sat_sms", {{"value", tidy(p.sat_sms)}, {"source", src}}},
                                                 {"knee", {{"value", p.knee}, {"source", src}}}};
   }
+  const std::string block_src = "[meas] the family's kernels' launches on our H200 (PyTorch profiler records in " +
+                                data + "): the median block by registers";
   for (int i = static_cast<int>(hardware::Family::ew_add); i < hardware::kFamilies; ++i)
     s[std::string(hardware::family_name(static_cast<hardware::Family>(i)))] = {
         {"sat_sms", {{"value", tidy(m.family[i].sat_sms)}, {"source", src}}},
@@ -66,7 +68,10 @@ Json profile_section(const hardware::ContentionModel& m, const std::string& data
         {"lone_block", {{"value", m.family[i].lone_block}, {"source", src}}},
         {"hbm_fraction", {{"value", m.family[i].hbm_fraction},
                           {"source", "[meas] the family's kernels alone on our H200, bytes / time over a device "
-                                     "copy's bandwidth in the same file (mean over kernels, largest case each; " + data + ")"}}}};
+                                     "copy's bandwidth in the same file (mean over kernels, largest case each; " + data + ")"}}},
+        {"block_threads", {{"value", m.family[i].block.threads}, {"source", block_src}}},
+        {"block_registers", {{"value", m.family[i].block.registers}, {"source", block_src}}},
+        {"block_smem_bytes", {{"value", m.family[i].block.smem_bytes}, {"source", block_src}}}};
   return s;
 }
 

@@ -23,6 +23,25 @@ Family family_of(std::string_view name) {
   return Family::count;
 }
 
+int blocks_beside(const BlockResources& b, const BlockResources& beside) {
+  // Hopper (sm_90) per-SM limits; registers are allocated per warp in units of 256.
+  constexpr int kThreads = 2048, kRegisters = 65536, kSmem = 233472, kSmemReserved = 1024, kBlocks = 32;
+  if (b.threads <= 0) return 0;
+  auto warp_regs = [](const BlockResources& r) { return (std::max(r.registers, 1) * 32 + 255) / 256 * 256; };
+  auto regs = [&](const BlockResources& r) { return (r.threads + 31) / 32 * warp_regs(r); };
+  const bool other = beside.threads > 0;
+  const int threads = kThreads - (other ? beside.threads : 0);
+  const int registers = kRegisters - (other ? regs(beside) : 0);
+  const int smem = kSmem - (other ? beside.smem_bytes + kSmemReserved : 0);
+  return std::max(0, std::min({kBlocks - (other ? 1 : 0), threads / b.threads, registers / regs(b),
+                               smem / (b.smem_bytes + kSmemReserved)}));
+}
+
+int ContentionModel::beside(const KernelShape& k) const {
+  if (k.beside >= 0) return k.beside;
+  return holder.threads > 0 ? blocks_beside(of(k.family).block, holder) : 0;
+}
+
 double ContentionModel::boost(Family f, double active) const {
   if (active >= sm_count) return 1.0;
   if (f >= Family::ew_add) {  // the memory side: loads queue at their GPC's port (mechanism 2)
@@ -101,15 +120,17 @@ namespace {
 
 // Mechanism 4 for each schedule, in units of one block's (or tile list's) work at one SM's
 // nominal rate; only ratios are used.
-double grid_time(const ContentionModel& m, const KernelShape& k, int u) {
+// u SMs free and `held` held, each lending h of its o slots (mechanism 5).
+double grid_time(const ContentionModel& m, const KernelShape& k, int free, int held) {
   const double o = std::max<double>(1, k.blocks_per_sm);
+  const double u = free + held * std::min<double>(o, m.beside(k)) / o;
   const double slots = u * o;
   const double blocks = std::max<double>(1, k.blocks);
   const double waves = std::floor(blocks / slots);
   const double rest = blocks - waves * slots;
   const double full = waves * u * o / m.throughput(k.family, u);
   if (rest <= 0) return full;
-  const double lone = std::max(m.of(k.family).lone_block, 1 / o), at = std::min(rest, static_cast<double>(u));
+  const double lone = std::max(m.of(k.family).lone_block, 1 / o), at = std::min(rest, u);
   return full + rest / m.throughput_spread(k.family, std::min(rest * lone, at), at);
 }
 
@@ -153,7 +174,7 @@ double time_at(const ContentionModel& m, const KernelShape& k, int held) {
   const int u = m.usable_sms(k.family, held, k.cluster);
   if (u <= 0) return INFINITY;  // no cluster can start until SMs free
   switch (k.schedule) {
-    case Schedule::grid: return grid_time(m, k, u);
+    case Schedule::grid: return grid_time(m, k, u, held);
     case Schedule::persistent_static: return static_time(m, k, u);
     case Schedule::persistent_dynamic: return dynamic_time(m, k, u);
   }
@@ -175,7 +196,8 @@ double ContentionMemo::time_units(const KernelShape& k, int held) {
   const std::uint64_t key = (std::uint64_t{blocks} << 32) | (std::uint64_t{k.blocks_per_sm} << 16) |
                             (static_cast<std::uint64_t>(k.family) << 10) |
                             (static_cast<std::uint64_t>(k.schedule) << 8) | static_cast<std::uint8_t>(held);
-  const std::uint64_t key2 = (std::uint64_t{tiles} << 8) | k.cluster;
+  const std::uint64_t key2 = (std::uint64_t{static_cast<std::uint8_t>(k.beside)} << 40) |
+                             (std::uint64_t{tiles} << 8) | k.cluster;
   Slot& s = slots_[((key ^ key2 * 0xC2B2AE3D27D4EB4Full) * 0x9E3779B97F4A7C15ull) >> 52 & (kSlots - 1)];
   if (s.key != key || s.key2 != key2) s = {key, key2, m_.time_units(k, held)};
   return s.units;

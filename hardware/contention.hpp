@@ -50,12 +50,22 @@
 //     persistent dynamic: N tiles from a shared counter, in waves of u, the last partial wave of
 //     r tiles on r SMs at their clock: T = ⌊N/u⌋·u/Θ(u) + r/Θ(r); with N unknown (0), a fluid
 //     drain: T = 1/Θ(u).
-//  5. Fixed time. A kernel's launch, prologue and epilogue take t_f whatever the SMs held; a
+//  5. Sharing a held SM. A holder (an NCCL CTA: 544–640 threads × 96 registers, ~80 KiB shared
+//     memory) leaves part of its SM's registers, threads and shared memory; a small grid block
+//     fits beside it. h = blocks of the kernel resident on an SM beside one holder, by the SM's
+//     occupancy limits (blocks_beside()); a held SM then lends h of its o slots, so the grid
+//     runs on u' = u + k·h/o SMs' worth of slots in 4. (u' for u). Measured: the FP8
+//     dequantization (256 threads × 16 registers, a fixed grid of 2,112 blocks) beside holders of
+//     640 threads × 96 registers (4,096 registers left: h = 1) adds its third to twelfth
+//     rounds exactly at the k where ⌈2112/(8(132 − k) + k)⌉ steps (56, 80, 100, 112, 124 held),
+//     and stays at three rounds up to 124 held beside holders of 32 threads (h = 7). GEMM and
+//     attention blocks need most of an SM's shared memory: h = 0.
+//  6. Fixed time. A kernel's launch, prologue and epilogue take t_f whatever the SMs held; a
 //     kernel of time alone t stretches only its other t − t_f:
 //        slowdown = φ + (1 − φ)·T(k)/T(0),  φ = min(1, t_f/t).
 //     Measured: cuBLAS's 6–13 µs down projections at 128–352 rows slow ×1.40–1.67 where their
 //     second round of CTAs predicts ×1.85, and ×15.7–22 with 124 SMs held, not ×27.6.
-// The slowdown is T(k)/T(0) (and 5.). Each family's parameters are in the hardware profile
+// The slowdown is T(k)/T(0) (and 6.). Each family's parameters are in the hardware profile
 // (`contention.*`, hardware/profile.hpp), fitted by twin-fit-contention (calibrate/).
 #pragma once
 
@@ -100,6 +110,18 @@ Family family_of(std::string_view name);
 
 enum class Schedule : std::uint8_t { grid, persistent_static, persistent_dynamic };
 
+// What one block (CTA) takes of an SM, for occupancy (mechanism 5). threads = 0: unknown.
+struct BlockResources {
+  int threads = 0;
+  int registers = 0;   // per thread
+  int smem_bytes = 0;  // static + dynamic shared memory
+};
+// Blocks of `b` resident at once on one Hopper SM (sm_90: 2,048 threads, 65,536 registers
+// allocated per warp in units of 256, 228 KiB of shared memory with 1 KiB reserved per block,
+// 32 blocks; CUDA C++ Programming Guide, "Compute Capabilities" and the occupancy calculator),
+// beside one block of `beside` (threads = 0: alone). 0 if b is unknown.
+int blocks_beside(const BlockResources& b, const BlockResources& beside = {});
+
 // What contention needs to know of one kernel launch. The default, a dynamic kernel of a
 // compute-bound family with default parameters, slows in proportion to the SMs held.
 struct KernelShape {
@@ -109,6 +131,7 @@ struct KernelShape {
   float blocks = 0;                 // B (grid: blocks; persistent: CTAs, ≤ S)
   float tiles = 0;                  // N (persistent: tiles over the CTAs; 0: one list per CTA / fluid)
   std::uint8_t cluster = 0;         // c (SMs per thread-block cluster; 0: the family's)
+  std::int8_t beside = -1;          // h (grid: blocks beside a holder; −1: the family's)
 };
 
 // A family's fitted parameters.
@@ -119,10 +142,12 @@ struct FamilyParams {
   double knee = 3;        // p
   double lone_block = 0;  // β: an SM's throughput one block reaches alone (0: 1/o, its share)
   int cluster_sms = 1;    // c
-  double fixed_us = 0;    // t_f (mechanism 5)
+  double fixed_us = 0;    // t_f (mechanism 6)
   // Elementwise families: the HBM bandwidth the kernel reaches alone, as a fraction of a device
   // copy's (the time alone of `bytes` moved is bytes / (hbm_bw · hbm_fraction), kernel_cost.hpp).
   double hbm_fraction = 0;
+  // Grid families: their kernels' typical block (mechanism 5; threads 0: h = 0).
+  BlockResources block;
 };
 
 struct ContentionModel {
@@ -134,13 +159,14 @@ struct ContentionModel {
   int gpcs = 8;  // G: GPCs the SMs sit in (mechanism 2's memory side)
   std::vector<double> cluster_usable_sms[4];
   FamilyParams family[kFamilies];
+  BlockResources holder;  // what holds an SM (an NCCL CTA; threads 0: nothing fits beside it)
 
   const FamilyParams& of(Family f) const { return family[static_cast<int>(f)]; }
-  // T(held)/T(0) for one launch (mechanisms 1–4 above).
+  // T(held)/T(0) for one launch (mechanisms 1–5 above).
   double slowdown(const KernelShape& k, int held) const {
     return held <= 0 ? 1.0 : time_units(k, held) / time_units(k, 0);
   }
-  // The slowdown of a launch whose time alone is alone_s (mechanism 5 on top of 1–4).
+  // The slowdown of a launch whose time alone is alone_s (mechanism 6 on top of 1–5).
   double slowdown(const KernelShape& k, int held, double alone_s) const {
     return stretch(k.family, slowdown(k, held), alone_s);
   }
@@ -159,6 +185,8 @@ struct ContentionModel {
   double throughput(Family f, double active) const;
   // Θ for `work` SMs' worth of blocks spread over `active` SMs (a grid's last, partial wave).
   double throughput_spread(Family f, double work, double active) const;
+  // h of a launch: its own, else its family's block beside the holder (mechanism 5).
+  int beside(const KernelShape& k) const;
   // SMs a kernel in clusters of `cluster` SMs (0: the family's) can use with `held` of them
   // taken (mechanism 1).
   int usable_sms(Family f, int held, int cluster = 0) const;

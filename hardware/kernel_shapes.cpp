@@ -17,6 +17,7 @@ constexpr double kCluster8Ctas = 112;
 // With fewer tiles per CTA the measured curves follow static tile lists, with more dynamic ones.
 constexpr double kStaticBelowTilesPerCta = 4;
 constexpr double kElementsPerBlock = 1024, kBytesPerElement = 2 * 3;  // bf16, two in, one out
+constexpr double kIndexAddThreads = 128;
 
 double tiles_of(double m, double n, double batch, int tile_m, int tile_n) {
   return std::ceil(n / tile_m) * std::ceil(m / tile_n) * std::max(1.0, batch);
@@ -64,7 +65,13 @@ KernelShape elementwise_shape(Family f, double bytes) {
 
 KernelShape grid_stride_shape(int sms, Family f) { return {f, Schedule::grid, 8, static_cast<float>(sms * 16)}; }
 
+KernelShape index_add_shape(int sms, double bytes) {
+  const double blocks = std::ceil(bytes / kBytesPerElement / kIndexAddThreads);  // a thread per element
+  return {Family::ew_scatter_add, Schedule::grid, 16, static_cast<float>(std::clamp(blocks, 1.0, 8.0 * sms))};
+}
+
 KernelShape elementwise_kernel_shape(int sms, Family f, double bytes) {
+  if (f == Family::ew_scatter_add) return index_add_shape(sms, bytes);
   return f == Family::ew_fp8_dequant || f == Family::ew_sum_fp32 ? grid_stride_shape(sms, f)
                                                                  : elementwise_shape(f, bytes);
 }

@@ -121,6 +121,12 @@ sim::Schema<NcclSpec> nccl_schema() {
       .real("hop_latency_net_us", "us", 0, 1e6, std::nullopt,
             "latency of one ring step across the network",
             [](auto& n) -> auto& { return n.hop_latency_net_us; })
+      .integer("cta_threads", "threads", 32, 1024, std::nullopt, "threads of one NCCL CTA",
+               [](auto& n) -> auto& { return n.cta_threads; })
+      .integer("cta_registers", "registers", 1, 255, std::nullopt, "registers per thread of an NCCL CTA",
+               [](auto& n) -> auto& { return n.cta_registers; })
+      .real("cta_smem_KiB", "KiB", 0, 228, std::nullopt, "shared memory of one NCCL CTA",
+            [](auto& n) -> auto& { return n.cta_smem_KiB; })
       .real("hbm_traffic_factor", "", 0, 100, std::nullopt,
             "HBM bytes a collective moves per byte it sends over NVLink",
             [](auto& n) -> auto& { return n.hbm_traffic_factor; })
@@ -228,7 +234,14 @@ sim::Schema<ContentionModel> contention_schema() {
         .real(n + ".hbm_fraction", "", 0.01, 2, std::nullopt,
               "HBM bandwidth a " + n + " kernel reaches alone, as a fraction of a device copy's "
               "(gpu.hbm_bw_GBps)",
-              [i](auto& c) -> auto& { return c.family[i].hbm_fraction; });
+              [i](auto& c) -> auto& { return c.family[i].hbm_fraction; })
+        .integer(n + ".block_threads", "threads", 0, 1024,
+                 "threads of a typical " + n + " block (0: unknown, nothing shares a held SM)",
+                 [i](auto& c) -> auto& { return c.family[i].block.threads; })
+        .integer(n + ".block_registers", "registers", 0, 255, "registers per thread of that block",
+                 [i](auto& c) -> auto& { return c.family[i].block.registers; })
+        .integer(n + ".block_smem_bytes", "bytes", 0, 233472, "shared memory of that block",
+                 [i](auto& c) -> auto& { return c.family[i].block.smem_bytes; });
   }
   return s;
 }
@@ -238,6 +251,8 @@ sim::Schema<ContentionModel> contention_schema() {
 void finish_contention(Profile& p) {
   auto& c = p.contention;
   c.sm_count = static_cast<int>(p.gpu.sm_count);
+  c.holder = {static_cast<int>(p.nccl.cta_threads), static_cast<int>(p.nccl.cta_registers),
+              static_cast<int>(p.nccl.cta_smem_KiB * 1024)};
 }
 
 const sim::Schema<Profile>& profile_schema() {

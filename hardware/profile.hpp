@@ -67,6 +67,10 @@ struct NcclSpec {
   double hop_latency_net_us = 0;     // per ring step crossing the network
   double hbm_traffic_factor = 0;     // HBM bytes moved per byte a collective sends over NVLink
   double buffer_per_channel_MiB = 0; // device buffers per channel of a communicator
+  // One CTA's share of its SM (what small compute blocks fit beside it: contention.hpp, 5.).
+  std::int64_t cta_threads = 0;
+  std::int64_t cta_registers = 0;  // per thread
+  double cta_smem_KiB = 0;
 };
 
 // Global efficiencies of the kernel cost model (kernel_cost.hpp). Each is either measured by

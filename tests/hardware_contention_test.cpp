@@ -108,6 +108,36 @@ TEST_SUITE("hardware.contention") {
     const KernelShape one_wave{Family::ew_add, Schedule::grid, 16, 2112};
     CHECK(m.slowdown(one_wave, 2) == doctest::Approx((2080.0 / 50 + 16) / (2112.0 / 50)).epsilon(0.01));
   }
+  TEST_CASE("occupancy: the blocks of a kernel that fit on an SM, alone and beside a holder") {
+    const BlockResources nccl{640, 96, 80 * 1024}, light{32, 16, 200 * 1024};
+    CHECK(blocks_beside({256, 16, 0}) == 8);              // threads: 2,048 / 256
+    CHECK(blocks_beside({128, 40, 0}) == 12);             // registers: 40 × 128 = 5,120 each
+    CHECK(blocks_beside({256, 16, 0}, nccl) == 1);        // 65,536 − 61,440 = 4,096 registers left
+    CHECK(blocks_beside({128, 32, 0}, nccl) == 1);
+    CHECK(blocks_beside({128, 40, 0}, nccl) == 0);
+    CHECK(blocks_beside({256, 16, 0}, {544, 96, 80 * 1024}) == 3);  // 17 warps: 13,312 left
+    CHECK(blocks_beside({256, 16, 0}, light) == 7);       // threads: 2,016 / 256
+    CHECK(blocks_beside({384, 168, 200 * 1024}, nccl) == 0);  // a GEMM's shared memory
+    CHECK(blocks_beside({}) == 0);                        // unknown block: nothing
+  }
+  TEST_CASE("a grid's blocks beside the holders: rounds step where the slots run out") {
+    ContentionModel m = model();
+    // The FP8 dequantization's fixed grid: 2,112 blocks of 256 threads, 8 per free SM and 1 per
+    // held SM: 8(132 − k) + k slots, so 3 rounds up to k = 48, 4 from 56 (measured: ×1.35 → ×1.69).
+    KernelShape dq{Family::ew_fp8_dequant, Schedule::grid, 8, 2112};
+    dq.beside = 1;
+    const double at48 = m.slowdown(dq, 48), at56 = m.slowdown(dq, 56);
+    dq.beside = 0;  // without sharing, 672 slots at k = 48 already need 4 rounds
+    CHECK(m.slowdown(dq, 48) > at48 * 1.1);
+    CHECK(at56 > at48 * 1.1);
+    // The family's block beside the model's holder stands in when a launch does not say.
+    dq.beside = -1;
+    m.family[static_cast<int>(Family::ew_fp8_dequant)].block = {256, 16, 0};
+    m.holder = {640, 96, 80 * 1024};
+    CHECK(m.slowdown(dq, 48) == doctest::Approx(at48));
+    m.holder = {};
+    CHECK(m.beside(dq) == 0);
+  }
   TEST_CASE("the engine follows the model at a constant number of held SMs") {
     Profile p = test_profile();
     p.contention = model();
