@@ -26,6 +26,7 @@ Usage, on a GPU machine with PyTorch and build-device/libtwin_kernels_c.so
 (calibrate/build-device.sh --lib):
   python3 calibrate/contention_bench.py --lib build-device/libtwin_kernels_c.so \
       --out contention.json [--held 0,8,32] [--only gemm,elementwise] [--budget-s 480] [--clock]
+      [--kernels add,mul] [--holder 81920,544,2] [--sustain-ms 300]
 """
 from __future__ import annotations
 
@@ -225,14 +226,17 @@ def probe_holder(lib: ctypes.CDLL, sms: int, work: torch.cuda.Stream, copier: Co
 
 # --- timing -------------------------------------------------------------------------------------
 def timed_launches(fn: Callable[[], object], work: torch.cuda.Stream, reps: int, lead_ms: float,
-                   mark: torch.Tensor | None = None) -> list[tuple]:
-    """Events around `reps` launches of fn on `work` after one warm-up. A sleep kernel of lead_ms
+                   mark: torch.Tensor | None = None, sustain: int = 0) -> list[tuple]:
+    """Events around `reps` launches of fn on `work` after one warm-up (and `sustain` more
+    launches before it: the GPU's power state of a busy step). A sleep kernel of lead_ms
     goes first, so that the host enqueues every launch before the GPU reaches them: otherwise the
     host's launch gaps (tens of µs per PyTorch op) would be timed as kernel time. `mark` (a
     ClockObserver's) is set to 1 before the timed launches and to 2 after them."""
     evs = []
     with torch.cuda.stream(work):
         torch.cuda._sleep(int(lead_ms * 1e-3 * CLOCK_HZ))
+        for _ in range(sustain):
+            fn()
         fn()
         if mark is not None:
             mark.fill_(1)
@@ -639,13 +643,13 @@ def launch_config(fn: Callable[[], object]) -> list[dict]:
 
 
 def clock_pass(fn: Callable[[], object], holder: Holder, clock: ClockObserver, k: int, work: torch.cuda.Stream,
-               reps: int, lead: float) -> float | None:
+               reps: int, lead: float, sustain: int = 0) -> float | None:
     """The SM clock over the same launches as a point's timed pass, beside the same k holders,
     in a pass of its own (the observer's warp would take an SM from some kernels)."""
     holder.hold(k, work)
     try:
         clock.start(work)
-        timed_launches(fn, work, reps, lead, clock.mark)
+        timed_launches(fn, work, reps, lead, clock.mark, sustain)
     finally:
         try:
             holder.release(work)
@@ -655,7 +659,7 @@ def clock_pass(fn: Callable[[], object], holder: Holder, clock: ClockObserver, k
 
 
 def measure_case(case: Case, holder: Holder, copier: Copier | None, held: list[int], work: torch.cuda.Stream,
-                 log: Callable[[str], None], clock: ClockObserver | None = None) -> dict:
+                 log: Callable[[str], None], clock: ClockObserver | None = None, sustain_ms: float = 0) -> dict:
     # Made on the measured stream: autograd runs a backward on the stream of its forward.
     with torch.cuda.stream(work):
         fn = case.make()
@@ -665,11 +669,13 @@ def measure_case(case: Case, holder: Holder, copier: Copier | None, held: list[i
     alone = median_ms(timed_launches(fn, work, 5, 1 + 9 * host))
     reps = max(3, min(25, int(round(60.0 / max(alone, 1e-3)))))
     lead = min(200.0, 1 + 2 * (reps + 1) * host)
+    sustain = int(math.ceil(sustain_ms / max(alone, 1e-3))) if sustain_ms > 0 else 0
+    lead = min(200.0, lead + 2 * sustain * host)
     rows = []
     for k in held:
         holder.hold(k, work)
         try:
-            evs = timed_launches(fn, work, reps, lead)
+            evs = timed_launches(fn, work, reps, lead, sustain=sustain)
         except BaseException:
             holder.release(work)
             raise
@@ -683,7 +689,7 @@ def measure_case(case: Case, holder: Holder, copier: Copier | None, held: list[i
             alone = ms
         row = {"held_sms": k, "held_distinct": distinct, "median_ms": ms, "slowdown": ms / alone, "reps": reps}
         if clock is not None:
-            row["sm_clock_MHz"] = clock_pass(fn, holder, clock, k, work, reps, lead)
+            row["sm_clock_MHz"] = clock_pass(fn, holder, clock, k, work, reps, lead, sustain)
         rows.append(row)
     t1 = time.time()
     beside = None
@@ -745,6 +751,11 @@ def main() -> int:
     ap.add_argument("--commit", default="unknown")
     ap.add_argument("--clock", action="store_true",
                     help="record the mean SM clock over each point's timed launches (sm_clock_MHz)")
+    ap.add_argument("--kernels", default="", help="only the cases of these kernels, comma-separated")
+    ap.add_argument("--holder", default="", help="force the holder: SHARED_BYTES,THREADS,MODE "
+                                                 "(mode 0 light, 1/2 96 registers)")
+    ap.add_argument("--sustain-ms", type=float, default=0,
+                    help="run the kernel back to back this long before each point's timed launches")
     args = ap.parse_args()
     if torch is None or not torch.cuda.is_available():
         print("contention_bench: no PyTorch with a CUDA GPU here: nothing measured", file=sys.stderr)
@@ -762,6 +773,8 @@ def main() -> int:
     work = torch.cuda.Stream()
     copier = None if args.no_copy else Copier()
     shape, probe = probe_holder(lib, sms, work, copier)
+    if args.holder:
+        shape = tuple(int(x) for x in args.holder.split(","))
     print("holder probe:", probe, flush=True)
     if shape is False:
         print("contention_bench: no holder shape lets kernels run beside 124 holders", file=sys.stderr)
@@ -769,7 +782,7 @@ def main() -> int:
     holder = Holder(lib, sms, shape)
     clock = ClockObserver(lib) if args.clock else None
     doc = {"provenance": provenance(args), "held_sms": held, "holder_probe": probe,
-           "holder_shape": shape or "nccl_cta",
+           "holder_shape": shape or "nccl_cta", "sustain_ms": args.sustain_ms,
            "cases": [], "errors": [], "skipped": []}
     if copier is not None:  # is the copy really on a copy engine? Its bandwidth with 124 SMs held:
         holder.hold(min(124, sms - 8), work)
@@ -794,11 +807,13 @@ def main() -> int:
         os.replace(tmp, args.out)
     for g in only:
         for case in groups[g]():
+            if args.kernels and case.kernel not in args.kernels.split(","):
+                continue
             if time.time() - t0 > args.budget_s:
                 doc["skipped"].append(case.name)
                 continue
             try:
-                doc["cases"].append(measure_case(case, holder, copier, held, work, log, clock))
+                doc["cases"].append(measure_case(case, holder, copier, held, work, log, clock, args.sustain_ms))
             except Exception as e:  # noqa: BLE001 — reported; the other cases still run
                 doc["errors"].append(f"{case.name}: {e!r}"[:500])
                 log(f"ERROR {case.name}: {e!r}"[:300])
