@@ -212,29 +212,48 @@ void read_cluster_tables(const std::string& file, hardware::ContentionModel& m) 
   }
 }
 
+namespace {
+// A case's clock alone and its median clock with 56–112 SMs held (0, 0 without readings).
+std::pair<double, double> clocks_of(const Json& c) {
+  double alone = 0;
+  std::vector<double> plateau;
+  for (const auto& p : c["points"]) {
+    if (!p.contains("sm_clock_MHz") || !p["sm_clock_MHz"].is_number()) continue;
+    const int k = p["held_sms"];
+    const double mhz = p["sm_clock_MHz"];
+    if (k == 0) alone = mhz;
+    if (k >= 56 && k <= 112) plateau.push_back(mhz);
+  }
+  if (alone <= 0 || plateau.empty()) return {0, 0};
+  std::nth_element(plateau.begin(), plateau.begin() + plateau.size() / 2, plateau.end());
+  return {alone, plateau[plateau.size() / 2]};
+}
+
+struct ClockReading {
+  std::string group, name;
+  double alone_MHz = 0, plateau_MHz = 0;
+  double gain() const { return plateau_MHz / alone_MHz; }
+};
+
+// Every clock file's cases with a reading; throws naming a file without any.
+std::vector<ClockReading> clock_readings(const std::string& f) {
+  const Json j = read_measurement(f);
+  std::vector<ClockReading> out;
+  for (const auto& c : j.value("cases", Json::array()))
+    if (const auto [alone, plateau] = clocks_of(c); alone > 0) {
+      const auto group = classify(c).first;
+      out.push_back({group.empty() ? c["class"].get<std::string>() : group, case_name(c), alone, plateau});
+    }
+  if (out.empty()) throw std::runtime_error(f + ": no sm_clock_MHz readings (contention_bench.py --clock)");
+  return out;
+}
+}  // namespace
+
 std::map<std::string, double> measured_clock_gains(const std::vector<std::string>& files) {
   std::map<std::string, std::vector<double>> gains;
   for (const auto& f : files) {
-    const Json j = read_measurement(f);
     std::map<std::string, std::vector<double>> here;  // a later file's group replaces an earlier's
-    bool any = false;
-    for (const auto& c : j.value("cases", Json::array())) {
-      double alone = 0;
-      std::vector<double> plateau;
-      for (const auto& p : c["points"]) {
-        if (!p.contains("sm_clock_MHz") || !p["sm_clock_MHz"].is_number()) continue;
-        const int k = p["held_sms"];
-        const double mhz = p["sm_clock_MHz"];
-        if (k == 0) alone = mhz;
-        if (k >= 56 && k <= 112) plateau.push_back(mhz);
-      }
-      if (alone <= 0 || plateau.empty()) continue;
-      any = true;
-      const auto group = classify(c).first;
-      std::nth_element(plateau.begin(), plateau.begin() + plateau.size() / 2, plateau.end());
-      here[group.empty() ? c["class"].get<std::string>() : group].push_back(plateau[plateau.size() / 2] / alone);
-    }
-    if (!any) throw std::runtime_error(f + ": no sm_clock_MHz readings (contention_bench.py --clock)");
+    for (const auto& r : clock_readings(f)) here[r.group].push_back(r.gain());
     for (auto& [g, v] : here) gains[g] = std::move(v);
   }
   std::map<std::string, double> out;
@@ -243,6 +262,27 @@ std::map<std::string, double> measured_clock_gains(const std::vector<std::string
     out[g] = std::round(v[v.size() / 2] * 100) / 100;
   }
   return out;
+}
+
+double measured_clock_plateau_MHz(const std::vector<std::string>& files) {
+  std::vector<double> v;
+  for (const auto& f : files)
+    for (const auto& r : clock_readings(f))
+      if (const auto fam = hardware::family_of(r.group); fam != hardware::Family::count && fam < hardware::Family::ew_add)
+        v.push_back(r.plateau_MHz);
+  if (v.empty()) throw std::runtime_error("no compute kernel's clock readings in the clock files");
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return std::round(v[v.size() / 2]);
+}
+
+void apply_case_clock_gains(std::vector<ContentionCase>& cases, const std::vector<std::string>& files) {
+  std::map<std::string, double> by_name;  // a later file's reading of a case replaces an earlier's
+  for (const auto& f : files)
+    for (const auto& r : clock_readings(f)) by_name[r.name] = r.gain();
+  for (auto& c : cases)
+    if (c.shape.family < hardware::Family::ew_add)
+      if (const auto it = by_name.find(c.name); it != by_name.end() && c.group.find(':') == std::string::npos)
+        c.shape.clock_gain = static_cast<float>(it->second);
 }
 
 }  // namespace twin::calibrate

@@ -46,5 +46,14 @@ void read_cluster_tables(const std::string& file, hardware::ContentionModel& m);
 // 56–112 SMs held (its plateau) over the clock alone; a later file's group replaces an earlier
 // file's. Throws std::runtime_error naming the file when a file has no clock readings.
 std::map<std::string, double> measured_clock_gains(const std::vector<std::string>& files);
+// Gives each compute case its own measured clock gain (shape.clock_gain), read from the clock
+// files' case of the same kernel and shape (a later file's replaces an earlier's): the clock a
+// kernel runs at alone depends on its power state (how long and how hard the GPU has been busy:
+// measured 1,185–1,913 MHz), and the slowdown beside held SMs on how far that is below the
+// ~1,800 MHz it reaches with 56–112 held. Cases without a reading keep their family's b_max.
+void apply_case_clock_gains(std::vector<ContentionCase>& cases, const std::vector<std::string>& files);
+// The clock compute kernels reach with 56–112 SMs held: the median over the clock files' compute
+// cases (measured ~1,800 MHz whatever the kernel's clock alone, isolated or in a busy GPU).
+double measured_clock_plateau_MHz(const std::vector<std::string>& files);
 
 }  // namespace twin::calibrate

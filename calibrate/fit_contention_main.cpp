@@ -99,6 +99,7 @@ int main(int argc, char** argv) {
     doc["contention"] = profile_section(m, file_names(files), clusters.substr(clusters.find_last_of('/') + 1),
                                         gains, file_names(clock_files));
     doc["clock_gains"] = gains;
+    if (!clock_files.empty()) doc["clock_plateau_MHz"] = calibrate::measured_clock_plateau_MHz(clock_files);
     doc["residuals"] = calibrate::contention_residuals(cases, m);
     for (const auto& [g, v] : gains) fmt::print("clock gain {:16s} {:.2f}\n", g, v);
     for (const auto& [g, r] : doc["residuals"].items())

@@ -23,18 +23,31 @@ Family family_of(std::string_view name) {
   return Family::count;
 }
 
+namespace {
+// Hopper (sm_90) per-SM limits. The register file is four partitions of 16,384, one per warp
+// scheduler; a block's warps go round-robin over them from the first (as the holder's do), and
+// a warp takes its registers per thread rounded up to 8, times 32, in its partition.
+constexpr int kThreads = 2048, kSmem = 233472, kSmemReserved = 1024, kBlocks = 32;
+constexpr int kPartitions = 4, kPartitionRegisters = 16384;
+
+int warps_in(const BlockResources& b, int partition) {
+  const int warps = (b.threads + 31) / 32;
+  return warps / kPartitions + (partition < warps % kPartitions ? 1 : 0);
+}
+int warp_registers(const BlockResources& b) { return (std::max(b.registers, 1) + 7) / 8 * 8 * 32; }
+}  // namespace
+
 int blocks_beside(const BlockResources& b, const BlockResources& beside) {
-  // Hopper (sm_90) per-SM limits; registers are allocated per warp in units of 256.
-  constexpr int kThreads = 2048, kRegisters = 65536, kSmem = 233472, kSmemReserved = 1024, kBlocks = 32;
   if (b.threads <= 0) return 0;
-  auto warp_regs = [](const BlockResources& r) { return (std::max(r.registers, 1) * 32 + 255) / 256 * 256; };
-  auto regs = [&](const BlockResources& r) { return (r.threads + 31) / 32 * warp_regs(r); };
   const bool other = beside.threads > 0;
-  const int threads = kThreads - (other ? beside.threads : 0);
-  const int registers = kRegisters - (other ? regs(beside) : 0);
-  const int smem = kSmem - (other ? beside.smem_bytes + kSmemReserved : 0);
-  return std::max(0, std::min({kBlocks - (other ? 1 : 0), threads / b.threads, registers / regs(b),
-                               smem / (b.smem_bytes + kSmemReserved)}));
+  int n = std::min({kBlocks - (other ? 1 : 0), (kThreads - (other ? beside.threads : 0)) / b.threads,
+                    (kSmem - (other ? beside.smem_bytes + kSmemReserved : 0)) / (b.smem_bytes + kSmemReserved)});
+  for (int p = 0; p < kPartitions; ++p) {
+    const int need = warps_in(b, p) * warp_registers(b);
+    const int used = other ? warps_in(beside, p) * warp_registers(beside) : 0;
+    if (need > 0) n = std::min(n, (kPartitionRegisters - used) / need);
+  }
+  return std::max(0, n);
 }
 
 int ContentionModel::beside(const KernelShape& k) const {
@@ -42,14 +55,14 @@ int ContentionModel::beside(const KernelShape& k) const {
   return holder.threads > 0 ? blocks_beside(of(k.family).block, holder) : 0;
 }
 
-double ContentionModel::boost(Family f, double active) const {
+double ContentionModel::boost(Family f, double active, double gain) const {
   if (active >= sm_count) return 1.0;
   if (f >= Family::ew_add) {  // the memory side: loads queue at their GPC's port (mechanism 2)
     const double lambda = of(f).gpc_queue, g = std::max(1, gpcs);
     const double per_gpc = std::max(1.0, active / g);
     return (1 + lambda * (1 - g / sm_count)) / (1 + lambda * (1 - 1 / per_gpc));
   }
-  return std::min(of(f).boost_max, std::cbrt(sm_count / std::max(active, 1.0)));
+  return std::min(gain > 0 ? gain : of(f).boost_max, std::cbrt(sm_count / std::max(active, 1.0)));
 }
 
 double ContentionModel::throughput(Family f, double active) const {
@@ -72,9 +85,9 @@ double ContentionModel::compute_throughput(Family f, double active) const {
   return throughput_spread(f, active, active);
 }
 
-double ContentionModel::throughput_spread(Family f, double work, double active) const {
+double ContentionModel::throughput_spread(Family f, double work, double active, double gain) const {
   const auto& p = of(f);
-  const double x = work * boost(f, active);
+  const double x = work * boost(f, active, gain);
   if (p.sat_sms <= 0) return x;
   // x / (1 + (x/a_sat)^p)^(1/p), written so that no power overflows for a sharp knee.
   const double r = x / p.sat_sms;
@@ -128,10 +141,10 @@ double grid_time(const ContentionModel& m, const KernelShape& k, int free, int h
   const double blocks = std::max<double>(1, k.blocks);
   const double waves = std::floor(blocks / slots);
   const double rest = blocks - waves * slots;
-  const double full = waves * u * o / m.throughput(k.family, u);
+  const double full = waves * u * o / m.throughput(k, u);
   if (rest <= 0) return full;
   const double lone = std::max(m.of(k.family).lone_block, 1 / o), at = std::min(rest, u);
-  return full + rest / m.throughput_spread(k.family, std::min(rest * lone, at), at);
+  return full + rest / m.throughput_spread(k.family, std::min(rest * lone, at), at, k.clock_gain);
 }
 
 // Static tile lists: CTAs start in order on free slots; all running ones progress alike, so
@@ -156,7 +169,7 @@ double static_time(const ContentionModel& m, const KernelShape& k, int u) {
     const auto first = std::min_element(batches.begin(), batches.end());
     const auto [end, n] = *first;
     batches.erase(first);
-    t += (end - progress) * running / m.throughput(k.family, running);
+    t += (end - progress) * running / m.throughput(k, running);
     progress = end, running -= n;
     start(std::min(n, ctas - next), progress);
   }
@@ -165,9 +178,9 @@ double static_time(const ContentionModel& m, const KernelShape& k, int u) {
 
 // Dynamic tiles: whole waves of u tiles, the last r on r SMs at their clock.
 double dynamic_time(const ContentionModel& m, const KernelShape& k, int u) {
-  if (k.tiles <= 0) return 1.0 / m.throughput(k.family, u);
+  if (k.tiles <= 0) return 1.0 / m.throughput(k, u);
   const double waves = std::floor(k.tiles / u), rest = k.tiles - waves * u;
-  return waves * u / m.throughput(k.family, u) + (rest > 0 ? rest / m.throughput(k.family, rest) : 0);
+  return waves * u / m.throughput(k, u) + (rest > 0 ? rest / m.throughput(k, rest) : 0);
 }
 
 double time_at(const ContentionModel& m, const KernelShape& k, int held) {
@@ -188,7 +201,8 @@ double ContentionModel::time_units(const KernelShape& k, int held) const {
 }
 
 double ContentionMemo::time_units(const KernelShape& k, int held) {
-  if (held < 0 || held > 255) return m_.time_units(k, held);  // beyond the key's 8 bits
+  // Beyond the key's 8 bits, or a launch's own clock gain (the fit's measured cases): unkeyed.
+  if (held < 0 || held > 255 || k.clock_gain != 0) return m_.time_units(k, held);
   std::uint32_t blocks, tiles;
   static_assert(sizeof(blocks) == sizeof(k.blocks) && sizeof(tiles) == sizeof(k.tiles));
   std::memcpy(&blocks, &k.blocks, sizeof(blocks));

@@ -56,10 +56,10 @@
 //     occupancy limits (blocks_beside()); a held SM then lends h of its o slots, so the grid
 //     runs on u' = u + k·h/o SMs' worth of slots in 4. (u' for u). Measured: the FP8
 //     dequantization (256 threads × 16 registers, a fixed grid of 2,112 blocks) beside holders of
-//     640 threads × 96 registers (4,096 registers left: h = 1) adds its third to twelfth
-//     rounds exactly at the k where ⌈2112/(8(132 − k) + k)⌉ steps (56, 80, 100, 112, 124 held),
-//     and stays at three rounds up to 124 held beside holders of 32 threads (h = 7). GEMM and
-//     attention blocks need most of an SM's shared memory: h = 0.
+//     544 or 640 threads × 96 registers (1,024 registers left in one register partition: h = 1)
+//     adds its third to twelfth rounds exactly at the k where ⌈2112/(8(132 − k) + k)⌉ steps (56,
+//     80, 100, 112, 124 held), and stays at three rounds up to 124 held beside holders of 32
+//     threads (h = 7). GEMM and attention blocks need most of an SM's shared memory: h = 0.
 //  6. Fixed time. A kernel's launch, prologue and epilogue take t_f whatever the SMs held; a
 //     kernel of time alone t stretches only its other t − t_f:
 //        slowdown = φ + (1 − φ)·T(k)/T(0),  φ = min(1, t_f/t).
@@ -116,10 +116,13 @@ struct BlockResources {
   int registers = 0;   // per thread
   int smem_bytes = 0;  // static + dynamic shared memory
 };
-// Blocks of `b` resident at once on one Hopper SM (sm_90: 2,048 threads, 65,536 registers
-// allocated per warp in units of 256, 228 KiB of shared memory with 1 KiB reserved per block,
-// 32 blocks; CUDA C++ Programming Guide, "Compute Capabilities" and the occupancy calculator),
-// beside one block of `beside` (threads = 0: alone). 0 if b is unknown.
+// Blocks of `b` resident at once on one Hopper SM (sm_90: 2,048 threads, 228 KiB of shared
+// memory with 1 KiB reserved per block, 32 blocks, 65,536 registers in four partitions of 16,384,
+// one per warp scheduler; CUDA C++ Programming Guide, "Compute Capabilities"), beside one block of
+// `beside` (threads = 0: alone). Registers count per partition: warps go round-robin over the
+// four, so an NCCL CTA of 17 or 20 warps × 96 registers leaves 1,024 registers in its fullest
+// partition, room for one warp of 32 registers there — measured: FP8 dequantization blocks (8
+// warps × 16) fit once beside holders of 544 and of 640 threads alike. 0 if b is unknown.
 int blocks_beside(const BlockResources& b, const BlockResources& beside = {});
 
 // What contention needs to know of one kernel launch. The default, a dynamic kernel of a
@@ -132,6 +135,7 @@ struct KernelShape {
   float tiles = 0;                  // N (persistent: tiles over the CTAs; 0: one list per CTA / fluid)
   std::uint8_t cluster = 0;         // c (SMs per thread-block cluster; 0: the family's)
   std::int8_t beside = -1;          // h (grid: blocks beside a holder; −1: the family's)
+  float clock_gain = 0;             // b_max of this launch (its measured clock; 0: the family's)
 };
 
 // A family's fitted parameters.
@@ -181,10 +185,14 @@ struct ContentionModel {
   // Relative speed 1/slowdown with `free` SMs available (the engine's rate of a fluid kernel).
   double speed(const KernelShape& k, int free) const { return 1.0 / slowdown(k, sm_count - free); }
   // b(a) and Θ(a) of a family (for the engine's persistent kernels and for tests).
-  double boost(Family f, double active) const;
+  double boost(Family f, double active, double gain = 0) const;  // gain: b_max if > 0
   double throughput(Family f, double active) const;
+  // Θ of one launch: its family's, at the launch's own clock gain if it has one.
+  double throughput(const KernelShape& k, double active) const {
+    return k.clock_gain > 0 ? throughput_spread(k.family, active, active, k.clock_gain) : throughput(k.family, active);
+  }
   // Θ for `work` SMs' worth of blocks spread over `active` SMs (a grid's last, partial wave).
-  double throughput_spread(Family f, double work, double active) const;
+  double throughput_spread(Family f, double work, double active, double gain = 0) const;
   // h of a launch: its own, else its family's block beside the holder (mechanism 5).
   int beside(const KernelShape& k) const;
   // SMs a kernel in clusters of `cluster` SMs (0: the family's) can use with `held` of them
