@@ -25,7 +25,7 @@ Compared (the twin's figures come from the plan itself):
 
 Usage, on a GPU machine with PyTorch and the library built by calibrate/build-device.sh:
   python3 calibrate/micro_step.py --plan plan.json --lib build-device/libtwin_kernels_c.so \
-      --out micro-step.json [--reps 3]
+      --out micro-step.json [--reps 3] [--trace micro-step.trace.json.gz]
 """
 from __future__ import annotations
 
@@ -244,6 +244,28 @@ def compare(plan: dict, runs: list) -> dict:
                 categories=cats, tasks=tasks)
 
 
+def profile_run(tasks: list, path: str) -> None:
+    """One more run of the plan under torch.profiler, marked ProfilerStep#0, as a Chrome trace."""
+    import gzip
+    import os
+    import tempfile
+    from torch.profiler import ProfilerActivity, profile, record_function
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        with record_function("ProfilerStep#0"):
+            run_once(tasks)
+    with tempfile.TemporaryDirectory() as d:
+        raw = os.path.join(d, "trace.json")
+        prof.export_chrome_trace(raw)
+        with open(raw, "rb") as f:
+            data = f.read()
+    if path.endswith(".gz"):
+        with gzip.GzipFile(path, "wb", mtime=0) as g:
+            g.write(data)
+    else:
+        with open(path, "wb") as f:
+            f.write(data)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--plan", required=True)
@@ -252,6 +274,8 @@ def main() -> int:
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--elementwise", choices=("kernel", "memcpy"), default="kernel",
                    help="stand-in for elementwise work: an SM kernel (torch.neg) or a copy-engine copy")
+    p.add_argument("--trace", default="", help="also profile one more run with torch.profiler and write its "
+                                               "Chrome trace here (.json or .json.gz; twin compare --kineto)")
     a = p.parse_args()
     if torch is None or not torch.cuda.is_available():
         print("micro_step: no PyTorch with a CUDA GPU here: nothing measured", file=sys.stderr)
@@ -263,6 +287,8 @@ def main() -> int:
         run_once(tasks)
     runs = [run_once(tasks) for _ in range(a.reps)]
     result = compare(plan, runs)
+    if a.trace:
+        profile_run(tasks, a.trace)
     result["provenance"] = dict(
         gpu=torch.cuda.get_device_name(), torch=torch.__version__, cuda=torch.version.cuda,
         date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
