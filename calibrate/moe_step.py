@@ -65,7 +65,6 @@ class Layer(torch.nn.Module):
         return x + o.transpose(1, 2).reshape(t, Q_HEADS * V_DIM) @ self.wo
 
     def moe(self, x: "torch.Tensor") -> "torch.Tensor":
-        t = x.shape[0]
         h = F.rms_norm(x, (HIDDEN,), self.norm2)
         weights, experts = torch.topk(torch.softmax((h @ self.router).float(), dim=-1), TOP_K, dim=-1)
         flat = experts.reshape(-1)
