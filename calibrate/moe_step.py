@@ -36,13 +36,14 @@ except ImportError:  # --help needs no PyTorch
 
 HIDDEN, Q_HEADS, KV_HEADS, QK_DIM, V_DIM = 6144, 64, 4, 192, 128
 EXPERTS, TOP_K, EXPERT_HIDDEN, VOCAB, LAYERS, ALIGN = 96, 8, 1792, 32000, 2, 16
+Module = torch.nn.Module if torch is not None else object  # --help needs no PyTorch
 
 
 def param(*shape: int) -> "torch.nn.Parameter":
     return torch.nn.Parameter(torch.randn(*shape, device="cuda", dtype=torch.bfloat16) * shape[-2] ** -0.5)
 
 
-class Layer(torch.nn.Module):
+class Layer(Module):
     def __init__(self) -> None:
         super().__init__()
         qkv = Q_HEADS * QK_DIM + KV_HEADS * (QK_DIM + V_DIM)
@@ -89,7 +90,7 @@ class Layer(torch.nn.Module):
         return self.moe(self.attention(x))
 
 
-class Model(torch.nn.Module):
+class Model(Module):
     def __init__(self) -> None:
         super().__init__()
         self.layers = torch.nn.ModuleList(Layer() for _ in range(LAYERS))
