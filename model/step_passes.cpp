@@ -252,14 +252,20 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
       after_all(reduced, rse);
     }
     for (std::int64_t r = 0; r < ranks_; ++r) {
-      auto& x = copy(r, true, "grad_to_host", i, shard_bytes);
-      x.after(*rsd[static_cast<std::size_t>(r)]);
-      x.after(*reduced[static_cast<std::size_t>(r)]);
+      // With the optimizer on the host (cpu_offload) the reduced shard goes home; else it stays
+      // for the GPU optimizer, to the end of the step.
+      sim::Task* home = nullptr;
+      if (t.cpu_offload) {
+        home = &copy(r, true, "grad_to_host", i, shard_bytes);
+        home->after(*rsd[static_cast<std::size_t>(r)]);
+        home->after(*reduced[static_cast<std::size_t>(r)]);
+      }
       // The reduced shard (reduce-scatter stream) lives until copied home; with the norm hook
       // registered FSDP2 keeps it to the end of backward, or two layers on with rung 12a.
       const auto red = mem_.alloc(r, "reduced_grad_shard", kPoolReduceScatter, shard_bytes,
                                   *rsd[static_cast<std::size_t>(r)], BufferLog::kStart);
-      if (!norm_hook) mem_.free(r, red, x, BufferLog::kEnd);
+      if (!home) continue;
+      if (!norm_hook) mem_.free(r, red, *home, BufferLog::kEnd);
       else reduced_free_at[static_cast<std::size_t>(r)][t.release_grads_early && i >= 2 ? i - 2 : -1].push_back(red);
     }
     prev_reduce = rsd;
@@ -280,10 +286,11 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
     if (pending_input[ri] != kNone) mem_.free(r, pending_input[ri], *bw_end[ri], BufferLog::kEnd);
     for (std::size_t hnd : reduced_free_at[ri][-1]) mem_.free(r, hnd, *bw_end[ri], BufferLog::kEnd);
   }
-  for (std::int64_t r = 0; r < ranks_; ++r) {
-    auto& x = copy(r, true, "grad_to_host", -1, V * h * 4 / R);
-    x.after(*emb_rs[static_cast<std::size_t>(r)]);
-  }
+  if (t.cpu_offload)
+    for (std::int64_t r = 0; r < ranks_; ++r) {
+      auto& x = copy(r, true, "grad_to_host", -1, V * h * 4 / R);
+      x.after(*emb_rs[static_cast<std::size_t>(r)]);
+    }
   grads_home = marker(kD2H, "grads_on_host", -1);
   after_all(grads_home, prev_reduce);
 }

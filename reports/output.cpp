@@ -101,6 +101,25 @@ std::string gzip(const std::string& content) {
   return out;
 }
 
+std::string gunzip(const std::string& compressed) {
+  z_stream z{};
+  if (inflateInit2(&z, 15 + 32) != Z_OK) throw std::runtime_error("gunzip: cannot start zlib");  // gzip or zlib
+  std::string out;
+  char buf[1 << 16];
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
+  z.avail_in = static_cast<uInt>(compressed.size());
+  int rc = Z_OK;
+  while (rc == Z_OK) {
+    z.next_out = reinterpret_cast<Bytef*>(buf);
+    z.avail_out = sizeof(buf);
+    rc = inflate(&z, Z_NO_FLUSH);
+    out.append(buf, sizeof(buf) - z.avail_out);
+  }
+  inflateEnd(&z);
+  if (rc != Z_STREAM_END) throw std::runtime_error("not a complete gzip stream");
+  return out;
+}
+
 bool gzip_named(const fs::path& path) { return path.extension() == ".gz"; }
 
 std::string output_problem(const fs::path& path, const std::vector<fs::path>& inputs) {

@@ -26,6 +26,8 @@ void write_atomic(const std::filesystem::path& path, const std::string& content)
 // for the same content), for outputs named *.gz.
 std::string gzip(const std::string& content);
 bool gzip_named(const std::filesystem::path& path);
+// The content of a gzip (or zlib) stream; std::runtime_error if it is not one, or cut short.
+std::string gunzip(const std::string& compressed);
 
 // Why `path` cannot be an output — a symbolic link (its target is not replaced), a device, folder
 // or pipe, a folder that does not exist or cannot be written, a file that cannot be written, or

@@ -69,6 +69,16 @@ struct TuneArgs {
 Json tune_json(const CommonArgs& args, const TuneArgs& tune);
 int cmd_tune(const CommonArgs& args, const TuneArgs& tune, std::ostream& out);
 
+// `twin compare --kineto TRACE SCENARIO`: a PyTorch profiler trace's step beside the twin's
+// prediction of one rank of the scenario (cmd_compare.cpp).
+struct CompareArgs {
+  std::string kineto;  // the trace (.json or .json.gz)
+  std::string step;    // its ProfilerStep#N; "" = the last
+  int rank = 0;
+};
+Json compare_json(const CommonArgs& args, const CompareArgs& cmp);
+int cmd_compare(const CommonArgs& args, const CompareArgs& cmp, std::ostream& out);
+
 struct MergeArgs {
   std::vector<std::string> parts;  // `twin sweep --shard I/N --out PART` files, one per shard
   std::string out;                 // FILE.csv or FILE.json; stdout (CSV) when empty

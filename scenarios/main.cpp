@@ -144,6 +144,16 @@ int main(int argc, char** argv) {
       ->required();
   merge->add_option("--out", merge_args.out, "FILE.csv or FILE.json (default: CSV on stdout)");
   merge->add_flag("--json", merge_args.json, "JSON rather than CSV");
+  CompareArgs compare_args;
+  auto* compare = app.add_subcommand(
+      "compare", "a real step (PyTorch profiler trace) beside the twin's prediction of the same rank");
+  add_common(compare, common, kJson | kLimits);
+  compare->add_option("--kineto", compare_args.kineto, "the trace torch.profiler exported (.json or .json.gz)")
+      ->required();
+  compare->add_option("--step", compare_args.step, "its ProfilerStep#N to read (default: the last)");
+  compare->add_option("--rank", compare_args.rank, "the scenario's rank the trace is of")->capture_default_str();
+  compare->footer("Example: twin compare --kineto tests/data/traces/micro-step-max-ctas-16.trace.json.gz "
+                  "scenarios/micro-step.json");
   auto* resolve = app.add_subcommand("resolve", "print the fully resolved scenario as JSON");
   add_common(resolve, common, 0);
   KernelArgs kernel_args;
@@ -220,6 +230,7 @@ int main(int argc, char** argv) {
       return cmd_sweep(common, sweep_args, std::cout);
     }
     if (*merge) return cmd_merge(merge_args, std::cout);
+    if (*compare) return cmd_compare(common, compare_args, std::cout);
     if (*tune) return cmd_tune(common, tune_args, std::cout);
     if (*resolve) return cmd_resolve(common, std::cout);
     if (*report) return cmd_report(common, report_args, std::cout);

@@ -1,0 +1,124 @@
+// Tier 3: real runs beside the twin (issue #20) — PyTorch profiler traces captured on our H200
+// (tests/data/traces/, their provenance in README.md there) read, classified and compared.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "reports/output.hpp"
+#include "scenarios/commands.hpp"
+#include "scenarios/kineto.hpp"
+
+using namespace twin::scenarios;
+namespace fs = std::filesystem;
+
+namespace {
+const fs::path kTraces = fs::path(TWIN_SOURCE_DIR) / "tests/data/traces";
+
+std::map<std::string, int> counts(const KinetoStep& s) {
+  std::map<std::string, int> n;
+  for (const auto& a : s.activities) ++n[a.category + (a.collective.empty() ? "" : ":" + a.collective)];
+  return n;
+}
+}  // namespace
+
+TEST_SUITE("scenarios.compare") {
+  TEST_CASE("kernel names go to the twin's categories") {
+    std::string kind;
+    CHECK(activity_category("kernel", "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", kind) ==
+          "collective");
+    CHECK(kind == "all_gather");
+    CHECK(activity_category("kernel", "ncclDevKernel_ReduceScatter_Sum_bf16_RING_SIMPLE", kind) == "collective");
+    CHECK(kind == "reduce_scatter");
+    CHECK(activity_category("kernel", "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", kind) == "collective");
+    CHECK(kind == "all_to_all");
+    CHECK(activity_category("kernel", "void twin::kernels::(anonymous namespace)::sm_hold_until<88, true>(int*)", kind) ==
+          "collective");
+    CHECK(kind == "stand_in");
+    CHECK(activity_category("kernel", "nvjet_sm90_tst_192x192_64x3_1x2_h_bz_coopB_NNN", kind) == "other_gemm");
+    CHECK(kind.empty());
+    CHECK(activity_category("kernel", "_ZN7cutlass13device_kernelIN2at4cuda6detail25enable_3x_kernel_for_sm9xINS_4gemm6"
+                                      "kernel13GemmUniversalINS5_17GroupProblemShapeIN4cute5tupleIJiiiEEEEE", kind) ==
+          "expert_gemm");
+    CHECK(activity_category("kernel", "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16", kind) == "attention");
+    CHECK(activity_category("kernel", "triton_tem_fused_flex_attention_0", kind) == "attention");
+    CHECK(activity_category("kernel", "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<>", kind) ==
+          "optimizer_gpu");
+    CHECK(activity_category("kernel", "void at::native::vectorized_elementwise_kernel<8, neg>", kind) == "elementwise");
+    CHECK(activity_category("gpu_memcpy", "Memcpy DtoH (Device -> Pinned)", kind) == "copy_d2h");
+    CHECK(activity_category("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", kind) == "copy_h2d");
+    CHECK(activity_category("gpu_memcpy", "Memcpy DtoD (Device -> Device)", kind) == "copy_d2d");
+    CHECK(activity_category("gpu_memset", "Memset (Device)", kind) == "memset");
+  }
+
+  TEST_CASE("the micro-step's trace: every launch of the plan's run, by category") {
+    const auto s = read_kineto((kTraces / "micro-step-max-ctas-16.trace.json.gz").string());
+    CHECK(s.step == "ProfilerStep#0");
+    const auto n = counts(s);
+    CHECK(n.at("collective:stand_in") == 28);  // the plan's 28 collectives, one SM holder each
+    CHECK(n.at("attention") == 8);
+    CHECK(n.at("copy_d2h") == 4);
+    CHECK(n.at("copy_h2d") == 1);
+    CHECK(n.at("expert_gemm") == 32);  // 16 grouped GEMMs and their argument set-up kernels
+    CHECK(s.activities.front().start_us == 0);
+    for (const auto& a : s.activities) {
+      CHECK(a.dur_us >= 0);
+      if (a.collective == "stand_in") CHECK(a.ctas > 0);
+    }
+  }
+
+  TEST_CASE("the independent MoE step's trace: its last profiled step, optimizer included") {
+    const auto s = read_kineto((kTraces / "moe-step.trace.json.gz").string());
+    CHECK(s.step == "ProfilerStep#2");
+    const auto n = counts(s);
+    CHECK(n.at("expert_gemm") > 0);
+    CHECK(n.at("attention") == 8);  // two layers, forward and backward, with their set-up kernels
+    CHECK(n.at("optimizer_gpu") > 0);
+    CHECK(n.count("collective:all_gather") == 0);  // one GPU: FSDP2 has no peer to gather from
+    CHECK_THROWS_WITH_AS(read_kineto((kTraces / "moe-step.trace.json.gz").string(), "ProfilerStep#7"),
+                         doctest::Contains("ProfilerStep#2"), InputError);
+  }
+
+  TEST_CASE("what is not a trace is refused by name") {
+    const auto dir = fs::temp_directory_path() / "twin-kineto-test";
+    fs::create_directories(dir);
+    auto write = [&](const char* name, const std::string& text) {
+      std::ofstream(dir / name, std::ios::binary) << text;
+      return (dir / name).string();
+    };
+    CHECK_THROWS_WITH_AS(read_kineto(write("a.json", "{\"x\": 1}")), doctest::Contains("traceEvents"), InputError);
+    CHECK_THROWS_WITH_AS(read_kineto(write("b.json", "[1,")), doctest::Contains("b.json"), InputError);
+    const std::string gz = twin::reports::gzip("{\"traceEvents\": []}");
+    CHECK_THROWS_WITH_AS(read_kineto(write("c.json.gz", gz.substr(0, gz.size() / 2))), doctest::Contains("gzip"),
+                         InputError);
+    CHECK_THROWS_WITH_AS(read_kineto(write("d.json.gz", gz)), doctest::Contains("no GPU activity"), InputError);
+    CHECK_THROWS_AS(read_kineto((dir / "missing.json").string()), InputError);
+    fs::remove_all(dir);
+  }
+
+  TEST_CASE("compare: the micro-step's trace beside the twin's rank 0") {
+    CommonArgs args;
+    args.scenario = (fs::path(TWIN_SOURCE_DIR) / "scenarios/micro-step.json").string();
+    args.data_dir = TWIN_SOURCE_DIR;
+    CompareArgs cmp;
+    cmp.kineto = (kTraces / "micro-step-max-ctas-16.trace.json.gz").string();
+    const Json j = compare_json(args, cmp);
+    const auto& real = j["real"];
+    const auto& twin = j["twin"];
+    // The harness ran the twin's own plan: the same collectives with the same CTAs (NCCL_MAX_CTAS
+    // = 16 caps the expert gathers and all-to-alls; the dense ones take 8), and a whole step that
+    // the micro-step's validation already holds within 10% (scenarios_calibration_test).
+    CHECK(twin["categories"]["collective"]["launches"] == real["categories"]["collective"]["launches"]);
+    CHECK(twin["sms_held_by_collectives"]["max"] == real["sms_held_by_collectives"]["max"]);
+    const double step_err = twin["step_s"].get<double>() / real["step_s"].get<double>() - 1;
+    CHECK(std::abs(step_err) < 0.10);
+    for (const char* cat : {"other_gemm", "elementwise", "copy_d2h"}) {
+      CAPTURE(cat);
+      const double err = twin["categories"][cat]["seconds"].get<double>() / real["categories"][cat]["seconds"].get<double>() - 1;
+      CHECK(std::abs(err) < 0.10);
+    }
+    CHECK(compare_json(args, cmp).dump() == j.dump());  // the same inputs, the same answer
+    cmp.rank = 99;
+    CHECK_THROWS_WITH_AS(compare_json(args, cmp), doctest::Contains("--rank"), InputError);
+  }
+}
