@@ -35,6 +35,8 @@ import datetime
 import json
 import sys
 
+from chrome_trace import write_chrome_trace
+
 try:
     import torch
 except ImportError:  # --help needs no PyTorch
@@ -246,24 +248,11 @@ def compare(plan: dict, runs: list) -> dict:
 
 def profile_run(tasks: list, path: str) -> None:
     """One more run of the plan under torch.profiler, marked ProfilerStep#0, as a Chrome trace."""
-    import gzip
-    import os
-    import tempfile
     from torch.profiler import ProfilerActivity, profile, record_function
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         with record_function("ProfilerStep#0"):
             run_once(tasks)
-    with tempfile.TemporaryDirectory() as d:
-        raw = os.path.join(d, "trace.json")
-        prof.export_chrome_trace(raw)
-        with open(raw, "rb") as f:
-            data = f.read()
-    if path.endswith(".gz"):
-        with gzip.GzipFile(path, "wb", mtime=0) as g:
-            g.write(data)
-    else:
-        with open(path, "wb") as f:
-            f.write(data)
+    write_chrome_trace(prof, path)
 
 
 def main() -> int:

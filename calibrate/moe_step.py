@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import gzip
 import json
 import os
 import sys
-import tempfile
 import time
+
+from chrome_trace import write_chrome_trace
 
 try:
     import torch
@@ -117,20 +117,6 @@ def shard(model: "torch.nn.Module") -> str:
     return "fully_shard per layer and the model, one rank"
 
 
-def write_trace(prof: "torch.profiler.profile", path: str) -> None:
-    with tempfile.TemporaryDirectory() as d:
-        raw = os.path.join(d, "trace.json")
-        prof.export_chrome_trace(raw)
-        with open(raw, "rb") as f:
-            data = f.read()
-    if path.endswith(".gz"):
-        with gzip.GzipFile(path, "wb", mtime=0) as g:
-            g.write(data)
-    else:
-        with open(path, "wb") as f:
-            f.write(data)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trace", required=True, help="Chrome trace to write (.json or .json.gz)")
@@ -170,7 +156,7 @@ def main() -> int:
             torch.cuda.synchronize()
             times.append(time.perf_counter() - t)
             prof.step()
-    write_trace(prof, a.trace)
+    write_chrome_trace(prof, a.trace)
     meta = {"tokens": a.tokens, "layers": LAYERS, "experts": EXPERTS, "top_k": TOP_K, "fsdp": fsdp,
             "step_s": times, "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
             "cuda": torch.version.cuda,
