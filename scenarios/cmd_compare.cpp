@@ -26,7 +26,7 @@ struct Held {
   double start_s, end_s;
   int ctas;
 };
-Json sms_json(std::vector<Held> h) {
+Json sms_json(const std::vector<Held>& h) {
   std::vector<std::pair<double, int>> edges;
   for (const auto& x : h) edges.emplace_back(x.start_s, x.ctas), edges.emplace_back(x.end_s, -x.ctas);
   std::sort(edges.begin(), edges.end());
@@ -47,69 +47,32 @@ struct Side {
   std::map<std::string, std::vector<reports::Interval>> streams;
   std::vector<Held> held;
   double first_s = 1e300, last_s = 0;
-  void add(const std::string& cat, const std::string& kind, const std::string& stream, double start_s,
-           double dur_s, double launches, int ctas) {
-    auto& c = categories[cat];
-    c.first += launches, c.second += dur_s;
-    if (!kind.empty()) {
-      auto& k = collectives[kind];
-      k.first += launches, k.second += dur_s;
-      held.push_back({start_s, start_s + dur_s, ctas});
+  explicit Side(const std::vector<Span>& spans) {
+    for (const auto& x : spans) {
+      auto& c = categories[x.category];
+      c.first += x.launches, c.second += x.dur_s;
+      if (!x.collective.empty()) {
+        auto& k = collectives[x.collective];
+        k.first += x.launches, k.second += x.dur_s;
+        held.push_back({x.start_s, x.start_s + x.dur_s, x.ctas});
+      }
+      streams[x.stream].push_back(
+          {static_cast<std::int64_t>(x.start_s * 1e9), static_cast<std::int64_t>((x.start_s + x.dur_s) * 1e9)});
+      first_s = std::min(first_s, x.start_s), last_s = std::max(last_s, x.start_s + x.dur_s);
     }
-    streams[stream].push_back({static_cast<std::int64_t>(start_s * 1e9), static_cast<std::int64_t>((start_s + dur_s) * 1e9)});
-    first_s = std::min(first_s, start_s), last_s = std::max(last_s, start_s + dur_s);
   }
 };
-
-Side real_side(const KinetoStep& k) {
-  Side s;
-  for (const auto& a : k.activities)
-    s.add(a.category, a.collective, fmt::format("stream {}", a.stream), a.start_us * 1e-6, a.dur_us * 1e-6, 1,
-          a.collective.empty() ? 0 : a.ctas);
-  return s;
-}
-
-// The twin's collective categories by the kind of collective they run.
-std::string twin_kind(const std::string& category, const Json& plan) {
-  if (category.find("all_gather") != std::string::npos) return "all_gather";
-  if (category == "dense_reduce_scatter") return "reduce_scatter";
-  if (category.find("all_reduce") != std::string::npos) return "all_reduce";
-  if (category == "expert_grad_reduce")
-    return plan.value("grad_reduce", "") == "reduce_scatter" ? "reduce_scatter" : "all_to_all";
-  return "all_to_all";
-}
-
-// The plan's launches one after another inside their task (the plan times tasks, not launches).
-Side twin_side(const Json& plan) {
-  Side s;
-  const double t0 = plan["tasks"].empty() ? 0.0 : plan["tasks"][0].value("start_s", 0.0);
-  double first = 1e300;
-  for (const auto& t : plan["tasks"]) first = std::min(first, t.value("start_s", t0));
-  for (const auto& t : plan["tasks"]) {
-    double at = t.value("start_s", first) - first;
-    for (const auto& l : t["launches"]) {
-      const std::string cat = l.value("category", "other");
-      const bool coll = l.value("kind", "") == "collective";
-      const double dur = l.value("twin_s", 0.0);
-      s.add(coll ? "collective" : cat, coll ? twin_kind(cat, plan) : "", t.value("stream", "?"), at, dur,
-            coll ? 1.0 : l.value("repeat", 1.0), l.value("ctas", 0));
-      at += dur;
-    }
-  }
-  return s;
-}
 
 Json side_json(const Side& s) {
   Json cats = Json::object(), colls = Json::object(), streams = Json::object();
   for (const auto& [k, v] : s.categories) cats[k] = {{"launches", v.first}, {"seconds", v.second}};
   for (const auto& [k, v] : s.collectives) colls[k] = {{"launches", v.first}, {"seconds", v.second}};
   for (auto [k, v] : s.streams) streams[k] = {{"launches", v.size()}, {"busy_s", reports::merge(v)}};
-  std::vector<Held> held = s.held;
   return {{"step_s", s.last_s > s.first_s ? s.last_s - s.first_s : 0.0},
           {"categories", cats},
           {"collectives", colls},
           {"streams", streams},
-          {"sms_held_by_collectives", sms_json(held)}};
+          {"sms_held_by_collectives", sms_json(s.held)}};
 }
 
 }  // namespace
@@ -123,7 +86,7 @@ Json compare_json(const CommonArgs& args, const CompareArgs& cmp) {
   if (run.plan.is_null())
     throw InputError("--rank", "", fmt::format("{}: not a rank of the scenario's simulated GPUs", cmp.rank));
   Json out{{"trace", cmp.kineto}, {"step", real.step}, {"scenario", args.scenario}, {"rank", cmp.rank},
-           {"real", side_json(real_side(real))}, {"twin", side_json(twin_side(run.plan))}};
+           {"real", side_json(Side(spans_of(real)))}, {"twin", side_json(Side(spans_of_plan(run.plan)))}};
   out["provenance"] = provenance(loaded.resolved);
   return out;
 }

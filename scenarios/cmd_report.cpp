@@ -4,11 +4,13 @@
 #include <fmt/ostream.h>
 
 #include <filesystem>
+#include <optional>
 #include <ostream>
 
 #include "reports/output.hpp"
 #include "scenarios/build_info.hpp"
 #include "scenarios/commands.hpp"
+#include "scenarios/kineto.hpp"
 #include "scenarios/report_charts.hpp"
 
 namespace twin::scenarios {
@@ -66,6 +68,8 @@ int cmd_report(const CommonArgs& args, const ReportArgs& rep, std::ostream& out)
   const Json plan_dp = rep.plan_dp.empty() ? Json() : read_json_file(rep.plan_dp);
   if (!plan_dp.is_null() && !plan_dp.contains("rows"))
     throw InputError(rep.plan_dp, "", "expected the output of `twin plan-dp --json` (rows)");
+  const auto real = rep.kineto.kineto.empty() ? std::optional<KinetoStep>()
+                                              : read_kineto(rep.kineto.kineto, rep.kineto.step);
   const Loaded loaded = load_scenario(args.scenario, args.load_options());
   const RunResult run = traced_run(args, loaded);
 
@@ -89,6 +93,15 @@ int cmd_report(const CommonArgs& args, const ReportArgs& rep, std::ostream& out)
   for (const auto& [file, rows] : sweeps) what_if.charts.push_back(sweep_chart(rows, file));
   if (!plan_dp.is_null()) what_if.charts.push_back(plan_dp_chart(plan_dp));
   if (!what_if.charts.empty()) page.sections.push_back(std::move(what_if));
+  if (real) {
+    RunOptions o = args.run_options();
+    o.plan_rank = rep.kineto.rank;
+    const Json plan = simulate(loaded, o).plan;
+    if (plan.is_null())
+      throw InputError("--kineto-rank", "", fmt::format("{}: not a rank of the scenario's simulated GPUs", rep.kineto.rank));
+    const auto r = spans_of(*real), t = spans_of_plan(plan);
+    page.sections.push_back({"Against a real trace", {compare_timeline_chart(r, t), compare_categories_chart(r, t)}});
+  }
   const fs::path fit = data / "reports/calibration/contention/fit.json";
   if (fs::exists(fit)) page.sections.push_back({"Calibration", {contention_chart(read_json_file(fit))}});
 

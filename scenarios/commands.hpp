@@ -115,6 +115,7 @@ struct ReportArgs {
   bool ladder = false;              // add the ladder (simulates every rung)
   std::vector<std::string> sweeps;  // `twin sweep` outputs (CSV or JSON)
   std::string plan_dp;              // `twin plan-dp --json` output
+  CompareArgs kineto;               // a real trace to draw beside the twin (kineto.kineto "" = none)
   std::string out;                  // the HTML file
   int jobs = 1;
 };

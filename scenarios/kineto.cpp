@@ -86,6 +86,45 @@ std::string activity_category(std::string_view cat, std::string_view name, std::
   return "elementwise";
 }
 
+std::vector<Span> spans_of(const KinetoStep& step) {
+  std::vector<Span> out;
+  for (const auto& a : step.activities)
+    out.push_back({fmt::format("stream {}", a.stream), a.category, a.collective, a.name, a.start_us * 1e-6,
+                   a.dur_us * 1e-6, 1, a.collective.empty() ? 0 : a.ctas});
+  return out;
+}
+
+namespace {
+// The twin's collective categories by the kind of collective they run.
+std::string twin_kind(const std::string& category, const Json& plan) {
+  if (category.find("all_gather") != std::string::npos) return "all_gather";
+  if (category == "dense_reduce_scatter") return "reduce_scatter";
+  if (category.find("all_reduce") != std::string::npos) return "all_reduce";
+  if (category == "expert_grad_reduce")
+    return plan.value("grad_reduce", "") == "reduce_scatter" ? "reduce_scatter" : "all_to_all";
+  return "all_to_all";
+}
+}  // namespace
+
+std::vector<Span> spans_of_plan(const Json& plan) {
+  std::vector<Span> out;
+  double first = 1e300;
+  for (const auto& t : plan["tasks"]) first = std::min(first, t.value("start_s", 0.0));
+  for (const auto& t : plan["tasks"]) {
+    double at = t.value("start_s", first) - first;
+    for (const auto& l : t["launches"]) {
+      const std::string cat = l.value("category", "other");
+      const bool coll = l.value("kind", "") == "collective";
+      const double dur = l.value("twin_s", 0.0);
+      out.push_back({t.value("stream", "?"), coll ? "collective" : cat, coll ? twin_kind(cat, plan) : "",
+                     coll ? cat : t.value("name", ""), at, dur, coll ? 1.0 : l.value("repeat", 1.0),
+                     l.value("ctas", 0)});
+      at += dur;
+    }
+  }
+  return out;
+}
+
 KinetoStep read_kineto(const std::string& file, const std::string& step) {
   Json doc;
   try {

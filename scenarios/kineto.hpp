@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace twin::scenarios {
 
 struct TraceActivity {
@@ -27,6 +29,21 @@ struct KinetoStep {
   std::string step;  // the ProfilerStep#N read, or "" (the whole trace: no step markers)
   std::vector<TraceActivity> activities;  // by start time
 };
+
+// One launch on a stream, the same for a real trace and a twin plan (comparisons and charts).
+struct Span {
+  std::string stream, category, collective, name;  // collective as in TraceActivity
+  double start_s = 0, dur_s = 0;                   // from the step's first activity
+  double launches = 1;                             // kernels it stands for (a plan's repeat)
+  int ctas = 0;                                    // SMs a collective holds
+};
+struct KinetoStep;
+// A trace's activities as spans ("stream N" after the trace's stream id).
+std::vector<Span> spans_of(const KinetoStep& step);
+// A twin launch plan's launches (scenarios/plan.hpp) as spans: a task's launches one after
+// another from its start (the plan times tasks, not launches); collectives keep their category
+// as `name` and their kind in `collective`.
+std::vector<Span> spans_of_plan(const nlohmann::ordered_json& plan);
 
 // The twin's category of a GPU activity of the trace (its name and the trace's `cat`), and for
 // collectives their kind in `collective`. Rules, in order: memcpy by direction; memset; NCCL

@@ -188,6 +188,11 @@ int main(int argc, char** argv) {
   report->add_flag("--ladder", report_args.ladder, "add the ladder beside the published figures (simulates 14 rungs)");
   report->add_option("--sweep", report_args.sweeps, "a `twin sweep --out` file (CSV or JSON); repeatable");
   report->add_option("--plan-dp", report_args.plan_dp, "a `twin plan-dp --json` output");
+  report->add_option("--kineto", report_args.kineto.kineto,
+                     "a PyTorch profiler trace to draw beside the twin's plan of --kineto-rank");
+  report->add_option("--kineto-rank", report_args.kineto.rank, "the scenario's rank the trace is of")
+      ->capture_default_str();
+  report->add_option("--kineto-step", report_args.kineto.step, "the trace's ProfilerStep#N (default: the last)");
   report->add_option("--jobs", report_args.jobs, "threads for the ladder")->check(CLI::Range(1, 1024));
   report->footer("Example: twin plan-dp scenarios/europa.json --replicas 1,2,4 --json > dp.json && "
                  "twin report scenarios/europa.json --ladder --plan-dp dp.json -o report.html");

@@ -133,6 +133,51 @@ Chart timeline_chart(const Json& trace) {
           std::move(s)};
 }
 
+namespace {
+void add_spans(Json& values, const char* side, const std::vector<Span>& spans) {
+  for (const auto& x : spans)
+    values.push_back({{"side", side}, {"stream", x.stream}, {"category", x.category}, {"name", x.name},
+                      {"start_s", x.start_s}, {"end_s", x.start_s + x.dur_s}, {"ms", x.dur_s * 1e3}});
+}
+}  // namespace
+
+Chart compare_timeline_chart(const std::vector<Span>& real, const std::vector<Span>& twin) {
+  Json values = Json::array();
+  add_spans(values, "real", real);
+  add_spans(values, "twin", twin);
+  Json enc{{"x", field("start_s", "quantitative", "seconds from the step's first GPU work")},
+           {"x2", {{"field", "end_s"}}},
+           {"y", field("stream", "nominal", "")},
+           {"color", field("category", "nominal", "category")},
+           {"tooltip", Json::array({field("name", "nominal", "launch"), field("category", "nominal", "category"),
+                                    field("start_s", "quantitative", "start s"), field("ms", "quantitative", "ms")})}};
+  Json inner{{"width", kWidth}, {"mark", "bar"}, {"encoding", enc}};
+  Json s = data_spec(std::move(values), {{"facet", {{"row", field("side", "nominal", "")}}},
+                                          {"spec", inner},
+                                          {"resolve", {{"scale", {{"y", "independent"}}}}}});
+  return {"Real step and twin, one above the other",
+          "The trace's GPU work on its streams (above) and the twin's plan of the same rank on its streams "
+          "(below), coloured by category; a twin task's launches are drawn one after another.",
+          std::move(s)};
+}
+
+Chart compare_categories_chart(const std::vector<Span>& real, const std::vector<Span>& twin) {
+  std::map<std::pair<std::string, std::string>, double> ms;  // (category, side) → ms
+  for (const auto& x : real) ms[{x.category, "real"}] += x.dur_s * 1e3;
+  for (const auto& x : twin) ms[{x.category, "twin"}] += x.dur_s * 1e3;
+  Json values = Json::array();
+  for (const auto& [k, v] : ms) values.push_back({{"category", k.first}, {"side", k.second}, {"ms", v}});
+  Json enc{{"y", field("category", "nominal", "")},
+           {"yOffset", {{"field", "side"}}},
+           {"x", field("ms", "quantitative", "GPU time, ms")},
+           {"color", field("side", "nominal", "")},
+           {"tooltip", Json::array({field("category", "nominal", "category"), field("side", "nominal", ""),
+                                    field("ms", "quantitative", "ms")})}};
+  return {"GPU time per category, real and twin",
+          "Summed launch times of the step per category (`twin compare --kineto` prints the same with counts).",
+          spec(std::move(values), "bar", std::move(enc))};
+}
+
 Chart nccl_sms_chart(const Json& trace) {
   Json values = Json::array();
   for (const auto& e : trace["traceEvents"])

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "reports/html_page.hpp"
+#include "scenarios/kineto.hpp"
 #include "scenarios/loader.hpp"
 
 namespace twin::scenarios {
@@ -36,6 +37,11 @@ Chart sweep_chart(const Json& rows, const std::string& file);
 Chart plan_dp_chart(const Json& plan_dp);
 // The contention fit (twin-fit-contention --out): measured slowdowns and the model's, per family.
 Chart contention_chart(const Json& fit);
+
+// A real step (a trace's spans) above the twin's plan of the same rank, stream by stream, and
+// their time per category side by side (`twin report --kineto`, issue #20).
+Chart compare_timeline_chart(const std::vector<Span>& real, const std::vector<Span>& twin);
+Chart compare_categories_chart(const std::vector<Span>& real, const std::vector<Span>& twin);
 
 // A sweep's rows from its CSV or JSON file (`twin sweep --out`); InputError on a bad file.
 Json read_sweep_rows(const std::string& file);

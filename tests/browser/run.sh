@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The report as a person sees it (issue #19): `twin report` on europa.json with the ladder, the
-# README's 100-point sweep and a plan-dp run, loaded in headless Chromium; fails on any console
+# README's 100-point sweep and a plan-dp run, and on the micro-step beside its real trace, loaded
+# in headless Chromium; fails on any console
 # error, a chart not drawn or drawn without data. The page and its screenshot stay in OUT_DIR.
 # Usage: tests/browser/run.sh TWIN_BINARY OUT_DIR      (exit 77: skipped, with the reason)
 set -euo pipefail
@@ -20,4 +21,8 @@ mkdir -p "$out"
 "$twin" report "$root/scenarios/europa.json" --ladder --jobs 2 --sweep "$out/sweep.csv" \
   --plan-dp "$out/plan-dp.json" -o "$out/report.html"
 node "$root/tests/browser/check_report.mjs" "$out/report.html" "$out/report.png"
-echo "page: $out/report.html, screenshot: $out/report.png"
+# A real trace beside the twin (issue #20): the micro-step's plan as it ran on our H200.
+"$twin" report "$root/scenarios/micro-step.json" \
+  --kineto "$root/tests/data/traces/micro-step-max-ctas-16.trace.json.gz" -o "$out/compare.html"
+node "$root/tests/browser/check_report.mjs" "$out/compare.html" "$out/compare.png"
+echo "pages: $out/report.html, $out/compare.html; screenshots: $out/report.png, $out/compare.png"
