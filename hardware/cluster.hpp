@@ -61,10 +61,11 @@ class Cluster {
   const Profile& profile() const { return profile_; }
   // The profile's contention model (contention.hpp) with this machine's SM count.
   const ContentionModel& contention() const { return contention_; }
-  // contention().slowdown of a launch of alone_s through this simulation's memo.
-  double contention_slowdown(const KernelShape& k, int held, double alone_s) {
+  // contention().slowdown of a launch of alone_s through this simulation's memo, `held` SMs
+  // taken of which `lending` by NCCL CTAs (room beside them: contention.hpp, mechanism 5).
+  double contention_slowdown(const KernelShape& k, int held, double alone_s, int lending) {
     if (held <= 0) return 1.0;
-    return contention_.stretch(k.family, memo_.time_units(k, held) / memo_.time_units(k, 0), alone_s);
+    return contention_.stretch(k.family, memo_.time_units(k, held, lending) / memo_.time_units(k, 0), alone_s);
   }
   // Keeps an activity's state alive as long as the cluster (its callbacks hold a raw pointer).
   template <class T>

@@ -133,10 +133,10 @@ namespace {
 
 // Mechanism 4 for each schedule, in units of one block's (or tile list's) work at one SM's
 // nominal rate; only ratios are used.
-// u SMs free and `held` held, each lending h of its o slots (mechanism 5).
-double grid_time(const ContentionModel& m, const KernelShape& k, int free, int held) {
+// u SMs free and `lending` held ones each lending h of its o slots (mechanism 5).
+double grid_time(const ContentionModel& m, const KernelShape& k, int free, int lending) {
   const double o = std::max<double>(1, k.blocks_per_sm);
-  const double u = free + held * std::min<double>(o, m.beside(k)) / o;
+  const double u = free + lending * std::min<double>(o, m.beside(k)) / o;
   const double slots = u * o;
   const double blocks = std::max<double>(1, k.blocks);
   const double waves = std::floor(blocks / slots);
@@ -183,11 +183,11 @@ double dynamic_time(const ContentionModel& m, const KernelShape& k, int u) {
   return waves * u / m.throughput(k, u) + (rest > 0 ? rest / m.throughput(k, rest) : 0);
 }
 
-double time_at(const ContentionModel& m, const KernelShape& k, int held) {
+double time_at(const ContentionModel& m, const KernelShape& k, int held, int lending) {
   const int u = m.usable_sms(k.family, held, k.cluster);
   if (u <= 0) return INFINITY;  // no cluster can start until SMs free
   switch (k.schedule) {
-    case Schedule::grid: return grid_time(m, k, u, held);
+    case Schedule::grid: return grid_time(m, k, u, lending);
     case Schedule::persistent_static: return static_time(m, k, u);
     case Schedule::persistent_dynamic: return dynamic_time(m, k, u);
   }
@@ -196,13 +196,15 @@ double time_at(const ContentionModel& m, const KernelShape& k, int held) {
 
 }  // namespace
 
-double ContentionModel::time_units(const KernelShape& k, int held) const {
-  return time_at(*this, k, std::clamp(held, 0, sm_count - 1));
+double ContentionModel::time_units(const KernelShape& k, int held, int lending) const {
+  held = std::clamp(held, 0, sm_count - 1);
+  return time_at(*this, k, held, lending < 0 ? held : std::min(lending, held));
 }
 
-double ContentionMemo::time_units(const KernelShape& k, int held) {
+double ContentionMemo::time_units(const KernelShape& k, int held, int lending) {
   // Beyond the key's 8 bits, or a launch's own clock gain (the fit's measured cases): unkeyed.
-  if (held < 0 || held > 255 || k.clock_gain != 0) return m_.time_units(k, held);
+  if (held < 0 || held > 255 || k.clock_gain != 0) return m_.time_units(k, held, lending);
+  if (lending < 0 || lending > held) lending = held;  // as time_units reads it: one key per case
   std::uint32_t blocks, tiles;
   static_assert(sizeof(blocks) == sizeof(k.blocks) && sizeof(tiles) == sizeof(k.tiles));
   std::memcpy(&blocks, &k.blocks, sizeof(blocks));
@@ -210,10 +212,11 @@ double ContentionMemo::time_units(const KernelShape& k, int held) {
   const std::uint64_t key = (std::uint64_t{blocks} << 32) | (std::uint64_t{k.blocks_per_sm} << 16) |
                             (static_cast<std::uint64_t>(k.family) << 10) |
                             (static_cast<std::uint64_t>(k.schedule) << 8) | static_cast<std::uint8_t>(held);
-  const std::uint64_t key2 = (std::uint64_t{static_cast<std::uint8_t>(k.beside)} << 40) |
+  const std::uint64_t key2 = (std::uint64_t{static_cast<std::uint8_t>(lending)} << 48) |
+                             (std::uint64_t{static_cast<std::uint8_t>(k.beside)} << 40) |
                              (std::uint64_t{tiles} << 8) | k.cluster;
   Slot& s = slots_[((key ^ key2 * 0xC2B2AE3D27D4EB4Full) * 0x9E3779B97F4A7C15ull) >> 52 & (kSlots - 1)];
-  if (s.key != key || s.key2 != key2) s = {key, key2, m_.time_units(k, held)};
+  if (s.key != key || s.key2 != key2) s = {key, key2, m_.time_units(k, held, lending)};
   return s.units;
 }
 

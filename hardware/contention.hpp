@@ -181,7 +181,9 @@ struct ContentionModel {
     return fixed + (1 - fixed) * slowdown;
   }
   // T(held) in the model's units (only ratios mean anything); held is clamped to [0, S − 1].
-  double time_units(const KernelShape& k, int held) const;
+  // `lending`: how many of the held SMs hold an NCCL CTA, with room beside it (mechanism 5);
+  // −1: all of them (the measurements' holders). SMs held by other kernels lend nothing.
+  double time_units(const KernelShape& k, int held, int lending = -1) const;
   // Relative speed 1/slowdown with `free` SMs available (the engine's rate of a fluid kernel).
   double speed(const KernelShape& k, int free) const { return 1.0 / slowdown(k, sm_count - free); }
   // b(a) and Θ(a) of a family (for the engine's persistent kernels and for tests).
@@ -214,7 +216,7 @@ struct ContentionModel {
 class ContentionMemo {
  public:
   explicit ContentionMemo(const ContentionModel& m) : m_(m), slots_(kSlots) {}
-  double time_units(const KernelShape& k, int held);
+  double time_units(const KernelShape& k, int held, int lending = -1);
 
  private:
   static constexpr std::size_t kSlots = 4096;  // a power of two

@@ -26,13 +26,15 @@ struct FluidRun {
   double alone_s;
 };
 
+// `sms`: the kernel's share of the free SMs; the rest are held by NCCL (which leaves room beside
+// its CTAs), persistent kernels or the other grid kernels' shares (which leave none).
 double fluid_speed(const FluidRun& r, int sms) {
-  const int held = r.c->contention().sm_count - sms;
-  if (r.parts == nullptr) return 1.0 / r.c->contention_slowdown(r.shape, held, r.alone_s);
+  const int held = r.c->contention().sm_count - sms, lending = std::min(held, r.g->nccl_sms());
+  if (r.parts == nullptr) return 1.0 / r.c->contention_slowdown(r.shape, held, r.alone_s, lending);
   double t = 0, slowed = 0;
   for (std::uint32_t i = 0; i < r.n_parts; ++i) {
     t += r.parts[i].alone_s;
-    slowed += r.parts[i].alone_s * r.c->contention_slowdown(r.parts[i].shape, held, r.parts[i].alone_s);
+    slowed += r.parts[i].alone_s * r.c->contention_slowdown(r.parts[i].shape, held, r.parts[i].alone_s, lending);
   }
   return slowed > 0 ? t / slowed : 1.0;
 }
