@@ -111,6 +111,16 @@ struct KernelArgs {
   std::string beside_collective;  // "KIND,BYTES,CTAS": also run it beside this collective
 };
 
+// `twin collective`: one collective alone, per size, in nccl-tests' columns (cmd_collective.cpp).
+struct CollectiveArgs {
+  std::string kind = "all_gather";  // all_gather | reduce_scatter | all_reduce | all_to_all
+  int ranks = 4;
+  std::vector<double> bytes;        // nccl-tests' size: the full buffer
+  int ctas = 16;                    // NCCL's own channel count (capped by nccl.max_ctas)
+};
+Json collective_json(const CommonArgs& args, const CollectiveArgs& a);
+int cmd_collective(const CommonArgs& args, const CollectiveArgs& a, std::ostream& out);
+
 struct ReportArgs {
   bool ladder = false;              // add the ladder (simulates every rung)
   std::vector<std::string> sweeps;  // `twin sweep` outputs (CSV or JSON)

@@ -154,6 +154,19 @@ int main(int argc, char** argv) {
   compare->add_option("--rank", compare_args.rank, "the scenario's rank the trace is of")->capture_default_str();
   compare->footer("Example: twin compare --kineto tests/data/traces/micro-step-max-ctas-16.trace.json.gz "
                   "scenarios/micro-step.json");
+  CollectiveArgs coll_args;
+  auto* collective = app.add_subcommand(
+      "collective", "one NCCL collective alone on the scenario's machine, per size, in nccl-tests' columns");
+  add_common(collective, common, kJson);
+  collective->add_option("--kind", coll_args.kind, "all_gather | reduce_scatter | all_reduce | all_to_all")
+      ->capture_default_str();
+  collective->add_option("--ranks", coll_args.ranks, "GPUs, placed as the scenario places nodes")->capture_default_str();
+  collective->add_option("--bytes", coll_args.bytes, "sizes as nccl-tests counts them (the full buffer), e.g. 1e6,1e9")
+      ->delimiter(',')
+      ->required();
+  collective->add_option("--ctas", coll_args.ctas, "NCCL's own channel count (nccl.max_ctas caps it)")
+      ->capture_default_str();
+  collective->footer("Example: twin collective scenarios/europa.json --kind all_gather --ranks 8 --bytes 1e6,1e8,4e9");
   auto* resolve = app.add_subcommand("resolve", "print the fully resolved scenario as JSON");
   add_common(resolve, common, 0);
   KernelArgs kernel_args;
@@ -236,6 +249,7 @@ int main(int argc, char** argv) {
     }
     if (*merge) return cmd_merge(merge_args, std::cout);
     if (*compare) return cmd_compare(common, compare_args, std::cout);
+    if (*collective) return cmd_collective(common, coll_args, std::cout);
     if (*tune) return cmd_tune(common, tune_args, std::cout);
     if (*resolve) return cmd_resolve(common, std::cout);
     if (*report) return cmd_report(common, report_args, std::cout);

@@ -122,3 +122,37 @@ TEST_SUITE("scenarios.compare") {
     CHECK_THROWS_WITH_AS(compare_json(args, cmp), doctest::Contains("--rank"), InputError);
   }
 }
+
+TEST_SUITE("scenarios.collective") {
+  TEST_CASE("twin collective: nccl-tests' columns, their formulas, and the CTA bound") {
+    CommonArgs args;
+    args.scenario = (fs::path(TWIN_SOURCE_DIR) / "scenarios/europa.json").string();
+    args.data_dir = TWIN_SOURCE_DIR;
+    args.sets = {"nccl.max_ctas=2"};
+    CollectiveArgs a;
+    a.kind = "all_gather";
+    a.ranks = 4;
+    a.bytes = {1e6, 1e8, 4e9};
+    const Json j = collective_json(args, a);
+    REQUIRE(j["rows"].size() == 3);
+    double last = 0;
+    for (const auto& r : j["rows"]) {
+      const double size = r["size_B"], t = r["time_us"], alg = r["algbw_GBps"], bus = r["busbw_GBps"];
+      CHECK(alg == doctest::Approx(size / (t * 1e-6) / 1e9));
+      CHECK(bus == doctest::Approx(alg * 3 / 4));  // all-gather: (n − 1)/n
+      CHECK(alg >= last);                          // latency counts less as messages grow
+      last = alg;
+    }
+    // Inside one node, a large message is bound by its CTAs: 2 × the profile's 16.28 GB/s each.
+    CHECK(j["rows"][2]["busbw_GBps"].get<double>() == doctest::Approx(2 * 16.28).epsilon(0.02));
+    a.kind = "all_reduce";
+    const Json ar = collective_json(args, a);
+    CHECK(ar["rows"][0]["busbw_GBps"].get<double>() ==
+          doctest::Approx(ar["rows"][0]["algbw_GBps"].get<double>() * 2 * 3 / 4));
+    a.kind = "broadcast";
+    CHECK_THROWS_WITH_AS(collective_json(args, a), doctest::Contains("--kind"), InputError);
+    a.kind = "all_to_all";
+    a.ranks = 1;
+    CHECK_THROWS_WITH_AS(collective_json(args, a), doctest::Contains("--ranks"), InputError);
+  }
+}
