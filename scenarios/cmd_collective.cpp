@@ -22,14 +22,6 @@ namespace twin::scenarios {
 
 namespace {
 
-hardware::CollKind kind_of(const std::string& k) {
-  if (k == "all_gather") return hardware::CollKind::all_gather;
-  if (k == "reduce_scatter") return hardware::CollKind::reduce_scatter;
-  if (k == "all_reduce") return hardware::CollKind::all_reduce;
-  if (k == "all_to_all") return hardware::CollKind::all_to_all;
-  throw InputError("--kind", "", fmt::format("\"{}\": expected all_gather, reduce_scatter, all_reduce or all_to_all", k));
-}
-
 double bus_factor(hardware::CollKind k, int n) {
   const double f = static_cast<double>(n - 1) / n;
   return k == hardware::CollKind::all_reduce ? 2 * f : f;
@@ -44,7 +36,7 @@ double collective_s(const Scenario& s, const CollectiveArgs& a, double bytes) {
   hardware::Cluster c(e, f, s.hw, (a.ranks + gpn - 1) / gpn * gpn, s.nccl);
   c.attach_fabric(s.placement, 1);
   hardware::CollectiveSpec spec;
-  spec.kind = kind_of(a.kind);
+  spec.kind = collective_kind(a.kind, "--kind");
   spec.bytes = bytes;
   spec.default_ctas = a.ctas;
   std::vector<sim::Task*> tasks;
@@ -59,10 +51,18 @@ double collective_s(const Scenario& s, const CollectiveArgs& a, double bytes) {
 
 }  // namespace
 
+hardware::CollKind collective_kind(const std::string& k, const std::string& option) {
+  if (k == "all_gather") return hardware::CollKind::all_gather;
+  if (k == "reduce_scatter") return hardware::CollKind::reduce_scatter;
+  if (k == "all_reduce") return hardware::CollKind::all_reduce;
+  if (k == "all_to_all") return hardware::CollKind::all_to_all;
+  throw InputError(option, "", fmt::format("\"{}\": expected all_gather, reduce_scatter, all_reduce or all_to_all", k));
+}
+
 Json collective_json(const CommonArgs& args, const CollectiveArgs& a) {
   const auto loaded = load_scenario(args.scenario, args.load_options());
   const auto& s = loaded.scenario;
-  const auto kind = kind_of(a.kind);
+  const auto kind = collective_kind(a.kind, "--kind");
   if (a.ranks < 2 || a.ranks > 4096) throw InputError("--ranks", "", fmt::format("{}: expected 2 … 4096", a.ranks));
   if (a.ctas < 1 || a.ctas > 64) throw InputError("--ctas", "", fmt::format("{}: expected 1 … 64 (NCCL's channels)", a.ctas));
   if (a.bytes.empty()) throw InputError("--bytes", "", "expected one size or more");

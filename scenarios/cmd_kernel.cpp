@@ -67,13 +67,12 @@ hardware::CollectiveSpec collective_spec(const std::string& text, int gpus) {
   };
   const auto a = text.find(','), b = text.rfind(',');
   if (a == std::string::npos || a == b) throw fail();
-  const std::string kind = text.substr(0, a);
   hardware::CollectiveSpec spec;
-  if (kind == "all_gather") spec.kind = hardware::CollKind::all_gather;
-  else if (kind == "reduce_scatter") spec.kind = hardware::CollKind::reduce_scatter;
-  else if (kind == "all_reduce") spec.kind = hardware::CollKind::all_reduce;
-  else if (kind == "all_to_all") spec.kind = hardware::CollKind::all_to_all;
-  else throw fail();
+  try {
+    spec.kind = collective_kind(text.substr(0, a), "--beside-collective");
+  } catch (const InputError&) {
+    throw fail();
+  }
   try {
     spec.bytes = std::stod(text.substr(a + 1, b - a - 1));
     spec.default_ctas = std::stoi(text.substr(b + 1));

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "hardware/collective.hpp"
 #include "scenarios/loader.hpp"
 #include "scenarios/simulate.hpp"
 
@@ -119,6 +120,8 @@ struct CollectiveArgs {
   int ctas = 16;                    // NCCL's own channel count (capped by nccl.max_ctas)
 };
 Json collective_json(const CommonArgs& args, const CollectiveArgs& a);
+// all_gather | reduce_scatter | all_reduce | all_to_all → its kind; InputError naming `option`.
+hardware::CollKind collective_kind(const std::string& name, const std::string& option);
 int cmd_collective(const CommonArgs& args, const CollectiveArgs& a, std::ostream& out);
 
 struct ReportArgs {

@@ -34,6 +34,20 @@ Json spec(Json values, Json mark, Json encoding, int height = 0) {
   return s;
 }
 
+// Bars from start_s to end_s on each stream, one panel per value of `row`, coloured by `color`.
+Json stream_timeline(Json values, const char* row, const char* color, const char* x_title, const char* what) {
+  Json enc{{"x", field("start_s", "quantitative", x_title)},
+           {"x2", {{"field", "end_s"}}},
+           {"y", field("stream", "nominal", "")},
+           {"color", field(color, "nominal", color)},
+           {"tooltip", Json::array({field("name", "nominal", what), field(color, "nominal", color),
+                                    field("start_s", "quantitative", "start s"), field("ms", "quantitative", "ms")})}};
+  Json inner{{"width", kWidth}, {"mark", "bar"}, {"encoding", enc}};
+  return data_spec(std::move(values), {{"facet", {{"row", field(row, "nominal", "")}}},
+                                       {"spec", inner},
+                                       {"resolve", {{"scale", {{"y", "independent"}}}}}});
+}
+
 }  // namespace
 
 Chart breakdown_chart(const Json& result) {
@@ -117,16 +131,7 @@ Chart timeline_chart(const Json& trace) {
                       {"name", e["name"]}, {"kind", e.value("cat", "")},
                       {"start_s", start}, {"end_s", start + dur}, {"ms", dur * 1e3}});
   }
-  Json enc{{"x", field("start_s", "quantitative", "seconds into the step")},
-           {"x2", {{"field", "end_s"}}},
-           {"y", field("stream", "nominal", "")},
-           {"color", field("kind", "nominal", "kind")},
-           {"tooltip", Json::array({field("name", "nominal", "task"), field("kind", "nominal", "kind"),
-                                    field("start_s", "quantitative", "start s"), field("ms", "quantitative", "ms")})}};
-  Json inner{{"width", kWidth}, {"mark", "bar"}, {"encoding", enc}};
-  Json s = data_spec(std::move(values), {{"facet", {{"row", field("rank", "nominal", "")}}},
-                                          {"spec", inner},
-                                          {"resolve", {{"scale", {{"y", "independent"}}}}}});
+  Json s = stream_timeline(std::move(values), "rank", "kind", "seconds into the step", "task");
   return {"Timeline",
           "Every task of the traced ranks on their streams (compute, process groups' NCCL streams, copies, "
           "host): rank 0 and the slowest rank. Hover for names and durations.",
@@ -145,16 +150,7 @@ Chart compare_timeline_chart(const std::vector<Span>& real, const std::vector<Sp
   Json values = Json::array();
   add_spans(values, "real", real);
   add_spans(values, "twin", twin);
-  Json enc{{"x", field("start_s", "quantitative", "seconds from the step's first GPU work")},
-           {"x2", {{"field", "end_s"}}},
-           {"y", field("stream", "nominal", "")},
-           {"color", field("category", "nominal", "category")},
-           {"tooltip", Json::array({field("name", "nominal", "launch"), field("category", "nominal", "category"),
-                                    field("start_s", "quantitative", "start s"), field("ms", "quantitative", "ms")})}};
-  Json inner{{"width", kWidth}, {"mark", "bar"}, {"encoding", enc}};
-  Json s = data_spec(std::move(values), {{"facet", {{"row", field("side", "nominal", "")}}},
-                                          {"spec", inner},
-                                          {"resolve", {{"scale", {{"y", "independent"}}}}}});
+  Json s = stream_timeline(std::move(values), "side", "category", "seconds from the step's first GPU work", "launch");
   return {"Real step and twin, one above the other",
           "The trace's GPU work on its streams (above) and the twin's plan of the same rank on its streams "
           "(below), coloured by category; a twin task's launches are drawn one after another.",
