@@ -112,19 +112,19 @@ const sim::Schema<TrainingOptions>& training_schema() {
         .real("pinned_round_threshold_MiB", "MiB", 0, 1e6,
               "pinned host allocations above this keep their size "
               "(pinned_max_round_threshold_mb); below it, and always when 0, they round up to "
-              "a power of two (SPEC.md §7)",
+              "a power of two (README, Memory)",
               [](auto& t) -> auto& { return t.pinned_round_threshold_MiB; })
         .boolean("offload_arena_prefault",
                  "the CPU touches every page of the activation-offload arena at start; if not, "
-                 "pages first written by GPU copies may land in HBM when Grace is full (SPEC.md §7)",
+                 "pages first written by GPU copies may land in HBM when Grace is full (README, Memory)",
                  [](auto& t) -> auto& { return t.offload_arena_prefault; })
         .boolean("checkpoint_replicated_qkv",
                  "the checkpoint state_dict hook gathers the full fused QKV weight on every rank "
-                 "and the checkpointer caches it (SPEC.md §7)",
+                 "and the checkpointer caches it (README, Memory)",
                  [](auto& t) -> auto& { return t.checkpoint_replicated_qkv; })
         .real("thp_leak_GiB", "GiB", 0, 1e6,
               "host memory per rank lost to an allocator backing arenas with transparent huge "
-              "pages (mimalloc without MIMALLOC_ALLOW_THP=0, SPEC.md §7); its size is not published",
+              "pages (mimalloc without MIMALLOC_ALLOW_THP=0; README, Memory); its size is not published",
               [](auto& t) -> auto& { return t.thp_leak_GiB; });
     return s;
   }();

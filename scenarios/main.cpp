@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
           "FINITE"));
   plan->add_option("--jobs", plan_args.jobs, "threads")->check(CLI::Range(1, 256));
   LadderArgs ladder_args;
-  auto* ladder = app.add_subcommand("ladder", "every rung of SPEC.md §6 beside its published figures");
+  auto* ladder = app.add_subcommand("ladder", "every rung of the published tuning ladder (scenarios/ladder/) beside its published figures");
   ladder->footer("Example: twin ladder --jobs 2 --json > ladder.json");
   ladder->add_option("--jobs", ladder_args.jobs, "threads")->check(CLI::Range(1, 256));
   ladder->add_flag("--json", ladder_args.json, "as JSON");

@@ -225,7 +225,7 @@ Chart ladder_chart(const Json& ladder) {
            {"tooltip", Json::array({field("rung", "nominal", "rung"), field("source", "nominal", ""),
                                     field("tokens", "quantitative", "tokens/s/GPU")})}};
   return {"The tuning ladder",
-          "Each rung of SPEC.md §6 as the twin predicts it (JUPITER profile, no per-rung factor) beside the "
+          "Each rung of the published tuning ladder (scenarios/ladder/) as the twin predicts it (JUPITER profile, no per-rung factor) beside the "
           "published figure where there is one.",
           spec(std::move(values), "bar", std::move(enc), 260)};
 }
