@@ -4,7 +4,7 @@
 // (reports/calibration/contention/, fits and residuals there).
 //
 // A kernel of family F runs B blocks (CTAs), at most o per SM, in thread-block clusters of c SMs.
-// With k SMs held, s = S − k are free (S SMs in all). Four mechanisms make its time T(k):
+// With k SMs held, s = S − k are free (S SMs in all). Five mechanisms make its time T(k), a sixth its fixed part:
 //
 //  1. Usable SMs. A cluster needs c free SMs inside one GPC (and a pair, one TPC); the SMs held
 //     strand free ones in GPCs and TPCs left with a remainder. u = s for c = 1; for c > 1, u_c(k)
