@@ -263,3 +263,26 @@ TEST_CASE("in a busy GPU's power state the model predicts the curves from each k
   CHECK(own_gain["gemm"]["held_out_worst"].get<double>() <= 0.20);
   CHECK(own_gain["gemm_fp8"]["held_out_worst"].get<double>() <= 0.15);
 }
+
+TEST_CASE("kept busy, attention slows as its clock alone says; grouped GEMMs hardly throttle") {
+  // File i (2026-12-01): cuDNN SDPA and torch._grouped_mm kept busy as in file h. Attention runs
+  // alone at 1,500–1,624 MHz (isolated 1,693–1,778) and its busy curves follow its own clock
+  // ratio; the grouped GEMMs stay at 1,674–1,796 MHz, so their own ratio changes little.
+  const auto file = (kRoot / "reports/calibration/contention/h200-2026-12-01-contention-i.json").string();
+  auto cases = calibrate::read_contention_cases({file});
+  REQUIRE(cases.size() == 10);
+  for (auto& c : cases)
+    for (auto& p : c.points) p.fitted = false;
+  const auto model = profile_model("h200");
+  const auto family_gain = calibrate::contention_residuals(cases, model);
+  calibrate::apply_case_clock_gains(cases, {file});
+  const auto own = calibrate::contention_residuals(cases, model);
+  auto median = [](const nlohmann::json& r, const char* g) { return r[g]["held_out_worst_median"].get<double>(); };
+  for (const char* g : {"attention", "attention_bwd", "grouped_gemm"})
+    MESSAGE(fmt::format("{} kept busy: worst median {:.1f}% with its own clock, {:.1f}% with the family's", g,
+                        100 * median(own, g), 100 * median(family_gain, g)));
+  CHECK(median(own, "attention") <= 0.10);
+  CHECK(median(family_gain, "attention") > median(own, "attention") + 0.05);
+  CHECK(median(own, "attention_bwd") <= 0.10);
+  CHECK(median(own, "grouped_gemm") <= 0.12);  // the busy rounds of late CTAs, as isolated (7.8%)
+}
