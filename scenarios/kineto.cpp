@@ -125,6 +125,10 @@ std::vector<Span> spans_of_plan(const Json& plan) {
   return out;
 }
 
+namespace {
+KinetoStep read_events(const std::string& file, const Json& doc, const std::string& step);
+}  // namespace
+
 KinetoStep read_kineto(const std::string& file, const std::string& step) {
   Json doc;
   try {
@@ -132,6 +136,15 @@ KinetoStep read_kineto(const std::string& file, const std::string& step) {
   } catch (const Json::parse_error& e) {
     throw InputError(file, "", fmt::format("not JSON: {}", e.what()));
   }
+  try {
+    return read_events(file, doc, step);
+  } catch (const Json::exception& e) {  // an event whose fields have other types than a trace's
+    throw InputError(file, "traceEvents", fmt::format("an event of unexpected shape: {}", e.what()));
+  }
+}
+
+namespace {
+KinetoStep read_events(const std::string& file, const Json& doc, const std::string& step) {
   const Json* events = doc.is_object() && doc.contains("traceEvents") ? &doc["traceEvents"] : nullptr;
   if (!events || !events->is_array())
     throw InputError(file, "traceEvents", "expected an array of events (a torch.profiler Chrome trace)");
@@ -149,8 +162,10 @@ KinetoStep read_kineto(const std::string& file, const std::string& step) {
   std::map<std::int64_t, double> launched_at;  // correlation id → the CUDA call's time (CPU)
   for (const auto& e : *events) {
     const auto cat = e.value("cat", "");
-    if ((cat == "cuda_runtime" || cat == "cuda_driver") && e.contains("args") && e["args"].contains("correlation"))
-      launched_at[e["args"]["correlation"].get<std::int64_t>()] = e.value("ts", 0.0);
+    if ((cat == "cuda_runtime" || cat == "cuda_driver") && e.contains("args") && e["args"].is_object() &&
+        e["args"].contains("correlation") && e["args"]["correlation"].is_number_integer() && e.contains("ts") &&
+        e["ts"].is_number())
+      launched_at[e["args"]["correlation"].get<std::int64_t>()] = e["ts"].get<double>();
   }
   for (std::size_t i = 0; i < events->size(); ++i) {
     const auto& e = (*events)[i];
@@ -170,7 +185,11 @@ KinetoStep read_kineto(const std::string& file, const std::string& step) {
     a.start_us = e["ts"].get<double>();
     a.dur_us = e["dur"].get<double>();
     if (args.contains("grid") && args["grid"].is_array())
-      for (const auto& g : args["grid"]) a.ctas = (a.ctas == 0 ? 1 : a.ctas) * g.get<int>();
+      for (const auto& g : args["grid"]) {
+        if (!g.is_number_integer() || g.get<std::int64_t>() < 1)
+          throw InputError(file, fmt::format("traceEvents[{}].args.grid", i), "expected positive whole numbers");
+        a.ctas = (a.ctas == 0 ? 1 : a.ctas) * g.get<int>();
+      }
     out.activities.push_back(std::move(a));
   }
   if (out.activities.empty())
@@ -183,5 +202,6 @@ KinetoStep read_kineto(const std::string& file, const std::string& step) {
   out.step = w ? w->name : "";
   return out;
 }
+}  // namespace
 
 }  // namespace twin::scenarios

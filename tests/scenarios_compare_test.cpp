@@ -93,6 +93,13 @@ TEST_SUITE("scenarios.compare") {
                          InputError);
     CHECK_THROWS_WITH_AS(read_kineto(write("d.json.gz", gz)), doctest::Contains("no GPU activity"), InputError);
     CHECK_THROWS_AS(read_kineto((dir / "missing.json").string()), InputError);
+    CHECK_THROWS_WITH_AS(read_kineto(write("e.json", "{\"traceEvents\": [{\"cat\": 3}]}")),
+                         doctest::Contains("unexpected shape"), InputError);
+    CHECK_THROWS_WITH_AS(read_kineto(write("f.json", "{\"traceEvents\": [{\"cat\": \"kernel\", \"ts\": 1, "
+                                                     "\"dur\": 2, \"args\": {\"grid\": [0, 1, 1]}}]}")),
+                         doctest::Contains("args.grid"), InputError);
+    CHECK_THROWS_WITH_AS(read_kineto(write("g.json", "{\"traceEvents\": [{\"cat\": \"kernel\", \"ts\": 1}]}")),
+                         doctest::Contains("ts and dur"), InputError);
     fs::remove_all(dir);
   }
 
