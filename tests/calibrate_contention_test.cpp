@@ -214,15 +214,36 @@ TEST_CASE("the blocks beside a holder are read from each file's holder and each 
   CHECK(beside("h200-2026-12-01-contention-c.json", "mul[") == 0);
 }
 
+namespace {
+// A measurement file's cases (those of at least min_alone_s alone), every point held out: what
+// the profile's model predicts of them.
+std::vector<calibrate::ContentionCase> all_held_out(const std::string& name, double min_alone_s = 0) {
+  auto cases = calibrate::read_contention_cases({(kRoot / "reports/calibration/contention" / name).string()});
+  std::erase_if(cases, [&](const auto& c) { return c.alone_s < min_alone_s; });
+  for (auto& c : cases)
+    for (auto& p : c.points) p.fitted = false;
+  return cases;
+}
+
+// The profile's residuals on a file of kernels kept busy: with each family's clock gain, then
+// with each case's own (its measured clocks).
+std::pair<nlohmann::json, nlohmann::json> busy_residuals(const std::string& name, double min_alone_s,
+                                                          std::size_t expect_cases) {
+  auto cases = all_held_out(name, min_alone_s);
+  REQUIRE(cases.size() == expect_cases);
+  const auto model = profile_model("h200");
+  auto family = calibrate::contention_residuals(cases, model);
+  calibrate::apply_case_clock_gains(cases, {(kRoot / "reports/calibration/contention" / name).string()});
+  return {std::move(family), calibrate::contention_residuals(cases, model)};
+}
+}  // namespace
+
 TEST_CASE("the fitted model predicts curves beside NCCL Simple-sized holders it was not fitted to") {
   // File g (2026-12-01): five elementwise kernels beside holders of 544 threads × 96 registers,
   // the NCCL CTA of the Simple protocol, where the fit saw 640-thread ones. Every point is
   // held out: a prediction of the profile's model, occupancy beside the holder included.
-  auto cases = calibrate::read_contention_cases(
-      {(kRoot / "reports/calibration/contention/h200-2026-12-01-contention-g.json").string()});
+  const auto cases = all_held_out("h200-2026-12-01-contention-g.json");
   REQUIRE(cases.size() == 13);
-  for (auto& c : cases)
-    for (auto& p : c.points) p.fitted = false;
   const auto res = calibrate::contention_residuals(cases, profile_model("h200"));
   for (const auto& item : res.items()) {
     const auto& r = item.value();
@@ -241,16 +262,7 @@ TEST_CASE("in a busy GPU's power state the model predicts the curves from each k
   // measured clocks), the profile's model predicts the busy curves; with the family's gain (the
   // isolated median) it overestimates them. Kernels under 0.3 ms are left out: 300 ms of them
   // back to back is bound by the host's launches, not a busy GPU.
-  const auto file = (kRoot / "reports/calibration/contention/h200-2026-12-01-contention-h.json").string();
-  auto cases = calibrate::read_contention_cases({file});
-  std::erase_if(cases, [](const auto& c) { return c.alone_s < 3e-4; });
-  REQUIRE(cases.size() == 11);
-  for (auto& c : cases)
-    for (auto& p : c.points) p.fitted = false;
-  const auto model = profile_model("h200");
-  const auto family_gain = calibrate::contention_residuals(cases, model);
-  calibrate::apply_case_clock_gains(cases, {file});
-  const auto own_gain = calibrate::contention_residuals(cases, model);
+  const auto [family_gain, own_gain] = busy_residuals("h200-2026-12-01-contention-h.json", 3e-4, 11);
   for (const std::string g : {"gemm", "gemm_fp8"}) {
     const double own = own_gain[g]["held_out_worst_median"], fam = family_gain[g]["held_out_worst_median"];
     MESSAGE(fmt::format("{} kept busy: worst median {:.1f}% with its own clock, {:.1f}% with the family's; "
@@ -268,15 +280,7 @@ TEST_CASE("kept busy, attention slows as its clock alone says; grouped GEMMs har
   // File i (2026-12-01): cuDNN SDPA and torch._grouped_mm kept busy as in file h. Attention runs
   // alone at 1,500–1,624 MHz (isolated 1,693–1,778) and its busy curves follow its own clock
   // ratio; the grouped GEMMs stay at 1,674–1,796 MHz, so their own ratio changes little.
-  const auto file = (kRoot / "reports/calibration/contention/h200-2026-12-01-contention-i.json").string();
-  auto cases = calibrate::read_contention_cases({file});
-  REQUIRE(cases.size() == 10);
-  for (auto& c : cases)
-    for (auto& p : c.points) p.fitted = false;
-  const auto model = profile_model("h200");
-  const auto family_gain = calibrate::contention_residuals(cases, model);
-  calibrate::apply_case_clock_gains(cases, {file});
-  const auto own = calibrate::contention_residuals(cases, model);
+  const auto [family_gain, own] = busy_residuals("h200-2026-12-01-contention-i.json", 0, 10);
   auto median = [](const nlohmann::json& r, const char* g) { return r[g]["held_out_worst_median"].get<double>(); };
   for (const char* g : {"attention", "attention_bwd", "grouped_gemm"})
     MESSAGE(fmt::format("{} kept busy: worst median {:.1f}% with its own clock, {:.1f}% with the family's", g,
