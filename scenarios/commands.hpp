@@ -80,6 +80,16 @@ struct CompareArgs {
 Json compare_json(const CommonArgs& args, const CompareArgs& cmp);
 int cmd_compare(const CommonArgs& args, const CompareArgs& cmp, std::ostream& out);
 
+// `twin replay --kineto TRACE SCENARIO`: the trace's step re-simulated by the engine on the
+// scenario's machine, or on the machine --to describes (cmd_replay.cpp, trace_replay.hpp).
+struct ReplayArgs {
+  std::string kineto;           // the trace (.json or .json.gz)
+  std::string step;             // its ProfilerStep#N; "" = the last
+  std::vector<std::string> to;  // "KEY=VALUE" overrides of the machine to re-simulate on
+};
+Json replay_json(const CommonArgs& args, const ReplayArgs& rp);
+int cmd_replay(const CommonArgs& args, const ReplayArgs& rp, std::ostream& out);
+
 struct MergeArgs {
   std::vector<std::string> parts;  // `twin sweep --shard I/N --out PART` files, one per shard
   std::string out;                 // FILE.csv or FILE.json; stdout (CSV) when empty

@@ -174,11 +174,11 @@ KinetoStep read_events(const std::string& file, const Json& doc, const std::stri
     if (!e.contains("ts") || !e.contains("dur") || !e["ts"].is_number() || !e["dur"].is_number())
       throw InputError(file, fmt::format("traceEvents[{}]", i), "expected a GPU event with numbers ts and dur");
     const Json args = e.value("args", Json::object());
-    if (w) {
-      const auto it = launched_at.find(args.value("correlation", std::int64_t{-1}));
-      if (it == launched_at.end() || it->second < w->begin || it->second > w->end) continue;
-    }
+    const auto launch = launched_at.find(args.value("correlation", std::int64_t{-1}));
+    if (w && (launch == launched_at.end() || launch->second < w->begin || launch->second > w->end)) continue;
     TraceActivity a;
+    if (launch != launched_at.end()) a.launch_us = launch->second;
+    if (args.contains("bytes") && args["bytes"].is_number()) a.bytes = args["bytes"].get<double>();
     a.name = e.value("name", "");
     a.category = activity_category(cat, a.name, a.collective);
     a.stream = args.value("stream", e.value("tid", std::int64_t{0}));
@@ -198,7 +198,7 @@ KinetoStep read_events(const std::string& file, const Json& doc, const std::stri
   std::stable_sort(out.activities.begin(), out.activities.end(),
                    [](const auto& a, const auto& b) { return a.start_us < b.start_us; });
   const double t0 = out.activities.front().start_us;
-  for (auto& a : out.activities) a.start_us -= t0;
+  for (auto& a : out.activities) a.start_us -= t0, a.launch_us -= t0;
   out.step = w ? w->name : "";
   return out;
 }

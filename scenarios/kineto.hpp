@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,6 +24,9 @@ struct TraceActivity {
   std::int64_t stream = 0;
   double start_us = 0, dur_us = 0;  // start relative to the step's first GPU activity
   int ctas = 0;                     // a kernel's grid (blocks); a collective holds one SM each
+  // When the host's CUDA call that launched it began, on the same clock (NaN: not in the trace).
+  double launch_us = std::numeric_limits<double>::quiet_NaN();
+  double bytes = 0;  // a memcpy's or memset's bytes (the trace's args.bytes)
 };
 
 struct KinetoStep {

@@ -154,6 +154,18 @@ int main(int argc, char** argv) {
   compare->add_option("--rank", compare_args.rank, "the scenario's rank the trace is of")->capture_default_str();
   compare->footer("Example: twin compare --kineto tests/data/traces/micro-step-max-ctas-16.trace.json.gz "
                   "scenarios/micro-step.json");
+  ReplayArgs replay_args;
+  auto* replay = app.add_subcommand(
+      "replay", "a real step (PyTorch profiler trace) re-simulated, as recorded or on another machine");
+  add_common(replay, common, kJson);
+  replay->add_option("--kineto", replay_args.kineto, "the trace torch.profiler exported (.json or .json.gz)")
+      ->required();
+  replay->add_option("--step", replay_args.step, "its ProfilerStep#N to read (default: the last)");
+  replay->add_option("--to", replay_args.to, "KEY=VALUE: the machine to re-simulate on differs from the "
+                     "scenario's so (e.g. hardware.profile=jupiter-gh200, nccl.max_ctas=16; repeatable)");
+  replay->footer("Example: twin replay --kineto tests/data/traces/moe-step.trace.json.gz scenarios/micro-step.json "
+                 "--to nccl.max_ctas=8\nWhat a trace cannot tell and how it is filled in: README.md, "
+                 "\"Re-simulating a real step\".");
   CollectiveArgs coll_args;
   auto* collective = app.add_subcommand(
       "collective", "one NCCL collective alone on the scenario's machine, per size, in nccl-tests' columns");
@@ -250,6 +262,7 @@ int main(int argc, char** argv) {
     if (*merge) return cmd_merge(merge_args, std::cout);
     if (*compare) return cmd_compare(common, compare_args, std::cout);
     if (*collective) return cmd_collective(common, coll_args, std::cout);
+    if (*replay) return cmd_replay(common, replay_args, std::cout);
     if (*tune) return cmd_tune(common, tune_args, std::cout);
     if (*resolve) return cmd_resolve(common, std::cout);
     if (*report) return cmd_report(common, report_args, std::cout);
