@@ -11,6 +11,7 @@
 
 #include "calibrate/benches.hpp"
 #include "calibrate/harness.hpp"
+#include "calibrate/nccl_tests_io.hpp"
 
 #ifdef TWIN_HAVE_NCCL
 #include <nccl.h>
@@ -19,6 +20,12 @@
 using namespace twin::calibrate;
 
 namespace {
+
+std::string command_line(int argc, char** argv) {
+  std::string cmd;
+  for (int i = 0; i < argc; ++i) cmd += (i ? " " : "") + std::string(argv[i]);
+  return cmd;
+}
 
 Json provenance(int argc, char** argv, const std::string& commit) {
   cudaDeviceProp prop{};
@@ -29,8 +36,7 @@ Json provenance(int argc, char** argv, const std::string& commit) {
   cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0);
   cudaDeviceGetAttribute(&mem_clock_khz, cudaDevAttrMemoryClockRate, 0);
   cudaGetDeviceCount(&devices);
-  std::string cmd;
-  for (int i = 0; i < argc; ++i) cmd += (i ? " " : "") + std::string(argv[i]);
+  const std::string cmd = command_line(argc, argv);
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
   char date[64];
@@ -45,6 +51,63 @@ Json provenance(int argc, char** argv, const std::string& commit) {
           {"sm_clock_max_MHz", clock_khz / 1000}, {"mem_clock_max_MHz", mem_clock_khz / 1000},
           {"cuda_driver", driver}, {"cuda_runtime", runtime}, {"nccl", nccl}, {"host", host},
           {"date", date}, {"command", cmd}, {"commit", commit}};
+}
+
+// Writes `text` to `path` whole or not at all (a temporary file renamed over it).
+bool write_file(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp);
+    f << text;
+    if (!f) {
+      std::fprintf(stderr, "twin-calibrate: cannot write %s\n", tmp.c_str());
+      return false;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::fprintf(stderr, "twin-calibrate: cannot write %s\n", path.c_str());
+    return false;
+  }
+  return true;
+}
+
+// A profile's collective measurements as nccl-tests logs in `dir`, one per collective and CTA setting.
+bool write_nccl_tests_logs(const Json& nccl, const std::string& device, const std::string& dir) {
+  for (const auto& [file, text] : nccl_tests_logs(nccl, device)) {
+    if (!write_file(dir + "/" + file, text)) return false;
+    std::printf("wrote %s/%s\n", dir.c_str(), file.c_str());
+  }
+  return true;
+}
+
+// --import-nccl-tests and --nccl-tests-from: no GPU needed. Returns the exit code.
+int nccl_tests_only(int argc, char** argv, const std::vector<std::string>& logs, int max_ctas, const std::string& from,
+                    const std::string& dir, const std::string& out, const std::string& name, const std::string& base) {
+  try {
+    if (!from.empty()) {
+      std::ifstream in(from);
+      if (!in) throw std::runtime_error(from + ": cannot open");
+      const Json p = Json::parse(in);
+      const Json* nccl = p.contains("measurements") && p["measurements"].contains("nccl") ? &p["measurements"]["nccl"] : nullptr;
+      if (!nccl || !nccl->contains("results")) throw std::runtime_error(from + ": measurements.nccl.results: expected "
+                                                                        "twin-calibrate's collective measurements");
+      return write_nccl_tests_logs(*nccl, p.value("provenance", Json::object()).value("gpu", "GPU"), dir) ? 0 : 1;
+    }
+    Json m = import_nccl_tests(logs, max_ctas);
+    const Json profile{{"name", name}, {"base", base},
+                       {"description", "Collective tables imported from nccl-tests logs by twin-calibrate; values not "
+                                       "measured come from the base profile"},
+                       {"provenance", {{"command", command_line(argc, argv)}}},
+                       {"measurements", {{"nccl", std::move(m)}}}};
+    if (!write_file(out, profile.dump(2) + "\n")) return 1;
+    std::printf("imported %zu results of %d ranks from %zu logs; wrote %s\n",
+                profile["measurements"]["nccl"]["results"].size(), profile["measurements"]["nccl"]["gpus"].get<int>(),
+                logs.size(), out.c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "twin-calibrate: error: %s\n", e.what());
+    return 2;
+  }
 }
 
 }  // namespace
@@ -78,7 +141,23 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   bool quiet = false;
   app.add_flag("--quiet", quiet, "no progress lines on stderr");
+  std::vector<std::string> import_logs;
+  std::string tests_dir, tests_from;
+  int max_ctas = 0;
+  app.add_option("--import-nccl-tests", import_logs, "real nccl-tests logs (all_gather_perf, reduce_scatter_perf, "
+                 "all_reduce_perf, alltoall_perf output) to turn into the profile's collective tables (no GPU needed)");
+  app.add_option("--max-ctas", max_ctas, "the NCCL_MAX_CTAS the imported logs ran with (0: NCCL's default)")
+      ->capture_default_str();
+  app.add_option("--nccl-tests-dir", tests_dir, "also write the collective results as nccl-tests logs in this folder");
+  app.add_option("--nccl-tests-from", tests_from, "a measured profile whose collective results to write as nccl-tests "
+                 "logs in --nccl-tests-dir (no GPU needed)");
   CLI11_PARSE(app, argc, argv);
+  if (!tests_from.empty() && tests_dir.empty()) {
+    std::fprintf(stderr, "twin-calibrate: --nccl-tests-from needs --nccl-tests-dir\n");
+    return 2;
+  }
+  if (!import_logs.empty() || !tests_from.empty())
+    return nccl_tests_only(argc, argv, import_logs, max_ctas, tests_from, tests_dir, out, name, base);
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::fprintf(stderr, "twin-calibrate: no CUDA GPU visible: nothing measured\n");
@@ -117,16 +196,10 @@ int main(int argc, char** argv) {
   Json ordered{{"name", profile["name"]}, {"base", profile["base"]}, {"description", profile["description"]}};
   for (const auto& [k, v] : profile.items())
     if (!ordered.contains(k)) ordered[k] = v;
-  const std::string tmp = out + ".tmp";
-  {
-    std::ofstream f(tmp);
-    f << ordered.dump(2) << "\n";
-    if (!f) {
-      std::fprintf(stderr, "twin-calibrate: cannot write %s\n", tmp.c_str());
-      return 1;
-    }
-  }
-  std::rename(tmp.c_str(), out.c_str());
+  if (!write_file(out, ordered.dump(2) + "\n")) return 1;
   std::printf("wrote %s\n", out.c_str());
+  if (!tests_dir.empty() && m.contains("nccl") && m["nccl"].contains("results") &&
+      !write_nccl_tests_logs(m["nccl"], ordered["provenance"]["gpu"].get<std::string>(), tests_dir))
+    return 1;
   return 0;
 }

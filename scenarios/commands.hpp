@@ -128,6 +128,7 @@ struct CollectiveArgs {
   int ranks = 4;
   std::vector<double> bytes;        // nccl-tests' size: the full buffer
   int ctas = 16;                    // NCCL's own channel count (capped by nccl.max_ctas)
+  std::vector<std::string> nccl_tests;  // real nccl-tests logs: their rows beside the twin's (kind, ranks, bytes ignored)
 };
 Json collective_json(const CommonArgs& args, const CollectiveArgs& a);
 // all_gather | reduce_scatter | all_reduce | all_to_all → its kind; InputError naming `option`.

@@ -173,12 +173,16 @@ int main(int argc, char** argv) {
   collective->add_option("--kind", coll_args.kind, "all_gather | reduce_scatter | all_reduce | all_to_all")
       ->capture_default_str();
   collective->add_option("--ranks", coll_args.ranks, "GPUs, placed as the scenario places nodes")->capture_default_str();
-  collective->add_option("--bytes", coll_args.bytes, "sizes as nccl-tests counts them (the full buffer), e.g. 1e6,1e9")
-      ->delimiter(',')
-      ->required();
+  auto* bytes = collective->add_option("--bytes", coll_args.bytes, "sizes as nccl-tests counts them (the full buffer), "
+                                       "e.g. 1e6,1e9")->delimiter(',');
   collective->add_option("--ctas", coll_args.ctas, "NCCL's own channel count (nccl.max_ctas caps it)")
       ->capture_default_str();
-  collective->footer("Example: twin collective scenarios/europa.json --kind all_gather --ranks 8 --bytes 1e6,1e8,4e9");
+  collective->add_option("--nccl-tests", coll_args.nccl_tests, "real nccl-tests logs: print the twin beside each "
+                         "of their rows (their collective, ranks and sizes; NCCL_MAX_CTAS from NCCL's INFO lines)")
+      ->excludes(bytes);
+  collective->footer("Examples: twin collective scenarios/europa.json --kind all_gather --ranks 8 --bytes 1e6,1e8,4e9\n"
+                     "  twin collective scenarios/europa.json --set hardware.profile=h200-measured --ctas 24 "
+                     "--nccl-tests reports/calibration/nccl-tests/all_gather_perf.txt");
   auto* resolve = app.add_subcommand("resolve", "print the fully resolved scenario as JSON");
   add_common(resolve, common, 0);
   KernelArgs kernel_args;
