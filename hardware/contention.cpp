@@ -176,11 +176,26 @@ double static_time(const ContentionModel& m, const KernelShape& k, int u) {
   return t;
 }
 
+// n tiles taken from a shared counter by u CTAs: whole waves of u, the last r on r SMs at their clock.
+double waves_time(const ContentionModel& m, const KernelShape& k, double n, int u) {
+  const double waves = std::floor(n / u), rest = n - waves * u;
+  return waves * u / m.throughput(k, u) + (rest > 0 ? rest / m.throughput(k, static_cast<int>(rest)) : 0);
+}
+
 // Dynamic tiles: whole waves of u tiles, the last r on r SMs at their clock.
 double dynamic_time(const ContentionModel& m, const KernelShape& k, int u) {
   if (k.tiles <= 0) return 1.0 / m.throughput(k, u);
-  const double waves = std::floor(k.tiles / u), rest = k.tiles - waves * u;
-  return waves * u / m.throughput(k, u) + (rest > 0 ? rest / m.throughput(k, rest) : 0);
+  return waves_time(m, k, k.tiles, u);
+}
+
+// First tile static, the rest dynamic: CTA j starts with tile j and then takes tiles from a
+// shared counter. The L = G − u CTAs without an SM keep their first tile until the running ones
+// have drained the counter (their clusters need whole TPCs, which free only then), then run it.
+double first_static_time(const ContentionModel& m, const KernelShape& k, int u) {
+  if (k.tiles <= 0) return 1.0 / m.throughput(k, u);
+  const double ctas = std::min<double>(m.sm_count, std::max<double>(1, std::round(k.blocks)));
+  const double late = std::max(0.0, std::min<double>(ctas, k.tiles) - u);
+  return waves_time(m, k, k.tiles - late, u) + (late > 0 ? waves_time(m, k, late, u) : 0);
 }
 
 double time_at(const ContentionModel& m, const KernelShape& k, int held, int lending) {
@@ -190,6 +205,7 @@ double time_at(const ContentionModel& m, const KernelShape& k, int held, int len
     case Schedule::grid: return grid_time(m, k, u, lending);
     case Schedule::persistent_static: return static_time(m, k, u);
     case Schedule::persistent_dynamic: return dynamic_time(m, k, u);
+    case Schedule::persistent_first_static: return first_static_time(m, k, u);
   }
   return 1.0;
 }

@@ -48,8 +48,15 @@
 //     when one frees; all running CTAs progress at the clock of the SMs then busy, Θ(a)/a per
 //     CTA (with one list per CTA, N = G: rounds of u CTAs, T = Σ_rounds a_j/Θ(a_j));
 //     persistent dynamic: N tiles from a shared counter, in waves of u, the last partial wave of
-//     r tiles on r SMs at their clock: T = ⌊N/u⌋·u/Θ(u) + r/Θ(r); with N unknown (0), a fluid
-//     drain: T = 1/Θ(u).
+//     r tiles on r SMs at their clock: T = W(N, u) = ⌊N/u⌋·u/Θ(u) + r/Θ(r); with N unknown (0), a
+//     fluid drain: T = 1/Θ(u);
+//     persistent first-static (cuBLAS's nvjet GEMMs of 4 tiles per CTA and more): CTA j starts
+//     with tile j, then takes tiles from the counter; the L = G − u CTAs without an SM keep their
+//     first tile until the running ones have drained the counter (their clusters need whole
+//     TPCs, which free only then): T = W(N − L, u) + W(L, u). Measured: holding 2–16 SMs slows
+//     cuBLAS by about one tile per CTA — ×1.12–1.35 at 5.8 tiles per CTA (o_proj at 4,096
+//     rows), ×1.04–1.19 at 21, ×1.02–1.05 at 184 — where a dynamic counter alone predicts
+//     ×1.00–1.05; the held-out median error of o_proj at 4,096 rows falls from 27% to 16%.
 //  5. Sharing a held SM. A holder (an NCCL CTA: 544–640 threads × 96 registers, ~80 KiB shared
 //     memory) leaves part of its SM's registers, threads and shared memory; a small grid block
 //     fits beside it. h = blocks of the kernel resident on an SM beside one holder, by the SM's
@@ -108,7 +115,7 @@ std::string_view family_name(Family f);
 // The family of a name, or Family::count if none.
 Family family_of(std::string_view name);
 
-enum class Schedule : std::uint8_t { grid, persistent_static, persistent_dynamic };
+enum class Schedule : std::uint8_t { grid, persistent_static, persistent_dynamic, persistent_first_static };
 
 // What one block (CTA) takes of an SM, for occupancy (mechanism 5). threads = 0: unknown.
 struct BlockResources {

@@ -14,7 +14,8 @@ constexpr std::pair<int, int> kNvjetTiles[] = {{64, 64},   {96, 64},   {96, 128}
                                                {256, 160}, {192, 192}, {320, 128}};
 // The most CTAs in clusters of 8 the H200 runs at once (the measured grids of 8-SM clusters).
 constexpr double kCluster8Ctas = 112;
-// With fewer tiles per CTA the measured curves follow static tile lists, with more dynamic ones.
+// With fewer tiles per CTA the measured curves follow static tile lists, with more a first tile
+// per CTA fixed at launch and the rest from a shared counter (contention.hpp, mechanism 4).
 constexpr double kStaticBelowTilesPerCta = 4;
 constexpr double kElementsPerBlock = 1024, kBytesPerElement = 2 * 3;  // bf16, two in, one out
 constexpr double kIndexAddThreads = 128;
@@ -25,7 +26,7 @@ double tiles_of(double m, double n, double batch, int tile_m, int tile_n) {
 
 KernelShape persistent_shape(Family f, double tiles, double ctas, int cluster) {
   const bool few = tiles < kStaticBelowTilesPerCta * ctas;
-  return {f, few ? Schedule::persistent_static : Schedule::persistent_dynamic, 1, static_cast<float>(ctas),
+  return {f, few ? Schedule::persistent_static : Schedule::persistent_first_static, 1, static_cast<float>(ctas),
           static_cast<float>(tiles), static_cast<std::uint8_t>(cluster)};
 }
 }  // namespace

@@ -24,7 +24,8 @@ struct GemmLaunch {
 // tile up to one wave, one per SM beyond.
 GemmLaunch gemm_launch(int sms, double m, double n, double batch = 1);
 // The contention shape of a cuBLAS bf16 GEMM: static tile lists below 4 tiles per CTA (late CTAs
-// wait: measured ×1.4–1.9 from 4 SMs held), dynamic waves above (slowing with the SMs held).
+// wait: measured ×1.4–1.9 from 4 SMs held), above a first tile fixed per CTA and the rest dynamic
+// (late CTAs cost one more round of tiles: measured ×1.12–1.35 at 5.8 tiles per CTA, ×1.02–1.05 at 184).
 KernelShape gemm_shape(int sms, double m, double n, double batch = 1);
 // cuBLASLt FP8 GEMM with row-wise scales (`torch._scaled_mm`): nvjet's 128×128 tiles on one CTA
 // per SM without clusters at every measured shape.

@@ -116,7 +116,13 @@ TEST_SUITE("scenarios.compare") {
     // = 16 caps the expert gathers and all-to-alls; the dense ones take 8), and a whole step that
     // the micro-step's validation already holds within 10% (scenarios_calibration_test).
     CHECK(twin["categories"]["collective"]["launches"] == real["categories"]["collective"]["launches"]);
-    CHECK(twin["sms_held_by_collectives"]["max"] == real["sms_held_by_collectives"]["max"]);
+    // How many overlap at once is timing (a 16-CTA collective starting a little earlier or later
+    // lifts the maximum by 16); held on average while any runs is the plan's.
+    const auto& th = twin["sms_held_by_collectives"];
+    const auto& rh = real["sms_held_by_collectives"];
+    CHECK(th["mean_while_collective"].get<double>() ==
+          doctest::Approx(rh["mean_while_collective"].get<double>()).epsilon(0.05));
+    CHECK(std::abs(th["max"].get<int>() - rh["max"].get<int>()) <= 16);
     const double step_err = twin["step_s"].get<double>() / real["step_s"].get<double>() - 1;
     CHECK(std::abs(step_err) < 0.10);
     for (const char* cat : {"other_gemm", "elementwise", "copy_d2h"}) {
