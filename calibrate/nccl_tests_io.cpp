@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 
 #include "hardware/nccl_tests.hpp"
@@ -59,13 +57,9 @@ Json import_nccl_tests(const std::vector<std::string>& files, int max_ctas) {
   Json results = Json::array(), sources = Json::array();
   int gpus = 0;
   for (const auto& f : files) {
-    std::ifstream in(f);
-    if (!in) throw std::runtime_error(f + ": cannot open");
-    std::stringstream ss;
-    ss << in.rdbuf();
     std::vector<hardware::NcclTestsRun> runs;
     try {
-      runs = hardware::parse_nccl_tests(ss.str());
+      runs = hardware::read_nccl_tests(f);
     } catch (const std::invalid_argument& e) {
       throw std::runtime_error(f + ": " + e.what());
     }

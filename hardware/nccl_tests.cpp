@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <stdexcept>
@@ -168,6 +169,14 @@ std::vector<NcclTestsRun> parse_nccl_tests(const std::string& text) {
     if (r.ranks < 2) throw std::invalid_argument(fmt::format("{}: fewer than two \"#  Rank\" lines", nccl_tests_program(r.kind)));
   if (runs.empty()) throw std::invalid_argument("no \"# Collective test starting:\" line: not nccl-tests output");
   return runs;
+}
+
+std::vector<NcclTestsRun> read_nccl_tests(const std::string& file) {
+  std::ifstream in(file);
+  if (!in) throw std::invalid_argument("cannot open the nccl-tests log");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_nccl_tests(text.str());
 }
 
 }  // namespace twin::hardware

@@ -46,5 +46,8 @@ std::string format_nccl_tests(const NcclTestsRun& run, const std::string& note);
 // "NCCL_MAX_CTAS set by environment to N" (NCCL_DEBUG=INFO) gives the test's max_ctas. Throws
 // std::invalid_argument naming the line on what is not a supported nccl-tests table.
 std::vector<NcclTestsRun> parse_nccl_tests(const std::string& text);
+// parse_nccl_tests of a file's text; std::invalid_argument also when it cannot be read (the
+// message does not name the file: the caller does).
+std::vector<NcclTestsRun> read_nccl_tests(const std::string& file);
 
 }  // namespace twin::hardware

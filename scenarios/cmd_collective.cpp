@@ -7,9 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
-#include <fstream>
 #include <ostream>
-#include <sstream>
 
 #include "hardware/cluster.hpp"
 #include "hardware/collective.hpp"
@@ -51,13 +49,9 @@ double collective_s(const Scenario& s, hardware::CollKind kind, int ranks, int c
 Json against_logs(const Scenario& s, const CollectiveArgs& a) {
   Json rows = Json::array();
   for (const auto& file : a.nccl_tests) {
-    std::ifstream in(file);
-    if (!in) throw InputError(file, "", "cannot open the nccl-tests log");
-    std::stringstream text;
-    text << in.rdbuf();
     std::vector<hardware::NcclTestsRun> runs;
     try {
-      runs = hardware::parse_nccl_tests(text.str());
+      runs = hardware::read_nccl_tests(file);
     } catch (const std::invalid_argument& e) {
       throw InputError(file, "", e.what());
     }

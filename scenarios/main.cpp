@@ -44,6 +44,12 @@ void add_common(CLI::App* sub, twin::scenarios::CommonArgs& a, unsigned takes) {
   if (takes & kQuiet) sub->add_flag("--quiet", a.quiet, "no progress lines on stderr");
 }
 
+// A real step to read: the trace and its step (`twin compare`, `twin replay`).
+void add_trace_options(CLI::App* sub, std::string& trace, std::string& step) {
+  sub->add_option("--kineto", trace, "the trace torch.profiler exported (.json or .json.gz)")->required();
+  sub->add_option("--step", step, "its ProfilerStep#N to read (default: the last)");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -148,9 +154,7 @@ int main(int argc, char** argv) {
   auto* compare = app.add_subcommand(
       "compare", "a real step (PyTorch profiler trace) beside the twin's prediction of the same rank");
   add_common(compare, common, kJson | kLimits);
-  compare->add_option("--kineto", compare_args.kineto, "the trace torch.profiler exported (.json or .json.gz)")
-      ->required();
-  compare->add_option("--step", compare_args.step, "its ProfilerStep#N to read (default: the last)");
+  add_trace_options(compare, compare_args.kineto, compare_args.step);
   compare->add_option("--rank", compare_args.rank, "the scenario's rank the trace is of")->capture_default_str();
   compare->footer("Example: twin compare --kineto tests/data/traces/micro-step-max-ctas-16.trace.json.gz "
                   "scenarios/micro-step.json");
@@ -158,11 +162,11 @@ int main(int argc, char** argv) {
   auto* replay = app.add_subcommand(
       "replay", "a real step (PyTorch profiler trace) re-simulated, as recorded or on another machine");
   add_common(replay, common, kJson);
-  replay->add_option("--kineto", replay_args.kineto, "the trace torch.profiler exported (.json or .json.gz)")
-      ->required();
-  replay->add_option("--step", replay_args.step, "its ProfilerStep#N to read (default: the last)");
+  add_trace_options(replay, replay_args.kineto, replay_args.step);
   replay->add_option("--to", replay_args.to, "KEY=VALUE: the machine to re-simulate on differs from the "
-                     "scenario's so (e.g. hardware.profile=jupiter-gh200, nccl.max_ctas=16; repeatable)");
+                     "scenario's so (e.g. hardware.profile=jupiter-gh200, nccl.max_ctas=16; repeatable)")
+      ->take_all()
+      ->allow_extra_args(false);
   replay->footer("Example: twin replay --kineto tests/data/traces/moe-step.trace.json.gz scenarios/micro-step.json "
                  "--to nccl.max_ctas=8\nWhat a trace cannot tell and how it is filled in: README.md, "
                  "\"Re-simulating a real step\".");

@@ -56,6 +56,6 @@ TEST_SUITE("calibrate.nccl_tests") {
       CHECK(r["busbw_GBps"].get<double>() == doctest::Approx((*it->second)["busbw_GBps"].get<double>()).epsilon(2e-3));
     }
     CHECK_THROWS_WITH_AS(calibrate::import_nccl_tests({(kLogs / "missing.txt").string()}, 0),
-                         doctest::Contains("missing.txt: cannot open"), std::runtime_error);
+                         doctest::Contains("missing.txt: cannot open the nccl-tests log"), std::runtime_error);
   }
 }
