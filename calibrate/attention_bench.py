@@ -44,6 +44,27 @@ def causal_pairs(n: int, window: int) -> float:
     return window * (window + 1) / 2 + (n - window) * window
 
 
+FLEX_BLOCK = 128  # FlexAttention's default sparse block (torch.nn.attention.flex_attention)
+
+
+def mask_blocks(docs: list[int], window: int, block: int = FLEX_BLOCK) -> int:
+    """(query block, key block) pairs of a packed sequence that hold at least one pair a causal
+    document mask (and window) allows: query block i reaches back to the block of the first
+    key its first query may see (model/data.cpp, the same count)."""
+    starts, at = [], 0
+    for d in docs:
+        starts.append(at)
+        at += d
+    total, doc = 0, 0
+    for i in range((at + block - 1) // block):
+        q = i * block
+        while doc + 1 < len(starts) and starts[doc + 1] <= q:
+            doc += 1
+        lo = starts[doc] if window <= 0 else max(starts[doc], q - window + 1)
+        total += i - lo // block + 1
+    return total
+
+
 def lognormal_docs(tokens: int, median: float, sigma: float, seed: int) -> list[int]:
     rng = random.Random(seed)
     docs, left = [], tokens
@@ -203,6 +224,34 @@ def fit(rows: list[dict], backend: str, peak: float, docs_of: dict) -> dict:
     return out
 
 
+def fit_blocks(rows: list[dict], backend: str, peak: float, docs_of: Callable[[dict], list[int]]) -> dict:
+    """Per pass, a block-sparse kernel (FlexAttention): time = blocks·F_b / (peak·f_b) +
+    query blocks·heads·t_q, F_b the FLOPs of a full 128×128 block of every head, t_q a query
+    block's fixed cost per head; linear least squares of the relative error in (1/f_b, t_q)."""
+    out = {}
+    block_flops = 2 * Shapes.q_heads * (Shapes.qk_dim + Shapes.v_dim) * FLEX_BLOCK * FLEX_BLOCK
+    for key, mult in (("fwd", 1.0), ("bwd", 2.5)):
+        A = []
+        for r in rows:
+            if r["backend"] != backend:
+                continue
+            t = r[f"{key}_ms"] * 1e-3
+            docs = docs_of(r)
+            qblock_heads = -(-sum(docs) // FLEX_BLOCK) * Shapes.q_heads
+            A.append((mask_blocks(docs, r["window"]) * block_flops * mult / peak / t, qblock_heads / t))
+        if len(A) < 2:
+            continue
+        s11 = sum(a * a for a, _ in A); s12 = sum(a * b for a, b in A); s22 = sum(b * b for _, b in A)
+        r1 = sum(a for a, _ in A); r2 = sum(b for _, b in A)
+        det = s11 * s22 - s12 * s12
+        a = (r1 * s22 - r2 * s12) / det
+        b = (s11 * r2 - s12 * r1) / det
+        errs = [a * x + b * y - 1 for x, y in A]
+        out[key] = dict(block_fraction=1 / a, qblock_us=b * 1e6, points=len(A),
+                        worst_relative_error=max(abs(e) for e in errs))
+    return out
+
+
 def write_profile(path: str, backend: str, fits: dict, source_note: str) -> None:
     values = {}
     for key in ("fwd", "bwd"):
@@ -213,6 +262,13 @@ def write_profile(path: str, backend: str, fits: dict, source_note: str) -> None
                    f"layouts (worst error {100 * fr['worst_relative_error']:.0f}%)")
             values[f"attention_{key}_fraction"] = (fr["fraction"], src)
             values[f"attention_{key}_half_tokens"] = (fr["half_tokens"], src)
+        if key in fits.get("blocks", {}):
+            fb = fits["blocks"][key]
+            src = (f"[meas] {source_note}: {backend} attention {key} as a block-sparse kernel, least squares "
+                   f"of t = mask blocks (128x128) x block FLOPs / (peak f_b) + query blocks x heads x t_q over "
+                   f"{fb['points']} layouts (worst error {100 * fb['worst_relative_error']:.0f}%)")
+            values[f"attention_{key}_block_fraction"] = (fb["block_fraction"], src)
+            values[f"attention_{key}_qblock_us"] = (fb["qblock_us"], src)
     update_efficiency(path, values)
 
 
@@ -244,6 +300,8 @@ def main() -> int:
                     command=" ".join(sys.argv))
     docs_of = lambda r: layouts(r["tokens"], a.seed)[r["layout"]]
     fits = {b: fit(rows, b, a.peak_TFLOPs * 1e12, docs_of) for b in sorted({r["backend"] for r in rows})}
+    if "flex" in fits:  # FlexAttention runs a block mask: its cost by the blocks it visits
+        fits["flex"]["blocks"] = fit_blocks(rows, "flex", a.peak_TFLOPs * 1e12, docs_of)
     with open(a.out, "w") as f:
         json.dump(dict(provenance=prov, peak_TFLOPs=a.peak_TFLOPs, rows=rows, fits=fits,
                        errors=errors), f, indent=2)

@@ -33,6 +33,14 @@ double KernelCost::attention_s(double flops, bool backward) const {
   return overhead_s() + flops / (p_.gpu.bf16_dense_TFLOPs * 1e12 * f);
 }
 
+double KernelCost::block_attention_s(double block_flops, double qblock_heads, bool backward) const {
+  if (block_flops <= 0) return 0;
+  const auto& e = p_.efficiency;
+  const double f = backward ? e.attention_bwd_block_fraction : e.attention_fwd_block_fraction;
+  const double tq = (backward ? e.attention_bwd_qblock_us : e.attention_fwd_qblock_us) * 1e-6;
+  return overhead_s() + block_flops / (p_.gpu.bf16_dense_TFLOPs * 1e12 * f) + qblock_heads * tq;
+}
+
 double KernelCost::elementwise_s(double bytes, Family f) const {
   if (bytes <= 0) return 0;
   return overhead_s() + bytes / (p_.gpu.hbm_bw_GBps * 1e9 * p_.contention.of(f).hbm_fraction);

@@ -8,7 +8,8 @@
 //              average when their rows differ; each tile costs k½ K-steps beyond its k
 //              (torch._grouped_mm measured on our H200: reports/calibration/grouped-gemm/);
 //   attention  t = overhead + FLOPs_w / (peak·f_attn)          (forward and backward differ),
-//              FLOPs_w counting each document's pairs × (L + L½)/L (model/workload.hpp);
+//              FLOPs_w counting each document's pairs × (L + L½)/L (model/workload.hpp); or, for
+//              a block-sparse kernel (FlexAttention), by the mask blocks it visits (below);
 //   elementwise t = overhead + bytes / (HBM·f_F), f_F the fraction of a device copy's bandwidth
 //              that kernel family F reaches alone (measured per family: profile `contention`);
 //   CPU        matmul FLOPs / (host fp32·f_cpu_gemm), streaming bytes / (host bw·f_cpu_stream).
@@ -33,6 +34,11 @@ class KernelCost {
     return groups * gemm_s(m, n, k);
   }
   double attention_s(double flops, bool backward) const;
+  // A block-sparse attention kernel (FlexAttention), where the profile has one (block_attention()):
+  //   t = overhead + block FLOPs / (peak·f_b) + query blocks·heads·t_q,
+  // block FLOPs those of every mask block as if full (attention_bench.py fits f_b and t_q).
+  bool block_attention() const { return p_.efficiency.attention_fwd_block_fraction > 0; }
+  double block_attention_s(double block_flops, double qblock_heads, bool backward) const;
   // `bytes` read and written by a kernel of elementwise family f.
   double elementwise_s(double bytes, Family f) const;
   double cpu_matmul_s(double flops) const;

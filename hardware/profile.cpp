@@ -165,6 +165,19 @@ sim::Schema<EfficiencySpec> efficiency_schema() {
       .real("attention_bwd_half_tokens", "tokens", 0, 1e7, std::nullopt,
             "document length (or window) at which attention backward reaches half its fraction",
             [](auto& e) -> auto& { return e.attention_bwd_half_tokens; })
+      .real("attention_fwd_block_fraction", "", 0, 1, 0.0,
+            "a block-sparse attention kernel (FlexAttention) forward: fraction of dense peak per "
+            "FLOP of its 128x128 mask blocks (0: a FlashAttention kernel, priced per document)",
+            [](auto& e) -> auto& { return e.attention_fwd_block_fraction; })
+      .real("attention_bwd_block_fraction", "", 0, 1, 0.0,
+            "the same for its backward (0: a FlashAttention kernel)",
+            [](auto& e) -> auto& { return e.attention_bwd_block_fraction; })
+      .real("attention_fwd_qblock_us", "us", 0, 1e3, 0.0,
+            "a block-sparse attention kernel's fixed time per query block of 128 tokens and head, forward",
+            [](auto& e) -> auto& { return e.attention_fwd_qblock_us; })
+      .real("attention_bwd_qblock_us", "us", 0, 1e3, 0.0,
+            "the same for its backward",
+            [](auto& e) -> auto& { return e.attention_bwd_qblock_us; })
       .real("kernel_overhead_us", "us", 0, 1e5, std::nullopt, "fixed cost per kernel",
             [](auto& e) -> auto& { return e.kernel_overhead_us; })
       .real("cpu_gemm_fraction", "", 0.001, 1, std::nullopt,

@@ -88,6 +88,13 @@ struct EfficiencySpec {
   // short documents fill the kernel's causal tiles poorly (fitted per pass, attention_bench.py).
   double attention_fwd_half_tokens = 0;
   double attention_bwd_half_tokens = 0;
+  // A block-sparse attention kernel (FlexAttention) instead, where set (> 0): each mask block of
+  // 128×128 tokens costs its FLOPs at this fraction of peak, and each query block per head a fixed
+  // time (kernel_cost.hpp; fitted per pass by attention_bench.py).
+  double attention_fwd_block_fraction = 0;
+  double attention_bwd_block_fraction = 0;
+  double attention_fwd_qblock_us = 0;
+  double attention_bwd_qblock_us = 0;
   double kernel_overhead_us = 0;   // fixed cost per kernel (launch, tail)
   double cpu_gemm_fraction = 0;    // CPU matmuls (Newton–Schulz) reach this of host fp32 peak
   double cpu_stream_fraction = 0;  // CPU optimizer loops reach this of host memory bandwidth

@@ -63,6 +63,20 @@ double causal_pairs(std::int64_t n, std::int64_t window) {
   return w * (w + 1) / 2 + (nn - w) * w;
 }
 
+double mask_blocks(const std::vector<std::int64_t>& segments, std::int64_t window, std::int64_t block) {
+  std::int64_t tokens = 0;
+  for (auto n : segments) tokens += n;
+  double total = 0;
+  std::size_t doc = 0;
+  std::int64_t doc_start = 0;
+  for (std::int64_t q = 0; q < tokens; q += block) {
+    while (doc < segments.size() && doc_start + segments[doc] <= q) doc_start += segments[doc++];
+    const std::int64_t first_key = window > 0 ? std::max(doc_start, q - window + 1) : doc_start;
+    total += static_cast<double>(q / block - first_key / block + 1);
+  }
+  return total;
+}
+
 double row_pairs(const Row& row, std::int64_t window) {
   double p = 0;
   for (auto n : row.segments) p += causal_pairs(n, window);

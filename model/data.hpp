@@ -34,4 +34,12 @@ std::vector<Row> step_rows(const Job& job);
 double causal_pairs(std::int64_t n, std::int64_t window);
 double row_pairs(const Row& row, std::int64_t window);
 
+// A block-sparse attention kernel's work over a packed sequence of documents (`segments`, in
+// order): the (query block, key block) pairs of `block` tokens each that hold at least one pair
+// the causal document mask (and `window`) allows. Query block i starts at q = i·block and reaches
+// back to the block of the first key its first query sees, max(its document's start, q − w + 1):
+// i − ⌊that / block⌋ + 1 blocks. FlexAttention's default block is 128 (torch.nn.attention.
+// flex_attention, _DEFAULT_SPARSE_BLOCK_SIZE); calibrate/attention_bench.py counts alike.
+double mask_blocks(const std::vector<std::int64_t>& segments, std::int64_t window, std::int64_t block);
+
 }  // namespace twin::model

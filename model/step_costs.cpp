@@ -79,10 +79,17 @@ LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankW
   auto ew = [&](const char* name, Family f, double bytes) {
     return Op{name, kElementwise, elementwise_op(job, cost, f, bytes), 0, elementwise_launch(bytes)};
   };
+  // A block-sparse kernel (FlexAttention) is priced by the mask blocks it visits instead.
+  const double block_flops = flops_per_pair * static_cast<double>(kAttentionBlock * kAttentionBlock) *
+                             w.mask_blocks[sliding];
   auto attention = [&](const char* name, double flops, bool backward) {
     Launch l{Launch::kAttention};
     l.sliding = sliding == 1, l.backward = backward;
-    return Op{name, kAttention, grid_work(cost.attention_s(flops, backward), attention_shape(sms, backward)), 0, l};
+    const double alone = cost.block_attention()
+                             ? cost.block_attention_s(block_flops * (backward ? 2.5 : 1.0),
+                                                      w.query_blocks * static_cast<double>(a.q_heads), backward)
+                             : cost.attention_s(flops, backward);
+    return Op{name, kAttention, grid_work(alone, attention_shape(sms, backward)), 0, l};
   };
   auto a2a = [&](const char* name) { return Op{name, kCollEpAllToAll, {}, T * k * h * 2}; };
   auto times = [](Op op, const char* name, double r) {

@@ -1,6 +1,7 @@
 #include "model/workload.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 namespace twin::model {
@@ -52,6 +53,10 @@ std::vector<RankWorkload> build_workload(const Job& job) {
       rw.row_cost += row_cost(row);
       rw.segments.insert(rw.segments.end(), row.segments.begin(), row.segments.end());
     }
+    // Rows are whole multiples of the block (seq_len), so the rank's rows pack as one sequence.
+    rw.mask_blocks[0] = mask_blocks(rw.segments, full_window(m), kAttentionBlock);
+    rw.mask_blocks[1] = mask_blocks(rw.segments, m.sliding.window_tokens, kAttentionBlock);
+    rw.query_blocks = std::ceil(rw.tokens / static_cast<double>(kAttentionBlock));
   }
   // Routing, per EP group (ep consecutive ranks of a node) and layer.
   sim::Rng rng(static_cast<std::uint64_t>(job.data.seed) ^ 0x5eedULL);

@@ -20,7 +20,14 @@ struct RankWorkload {
   // Attention work in efficiency-weighted pairs, [sliding layer][backward pass]: Σ over documents
   // of pairs · (L + h)/L (weigh_attention(); L, h as in hardware/profile.hpp).
   double weighted_pairs[2][2] = {};
+  // A block-sparse kernel's (FlexAttention's) work, [sliding layer]: its mask blocks of
+  // kAttentionBlock tokens (data.hpp mask_blocks), and its query blocks.
+  double mask_blocks[2] = {};
+  double query_blocks = 0;
 };
+
+// FlexAttention's default sparse block, in tokens (torch.nn.attention.flex_attention).
+constexpr std::int64_t kAttentionBlock = 128;
 
 // Fills every rank's weighted_pairs with the half-lengths of the hardware profile's attention.
 void weigh_attention(std::vector<RankWorkload>& w, const ModelArch& m, double fwd_half_tokens,

@@ -91,6 +91,20 @@ TEST_SUITE("model.accounting") {
     CHECK(causal_pairs(10, 0) == 55);
     CHECK(causal_pairs(3, 128) == 6);
   }
+  TEST_CASE("a block-sparse kernel's mask blocks, by hand") {
+    // One causal document of 16,384 tokens: 128 query blocks, block i sees blocks 0 … i.
+    CHECK(mask_blocks({16384}, 0, 128) == 128 * 129 / 2);
+    // 32 documents of 512 (4 blocks each, aligned): 4·5/2 = 10 blocks per document.
+    CHECK(mask_blocks(std::vector<std::int64_t>(32, 512), 0, 128) == 320);
+    // A 128-token window: every query block but the first also reaches into the block before.
+    CHECK(mask_blocks({16384}, 128, 128) == 1 + 2 * 127);
+    // Unaligned: documents of 100 and 156 tokens. Block 0 (tokens 0–127) starts in document 0;
+    // block 1 (128–255) starts in document 1 (from token 100, block 0): 1 + 2 blocks.
+    CHECK(mask_blocks({100, 156}, 0, 128) == 3);
+    // With a window of 64, block 1's first query (128) sees back to 65: block 0 still.
+    CHECK(mask_blocks({100, 156}, 64, 128) == 3);
+    CHECK(mask_blocks({256}, 1, 128) == 2);  // a window of one key: each block only itself
+  }
   TEST_CASE("attention work: short documents and narrow windows weigh more") {
     // Documents of 4 and 6 tokens; full layers see all, sliding layers (window 3) see 3 keys.
     Job j = tiny_job();

@@ -12,7 +12,9 @@
 #include <fmt/format.h>
 
 #include "hardware/collective.hpp"
+#include "hardware/kernel_cost.hpp"
 #include "hardware/ops.hpp"
+#include "model/data.hpp"
 #include "scenarios/loader.hpp"
 #include "scenarios/simulate.hpp"
 
@@ -49,6 +51,37 @@ double engine_slowdown(hardware::KernelClass cls, int held) {
 }
 
 }  // namespace
+
+TEST_CASE("FlexAttention priced by its mask blocks: the flex profile against the measured layouts") {
+  // calibrate/attention_bench.py on our H200 (reports/calibration/h200-2026-11-29-attention-raw.json):
+  // FlexAttention forward and backward at EUROPA's attention shape over documents of 512 … 65,536
+  // tokens, with and without a 128-token window. The profile's block fractions and query-block
+  // times were fitted on all 20 layouts (worst 9.8% / 7.0%); the 16 of equal documents are
+  // re-priced here through the twin's own block count and cost.
+  const auto root = std::filesystem::path(TWIN_SOURCE_DIR);
+  const auto loaded = scenarios::load_scenario(root / "scenarios/micro-step.json", {root, {}});
+  const hardware::KernelCost cost(loaded.scenario.hw);
+  REQUIRE(cost.block_attention());
+  const auto raw = scenarios::read_json_file(root / "reports/calibration/h200-2026-11-29-attention-raw.json");
+  const double block_flops = 2.0 * 64 * (192 + 128) * 128 * 128, heads = 64;
+  int n = 0;
+  for (const auto& r : raw["rows"]) {
+    const std::string layout = r["layout"];
+    if (r["backend"] != "flex" || layout.rfind("docs_", 0) != 0) continue;
+    const std::int64_t tokens = r["tokens"], doc = std::stoll(layout.substr(5));
+    const double blocks = model::mask_blocks(std::vector<std::int64_t>(tokens / doc, doc), r["window"], 128);
+    for (const bool bwd : {false, true}) {
+      const double t = cost.block_attention_s(block_flops * blocks * (bwd ? 2.5 : 1), tokens / 128.0 * heads, bwd);
+      const double measured = r[bwd ? "bwd_ms" : "fwd_ms"].get<double>() * 1e-3;
+      CAPTURE(layout);
+      CAPTURE(tokens);
+      CAPTURE(bwd);
+      CHECK(std::abs(t / measured - 1) <= (bwd ? 0.071 : 0.10));
+      ++n;
+    }
+  }
+  CHECK(n == 32);
+}
 
 TEST_CASE("engine kernel classes reproduce the measured SM-contention curves") {
   const auto j = scenarios::read_json_file(std::filesystem::path(TWIN_SOURCE_DIR) /
