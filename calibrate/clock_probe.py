@@ -5,8 +5,10 @@ kept busy runs its GEMMs at its power-capped clock, one that idled between them 
 (reports/calibration/grouped-gemm/README.md). With --lib (build-device/libtwin_kernels_c.so) it
 also reads the SM clock over the launches themselves (the clock observer of
 calibrate/contention_bench.py: SM cycles against global time), and over 5 s of back-to-back
-launches in 100 ms windows (how the power limiter settles). Usage, on a GPU machine:
-  python3 calibrate/clock_probe.py [--lib build-device/libtwin_kernels_c.so] [--out clock.json]
+launches in 100 ms windows (how the power limiter settles). With --smi it samples nvidia-smi
+every 20 ms during each phase (SM and memory clocks, power, the clock-event reasons: why the
+driver holds the clocks down) and reports them per phase. Usage, on a GPU machine:
+  python3 calibrate/clock_probe.py [--lib build-device/libtwin_kernels_c.so] [--smi] [--out clock.json]
 """
 from __future__ import annotations
 
@@ -31,6 +33,42 @@ def clock() -> str:
     """The SM clock and power draw nvidia-smi reports now."""
     return subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader"],
                           capture_output=True, text=True).stdout.strip()
+
+
+SMI_FIELDS = "clocks.sm,clocks.mem,power.draw,clocks_event_reasons.active"
+
+
+class SmiSampler:
+    """nvidia-smi sampling every 20 ms in the background; samples() splits them by wall time."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(["nvidia-smi", f"--query-gpu=timestamp,{SMI_FIELDS}", "--format=csv,noheader,nounits",
+                                      "-lms", "20"], stdout=subprocess.PIPE, text=True)
+        self.lines: list[str] = []
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        out, _ = self.proc.communicate()
+        self.lines = [line for line in out.splitlines() if line.strip()]
+
+    def phase(self, t0: float, t1: float) -> dict:
+        """Medians of the samples taken between wall times t0 and t1, and every reason seen."""
+        import datetime
+        rows = []
+        for line in self.lines:
+            f = [x.strip() for x in line.split(",")]
+            try:
+                t = datetime.datetime.strptime(f[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+                rows.append((t, float(f[1]), float(f[2]), float(f[3]), f[4]))
+            except (ValueError, IndexError):
+                continue
+        rows = [r for r in rows if t0 <= r[0] <= t1]
+        if not rows:
+            return {"samples": 0}
+        return {"samples": len(rows), "sm_clock_MHz": statistics.median(r[1] for r in rows),
+                "mem_clock_MHz": statistics.median(r[2] for r in rows),
+                "power_W": statistics.median(r[3] for r in rows),
+                "reasons": sorted({r[4] for r in rows})}
 
 
 def run(f: Callable[[], object], gap_s: float, reps: int = 20, observer: object = None) -> dict:
@@ -102,6 +140,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lib", help="libtwin_kernels_c.so: read the SM clock over the launches")
     ap.add_argument("--out", help="write the results here (JSON)")
+    ap.add_argument("--smi", action="store_true", help="sample nvidia-smi during each phase")
     args = ap.parse_args()
     if torch is None or not torch.cuda.is_available():
         print("clock_probe: no PyTorch with a CUDA GPU here: nothing measured", file=sys.stderr)
@@ -124,11 +163,21 @@ def main() -> int:
     torch.cuda.synchronize()
     doc = {"kernel": f"torch._grouped_mm {E} x {M} rows, n {N}, k {K}", "torch": torch.__version__,
            "gpu": torch.cuda.get_device_name(0), "command": " ".join(sys.argv), "runs": []}
+    smi = SmiSampler() if args.smi else None
+    walls = []
     for name, gap, reps in [("back-to-back", 0, 60), ("gap 2 ms", 0.002, 20), ("gap 10 ms", 0.010, 20),
                             ("gap 50 ms", 0.050, 20), ("back-to-back again", 0, 60)]:
+        t0 = time.time()
         r = run(f, gap, reps, observer)
+        walls.append((t0, time.time()))
         print(name, r, flush=True)
         doc["runs"].append({"name": name, **r})
+    if smi is not None:
+        time.sleep(0.2)
+        smi.stop()
+        for run_doc, (t0, t1) in zip(doc["runs"], walls):
+            run_doc["nvidia_smi"] = smi.phase(t0, t1)
+            print(run_doc["name"], "nvidia-smi:", run_doc["nvidia_smi"], flush=True)
     doc["idle_nvidia_smi"] = clock()
     if lib is not None:
         doc["sustained"] = sustained(f, lib)

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""What lets a grouped GEMM run faster after idle time (reports/calibration/grouped-gemm/): the
+micro-step's expert up-projection (torch._grouped_mm, 96 experts of 1,360 rows, n 3,584, k 6,144)
+timed by CUDA events around each call, back to back and with something between calls: a tiny
+kernel (breaks any overlap of consecutive launches), a GPU sleep of 20 µs, 200 µs or 1 ms (the
+GPU kept "busy" by one spinning thread), new output buffers each call, a 2 ms host-side gap.
+Usage, on a GPU machine:  python3 calibrate/gap_probe.py [--reps 40]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+try:
+    import torch
+except ImportError:  # --help needs no PyTorch
+    torch = None
+
+E, N, K, M = 96, 3584, 6144, 1360
+CYCLES_PER_US = 2000  # torch.cuda._sleep counts SM cycles: ~2 GHz
+
+
+def variant(g: Callable[[], object], name: str, reps: int, between: Callable[[], object] | None = None,
+            gap_s: float = 0.0, keep: bool = False) -> dict:
+    """Median, min and max ms of `reps` calls of g, each timed by its own event pair."""
+    kept, ts = [], []
+    for _ in range(3):
+        g()
+    torch.cuda.synchronize()
+    for _ in range(reps):
+        if gap_s:
+            torch.cuda.synchronize()
+            time.sleep(gap_s)
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        y = g()
+        e.record()
+        if keep:
+            kept = (kept + [y])[-8:]
+        if between is not None:
+            between()
+        ts.append((s, e))
+    torch.cuda.synchronize()
+    v = [x.elapsed_time(y) for x, y in ts]
+    row = {"name": name, "median_ms": statistics.median(v), "min_ms": min(v), "max_ms": max(v)}
+    print(f"{name:40s} median {row['median_ms']:7.3f} ms  min {row['min_ms']:7.3f}  max {row['max_ms']:7.3f}",
+          flush=True)
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reps", type=int, default=40)
+    args = ap.parse_args()
+    if torch is None or not torch.cuda.is_available():
+        print("gap_probe: no PyTorch with a CUDA GPU here: nothing measured", file=sys.stderr)
+        return 3
+    a = torch.randn(E * M, K, device="cuda", dtype=torch.bfloat16) * 0.1
+    b = torch.randn(E, K, N, device="cuda", dtype=torch.bfloat16) * 0.1
+    offs = torch.arange(M, E * M + 1, M, device="cuda", dtype=torch.int32)
+    small = torch.zeros(1024, device="cuda")
+
+    def g() -> object:
+        return torch._grouped_mm(a, b, offs=offs)
+
+    def sleep_us(us: int) -> Callable[[], object]:
+        return lambda: torch.cuda._sleep(us * CYCLES_PER_US)
+
+    variant(g, "back-to-back", args.reps)
+    variant(g, "tiny add between", args.reps, between=lambda: small.add_(1))
+    for us in (20, 200, 1000):
+        variant(g, f"GPU sleep {us} us between", args.reps, between=sleep_us(us))
+    variant(g, "new outputs each call", args.reps, keep=True)
+    variant(g, "host gap 2 ms", max(1, args.reps // 2), gap_s=0.002)
+    variant(g, "back-to-back again", args.reps)
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(args.reps):
+        g()
+    e.record()
+    torch.cuda.synchronize()
+    print(f"{'back-to-back, one event pair':40s} per call {s.elapsed_time(e) / args.reps:7.3f} ms", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
