@@ -103,6 +103,27 @@ TEST_SUITE("scenarios.compare") {
     fs::remove_all(dir);
   }
 
+  TEST_CASE("compare runs on every committed real trace") {
+    CommonArgs args;
+    args.scenario = (fs::path(TWIN_SOURCE_DIR) / "scenarios/micro-step.json").string();
+    args.data_dir = TWIN_SOURCE_DIR;
+    const std::pair<const char*, const char*> traces[] = {
+        {"micro-step-max-ctas-16.trace.json.gz", "nccl.max_ctas=16"},
+        {"micro-step-max-ctas-8.trace.json.gz", "nccl.max_ctas=8"},
+        {"micro-step-max-ctas-64.trace.json.gz", "nccl.max_ctas=64"},
+        {"moe-step.trace.json.gz", "nccl.max_ctas=16"}};
+    for (const auto& [trace, setting] : traces) {
+      CAPTURE(trace);
+      args.sets = {setting};
+      CompareArgs cmp;
+      cmp.kineto = (kTraces / trace).string();
+      const Json j = compare_json(args, cmp);
+      for (const char* cat : {"attention", "expert_gemm", "other_gemm", "elementwise"})
+        CHECK(j["real"]["categories"][cat]["seconds"].get<double>() > 0);
+      CHECK(j["real"]["step_s"].get<double>() > 0.3);
+    }
+  }
+
   TEST_CASE("compare: the micro-step's trace beside the twin's rank 0") {
     CommonArgs args;
     args.scenario = (fs::path(TWIN_SOURCE_DIR) / "scenarios/micro-step.json").string();
