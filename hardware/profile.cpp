@@ -56,7 +56,11 @@ sim::Schema<HostSpec> host_schema() {
             [](auto& h) -> auto& { return h.unattributed_median_GiB; })
       .real("unattributed_p90_GiB", "GiB", 0, 1e6, std::nullopt,
             "90th percentile of that memory (with the median: a log-normal)",
-            [](auto& h) -> auto& { return h.unattributed_p90_GiB; });
+            [](auto& h) -> auto& { return h.unattributed_p90_GiB; })
+      .real("unattributed_kept_fraction", "", 0, 1, 1.0,
+            "share of sockets that keep that memory under pressure (the others release it); 1: the "
+            "bound where none releases it",
+            [](auto& h) -> auto& { return h.unattributed_kept_fraction; });
   return s;
 }
 

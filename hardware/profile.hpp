@@ -37,6 +37,9 @@ struct HostSpec {
   // (SPEC.md §7: 20,436 observations of Grace sockets).
   double unattributed_median_GiB = 0;
   double unattributed_p90_GiB = 0;
+  // Of the sockets, the share that keeps that memory under pressure (the others release it, and
+  // their ranks do not run short for it; model/host_memory.hpp).
+  double unattributed_kept_fraction = 1;
 };
 
 struct NodeSpec {

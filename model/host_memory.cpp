@@ -97,9 +97,9 @@ double socket_short_probability(double headroom_GiB, const hardware::HostSpec& h
   if (h.unattributed_median_GiB <= 0) return 0;
   const double sigma = std::log(std::max(h.unattributed_p90_GiB, h.unattributed_median_GiB) /
                                 h.unattributed_median_GiB) / 1.2816;
-  if (sigma <= 0) return headroom_GiB < h.unattributed_median_GiB ? 1 : 0;
+  if (sigma <= 0) return headroom_GiB < h.unattributed_median_GiB ? h.unattributed_kept_fraction : 0;
   const double z = (std::log(headroom_GiB) - std::log(h.unattributed_median_GiB)) / sigma;
-  return 0.5 * std::erfc(z / std::sqrt(2.0));
+  return h.unattributed_kept_fraction * 0.5 * std::erfc(z / std::sqrt(2.0));
 }
 
 double host_oom_probability(double headroom_GiB, double sockets, const hardware::HostSpec& h) {

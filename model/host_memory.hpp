@@ -33,9 +33,11 @@ double pinned_size(double bytes, double threshold_MiB);
 HostMemory host_memory(const Job& job, const hardware::Profile& p);
 
 // Memory unattributed at job start, per socket, is log-normal with the profile's median and
-// 90th percentile: σ = ln(p90/median)/z₀.₉, z₀.₉ = 1.2816. A socket lacks room when it exceeds
-// the rank's headroom; a job of `sockets` independent sockets fails if any one does:
-//     p = P(U > headroom),  P(job) = 1 − (1 − p)^sockets.
+// 90th percentile: σ = ln(p90/median)/z₀.₉, z₀.₉ = 1.2816. Most sockets release it under
+// pressure, some do not (SPEC.md §7): a socket lacks room when it keeps that memory (a share q,
+// host.unattributed_kept_fraction) and the memory exceeds the rank's headroom; a job of
+// `sockets` independent sockets fails if any one does:
+//     p = q · P(U > headroom),  P(job) = 1 − (1 − p)^sockets.
 double socket_short_probability(double headroom_GiB, const hardware::HostSpec& h);
 double host_oom_probability(double headroom_GiB, double sockets, const hardware::HostSpec& h);
 

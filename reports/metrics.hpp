@@ -17,7 +17,8 @@
 //     seconds_at_or_above_64 = |{t : S(t) ≥ 64}|.
 //   memory                (model/memory_replay.hpp, model/host_memory.hpp; README "Memory"):
 //     host_headroom_GiB = host_capacity_GiB − host_peak_GiB; host_oom_probability =
-//     1 − (1 − P(U > headroom))^sockets, U the memory unattributed at job start.
+//     1 − (1 − q·P(U > headroom))^sockets, U the memory unattributed at job start, q =
+//     host_unattributed_kept_fraction (the profile's share of sockets that keep it; 1: the bound).
 //   network.links         per fabric link (hardware/topology.hpp), with B = bytes it carried,
 //     C = its capacity, T = the union of the intervals in which flows used it:
 //     busy_s = |T|,  utilization_while_busy = B / (C·|T|),  mean_utilization = B / (C·step);

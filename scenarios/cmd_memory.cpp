@@ -44,8 +44,11 @@ void print_memory(std::ostream& out, const Json& m) {
   for (const auto& [k, v] : m["host_parts_GiB"].items()) fmt::print(out, "  {:<30}{:>8.2f}\n", k, v.get<double>());
   fmt::print(out, "  {:<30}{:>8.2f} of {:.2f}, headroom {:.2f}\n", "total", m["host_peak_GiB"].get<double>(),
              m["host_capacity_GiB"].get<double>(), m["host_headroom_GiB"].get<double>());
-  fmt::print(out, "probability that a socket of the job lacks room at start: {:.3g}\n",
-             m["host_oom_probability"].get<double>());
+  fmt::print(out, "probability that a socket of the job lacks room at start: {:.3g}{}\n",
+             m["host_oom_probability"].get<double>(),
+             m.value("host_unattributed_kept_fraction", 1.0) >= 1
+                 ? " (if no socket releases its unattributed memory; most do: host.unattributed_kept_fraction)"
+                 : "");
 }
 
 int cmd_memory(const CommonArgs& args, const MemoryArgs& mem, std::ostream& out) {

@@ -242,6 +242,7 @@ Json memory_json(const Scenario& s, const model::HostMemory& host, double capaci
       {"host_pages_in_hbm_GiB", host.hbm_spill_bytes / kGiB},
       {"host_unattributed_median_GiB", s.hw.host.unattributed_median_GiB},
       {"host_oom_probability", model::host_oom_probability(host.headroom_bytes / kGiB, sockets, s.hw.host)},
+      {"host_unattributed_kept_fraction", s.hw.host.unattributed_kept_fraction},
       {"host_parts_GiB", parts}};
 }
 

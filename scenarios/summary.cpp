@@ -36,12 +36,15 @@ std::string summary(const Json& r) {
   const auto& m = r["memory"];
   s += fmt::format("  memory: HBM peak reserved {:.1f} of {:.1f} GiB (allocated {:.1f}), {} allocator "
                    "retries on {} ranks{}; Grace {:.1f} of {:.1f} GiB per rank, P(a socket lacks "
-                   "room) {:.2g}\n",
+                   "room at start) {:.2g}{}\n",
                    m["hbm_peak_reserved_GiB"].get<double>(), m["hbm_capacity_GiB"].get<double>(),
                    m["hbm_peak_allocated_GiB"].get<double>(), m["alloc_retries"].get<std::size_t>(),
                    m["ranks_with_retries"].get<std::size_t>(), m["oom"].get<bool>() ? ", OUT OF MEMORY" : "",
                    m["host_peak_GiB"].get<double>(), m["host_capacity_GiB"].get<double>(),
-                   m["host_oom_probability"].get<double>());
+                   m["host_oom_probability"].get<double>(),
+                   m.value("host_unattributed_kept_fraction", 1.0) >= 1
+                       ? " if no socket releases its unattributed memory (most do: README, Memory)"
+                       : "");
   // gpu_time_s by what runs it: collectives (NCCL kernels), copies, the host, compute kernels.
   std::map<std::string, std::string> lines;
   for (const auto& [k, v] : r["gpu_time_s"].items()) {

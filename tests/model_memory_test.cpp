@@ -2,6 +2,8 @@
 // PyTorch's real allocator (figures recorded on our H200 by calibrate/allocator_replay.py), and
 // the host (Grace) accounting.
 #include <doctest/doctest.h>
+
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include <fstream>
@@ -157,6 +159,12 @@ TEST_CASE("host: out-of-memory risk from the unattributed-memory distribution") 
     prev = p;
   }
   CHECK(host_oom_probability(30, 384, h) < host_oom_probability(25, 384, h));
+  // Sockets that release the memory under pressure never run short for it: p scales by the
+  // share that keeps it, and 384 sockets fail together less often: 1 − (1 − q·p)^384.
+  const double p1 = socket_short_probability(26.2, h);
+  h.unattributed_kept_fraction = 0.1;
+  CHECK(socket_short_probability(26.2, h) == doctest::Approx(0.1 * p1));
+  CHECK(host_oom_probability(26.2, 384, h) == doctest::Approx(1 - std::pow(1 - 0.1 * p1, 384)));
 }
 
 TEST_CASE("RoPE caches: one per distinct cache when shared, else one per RoPE layer") {
