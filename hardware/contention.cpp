@@ -154,11 +154,15 @@ double static_time(const ContentionModel& m, const KernelShape& k, int u) {
   const int ctas = static_cast<int>(std::min<double>(m.sm_count, std::max<double>(1, std::round(k.blocks))));
   const double tiles = std::max<double>(ctas, std::round(k.tiles));
   const double q = std::floor(tiles / ctas);
-  const int longer = static_cast<int>(tiles - q * ctas);  // CTAs [0, longer) carry q + 1 tiles
+  const int longer = static_cast<int>(tiles - q * ctas);  // CTAs carrying q + 1 tiles
   std::vector<std::pair<double, int>> batches;           // (progress at its end, CTAs)
   int next = 0, running = 0;
+  // cuBLAS's bf16 nvjet kernels give the longer lists to the last CTAs — the ones left without an
+  // SM (mechanism 4: the router GEMM's ×1.47 with 2 SMs held); elsewhere the first CTAs carry them.
+  const bool last = k.family == Family::gemm;
   auto start = [&](int n, double at) {
-    const int l = std::clamp(longer - next, 0, n);
+    const int from = last ? ctas - longer : 0;  // CTAs [from, from + longer) carry q + 1
+    const int l = std::clamp(std::min(next + n, from + longer) - std::max(next, from), 0, n);
     if (l > 0) batches.emplace_back(at + q + 1, l);
     if (n - l > 0) batches.emplace_back(at + q, n - l);
     next += n, running += n;

@@ -27,7 +27,7 @@ TEST_CASE("ladder: published figures within their error budget") {
       {{"04-muon-gpu", "optimizer_step_s"}, {10, 25}},
       {{"08-fp8-gather", "exposed_comm_s"}, {-45, -25}},
       {{"09-bf16-grad-all-to-all", "exposed_comm_s"}, {-35, -15}},
-      {{"09-bf16-grad-all-to-all", "gpu_time_s.expert_grad_reduce+dense_reduce_scatter"}, {35, 50}},
+      {{"09-bf16-grad-all-to-all", "gpu_time_s.expert_grad_reduce+dense_reduce_scatter"}, {30, 50}},
       // Since the grouped GEMMs' measured tile padding and per-tile cost (2026-12-01): the twin
       // gains less from rungs 10–13 than the real job (README, Validation).
       {{"13-nccl-max-ctas", "tokens_per_s_per_gpu"}, {-15, -5}},
