@@ -195,6 +195,17 @@ def measure(args: argparse.Namespace) -> tuple[list[dict], list[str]]:
     return rows, errors
 
 
+def relative_lstsq(A: list[tuple[float, float]]) -> tuple[float, float, float]:
+    """(a, b) minimising Σ (a·x + b·y − 1)² over the rows (x, y) = (u/t, v/t) — the relative error
+    of t ≈ a·u + b·v —, by the 2×2 normal equations; and the worst |a·x + b·y − 1|."""
+    s11 = sum(x * x for x, _ in A); s12 = sum(x * y for x, y in A); s22 = sum(y * y for _, y in A)
+    r1 = sum(x for x, _ in A); r2 = sum(y for _, y in A)
+    det = s11 * s22 - s12 * s12
+    a = (r1 * s22 - r2 * s12) / det
+    b = (s11 * r2 - s12 * r1) / det
+    return a, b, max(abs(a * x + b * y - 1) for x, y in A)
+
+
 def fit(rows: list[dict], backend: str, peak: float, docs_of: dict) -> dict:
     """Per pass: time = FLOPs·(L + h)/L / (peak·f) summed over documents (model/workload.hpp);
     linear least squares in (1/f, h/f) of the relative error; returns f, h and the errors."""
@@ -213,14 +224,8 @@ def fit(rows: list[dict], backend: str, peak: float, docs_of: dict) -> dict:
             A.append((F / t, G / t))
         if len(A) < 2:
             continue
-        s11 = sum(a * a for a, _ in A); s12 = sum(a * b for a, b in A); s22 = sum(b * b for _, b in A)
-        r1 = sum(a for a, _ in A); r2 = sum(b for _, b in A)
-        det = s11 * s22 - s12 * s12
-        a = (r1 * s22 - r2 * s12) / det
-        b = (s11 * r2 - s12 * r1) / det
-        errs = [a * x + b * y - 1 for x, y in A]
-        out[key] = dict(fraction=1 / a, half_tokens=b / a, points=len(A),
-                        worst_relative_error=max(abs(e) for e in errs))
+        a, b, worst = relative_lstsq(A)
+        out[key] = dict(fraction=1 / a, half_tokens=b / a, points=len(A), worst_relative_error=worst)
     return out
 
 
@@ -241,14 +246,8 @@ def fit_blocks(rows: list[dict], backend: str, peak: float, docs_of: Callable[[d
             A.append((mask_blocks(docs, r["window"]) * block_flops * mult / peak / t, qblock_heads / t))
         if len(A) < 2:
             continue
-        s11 = sum(a * a for a, _ in A); s12 = sum(a * b for a, b in A); s22 = sum(b * b for _, b in A)
-        r1 = sum(a for a, _ in A); r2 = sum(b for _, b in A)
-        det = s11 * s22 - s12 * s12
-        a = (r1 * s22 - r2 * s12) / det
-        b = (s11 * r2 - s12 * r1) / det
-        errs = [a * x + b * y - 1 for x, y in A]
-        out[key] = dict(block_fraction=1 / a, qblock_us=b * 1e6, points=len(A),
-                        worst_relative_error=max(abs(e) for e in errs))
+        a, b, worst = relative_lstsq(A)
+        out[key] = dict(block_fraction=1 / a, qblock_us=b * 1e6, points=len(A), worst_relative_error=worst)
     return out
 
 

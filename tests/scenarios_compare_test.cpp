@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "reports/output.hpp"
+#include "real_traces.hpp"
 #include "scenarios/commands.hpp"
 #include "scenarios/kineto.hpp"
 
@@ -107,12 +108,7 @@ TEST_SUITE("scenarios.compare") {
     CommonArgs args;
     args.scenario = (fs::path(TWIN_SOURCE_DIR) / "scenarios/micro-step.json").string();
     args.data_dir = TWIN_SOURCE_DIR;
-    const std::pair<const char*, const char*> traces[] = {
-        {"micro-step-max-ctas-16.trace.json.gz", "nccl.max_ctas=16"},
-        {"micro-step-max-ctas-8.trace.json.gz", "nccl.max_ctas=8"},
-        {"micro-step-max-ctas-64.trace.json.gz", "nccl.max_ctas=64"},
-        {"moe-step.trace.json.gz", "nccl.max_ctas=16"}};
-    for (const auto& [trace, setting] : traces) {
+    for (const auto& [trace, setting] : twin::test::kRealTraces) {
       CAPTURE(trace);
       args.sets = {setting};
       CompareArgs cmp;

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "hardware/kernel_cost.hpp"
+#include "real_traces.hpp"
 #include "scenarios/commands.hpp"
 #include "scenarios/trace_replay.hpp"
 
@@ -62,12 +63,7 @@ TEST_SUITE("scenarios.replay") {
   }
 
   TEST_CASE("every real trace re-simulated on its own machine gives its step back within 5%") {
-    const std::pair<const char*, const char*> traces[] = {
-        {"micro-step-max-ctas-16.trace.json.gz", "nccl.max_ctas=16"},
-        {"micro-step-max-ctas-8.trace.json.gz", "nccl.max_ctas=8"},
-        {"micro-step-max-ctas-64.trace.json.gz", "nccl.max_ctas=64"},
-        {"moe-step.trace.json.gz", "nccl.max_ctas=16"}};
-    for (const auto& [trace, setting] : traces) {
+    for (const auto& [trace, setting] : twin::test::kRealTraces) {
       CAPTURE(trace);
       const Json j = replay_of(trace, {}, {setting});
       const double err = j["replayed_step_s"].get<double>() / j["real_step_s"].get<double>() - 1;
