@@ -27,16 +27,18 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// The activity of another stream than `i`'s that ended last at or before i's start (and after
-// `after`), or −1. Activities are sorted by start, so only earlier ones can qualify.
-int last_ended_elsewhere(const std::vector<TraceActivity>& acts, std::size_t i, double after, double slack_us) {
-  int best = -1;
-  for (std::size_t j = 0; j < i; ++j) {
-    const auto& a = acts[j];
-    if (a.stream == acts[i].stream || end_us(a) > acts[i].start_us + slack_us || end_us(a) <= after) continue;
-    if (best < 0 || end_us(a) > end_us(acts[static_cast<std::size_t>(best)])) best = static_cast<int>(j);
-  }
-  return best;
+// The activities seen so far by their end (µs → index), to find the one that ended last before a
+// start: a step has up to ~10⁵ activities, so no pass over all earlier ones per activity.
+using Ends = std::multimap<double, int>;
+
+// The activity of another stream that ended last at or before `start` (+ slack) and after
+// `after`, or −1. An activity of the same stream ended by `after` at the latest (after ≥ the end
+// of the stream's previous one), so the latest end in (after, start + slack] is another stream's.
+int last_ended_elsewhere(const Ends& ends, double start, double after, double slack_us) {
+  auto it = ends.upper_bound(start + slack_us);
+  if (it == ends.begin()) return -1;
+  --it;
+  return it->first > after ? it->second : -1;
 }
 
 }  // namespace
@@ -50,21 +52,27 @@ TraceDependencies infer_dependencies(const KinetoStep& step, double slack_us) {
   std::map<std::int64_t, int> last;  // stream → its latest activity so far
   std::vector<double> held_back;     // start − launch of the activities the host held back
   std::vector<double> ready(acts.size(), -INFINITY);
+  Ends ends;
   for (std::size_t i = 0; i < acts.size(); ++i) {
     const auto& a = acts[i];
+    const auto seen = [&] { ends.emplace(end_us(a), static_cast<int>(i)); };
     if (const auto it = last.find(a.stream); it != last.end()) {
       d.stream_pred[i] = it->second;
       ready[i] = end_us(acts[static_cast<std::size_t>(it->second)]);
     }
     last[a.stream] = static_cast<int>(i);
-    if (a.start_us <= ready[i] + slack_us) continue;  // queued behind its own stream
+    if (a.start_us <= ready[i] + slack_us) {  // queued behind its own stream
+      seen();
+      continue;
+    }
     // Waiting for j needs j to end after the stream was free and after the launch.
     const double after = std::isnan(a.launch_us) ? ready[i] : std::max(ready[i], a.launch_us);
-    if (const int j = last_ended_elsewhere(acts, i, after, slack_us); j >= 0) {
+    if (const int j = last_ended_elsewhere(ends, a.start_us, after, slack_us); j >= 0) {
       d.waits_on[i] = j, ++d.cross_stream;
     } else if (a.launch_us > ready[i] - slack_us) {  // launched after its stream was free: the host held it
       held_back.push_back(a.start_us - a.launch_us), ++d.host_bound;
     }
+    seen();
   }
   d.launch_latency_us = std::max(0.0, median(held_back));
   for (std::size_t i = 0; i < acts.size(); ++i) {  // what neither the stream, the launch nor a wait explains
