@@ -58,7 +58,7 @@
 //     TPCs, which free only then): T = W(N − L, u) + W(L, u). Measured: holding 2–16 SMs slows
 //     cuBLAS by about one tile per CTA — ×1.12–1.35 at 5.8 tiles per CTA (o_proj at 4,096
 //     rows), ×1.04–1.19 at 21, ×1.02–1.05 at 184 — where a dynamic counter alone predicts
-//     ×1.00–1.05; the held-out median error of o_proj at 4,096 rows falls from 27% to 16%.
+//     ×1.00–1.05; o_proj at 4,096 rows: worst held-out point −27% → −16%.
 //  5. Sharing a held SM. A holder (an NCCL CTA: 544–640 threads × 96 registers, ~80 KiB shared
 //     memory) leaves part of its SM's registers, threads and shared memory; a small grid block
 //     fits beside it. h = blocks of the kernel resident on an SM beside one holder, by the SM's
