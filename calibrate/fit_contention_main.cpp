@@ -12,8 +12,6 @@
 #include <fstream>
 #include <iostream>
 #include <map>
-#include <cstdlib>
-#include "calibrate/contention_data.hpp"
 
 #include "calibrate/contention_fit.hpp"
 #include "calibrate/contention_plot.hpp"
@@ -102,9 +100,7 @@ int main(int argc, char** argv) {
                                         gains, file_names(clock_files));
     doc["clock_gains"] = gains;
     if (!clock_files.empty()) doc["clock_plateau_MHz"] = calibrate::measured_clock_plateau_MHz(clock_files);
-    auto eval = cases;
-    if (std::getenv("CASECLK")) calibrate::apply_case_clock_gains(eval, clock_files);
-    doc["residuals"] = calibrate::contention_residuals(eval, m);
+    doc["residuals"] = calibrate::contention_residuals(cases, m);
     for (const auto& [g, v] : gains) fmt::print("clock gain {:16s} {:.2f}\n", g, v);
     for (const auto& [g, r] : doc["residuals"].items())
       fmt::print("{:16s} cases {:2d}  held-out: worst median over cases {:5.1f}%, worst point {:5.1f}%"
