@@ -12,6 +12,7 @@
 #include "calibrate/benches.hpp"
 #include "calibrate/grouped_case.hpp"
 #include "calibrate/harness.hpp"
+#include "hardware/nccl_tests.hpp"
 #include "kernels/twin_kernels.cuh"
 
 #ifdef TWIN_HAVE_NCCL
@@ -75,18 +76,7 @@ struct Buffers {
   }
 };
 
-enum class Coll { all_gather, reduce_scatter, all_reduce, all_to_all };
-const char* name(Coll c) {
-  switch (c) {
-    case Coll::all_gather: return "all_gather";
-    case Coll::reduce_scatter: return "reduce_scatter";
-    case Coll::all_reduce: return "all_reduce";
-    case Coll::all_to_all: return "all_to_all";
-  }
-  return "?";
-}
-// nccl-tests' bus bandwidth: all-reduce algbw·2(n−1)/n, the others algbw·(n−1)/n (SPEC.md §8).
-double bus_factor(Coll c, int n) { return (c == Coll::all_reduce ? 2.0 : 1.0) * (n - 1) / n; }
+using Coll = hardware::CollKind;
 
 // One collective over `bytes` (the full buffer: gathered size for all-gather and
 // reduce-scatter, send buffer for all-to-all), bf16 elements (all-to-all: bytes).
@@ -192,10 +182,10 @@ void bench_nccl(const Options& o, Json& out) {
     for (Coll kind : {Coll::all_gather, Coll::reduce_scatter, Coll::all_reduce, Coll::all_to_all})
       for (std::size_t bytes : sizes) {
         const double ms = time_coll(c, buf, kind, bytes, o.reps);
-        const double bus = bandwidth_GBps(double(bytes), ms) * bus_factor(kind, devices);
-        rows.push_back({{"collective", name(kind)}, {"max_ctas", ctas}, {"bytes", bytes},
+        const double bus = bandwidth_GBps(double(bytes), ms) * hardware::bus_factor(kind, devices);
+        rows.push_back({{"collective", sim::name_of(kind, hardware::kCollKindNames)}, {"max_ctas", ctas}, {"bytes", bytes},
                         {"median_ms", ms}, {"busbw_GBps", bus}});
-        std::printf("nccl %-14s maxCTAs %2d %11zu B %9.3f ms busbw %7.1f GB/s\n", name(kind), ctas, bytes, ms, bus);
+        std::printf("nccl %-14s maxCTAs %2d %11zu B %9.3f ms busbw %7.1f GB/s\n", sim::name_of(kind, hardware::kCollKindNames), ctas, bytes, ms, bus);
       }
     // Each GEMM on GPU 0 while all-gathers of 4 GiB run back to back on every GPU (enough of
     // them to outlast it).

@@ -13,23 +13,9 @@ namespace {
 using hardware::CollKind;
 
 CollKind kind_named(const std::string& name) {
-  for (const auto k : {CollKind::all_gather, CollKind::reduce_scatter, CollKind::all_reduce, CollKind::all_to_all}) {
-    std::string program = hardware::nccl_tests_program(k);
-    program.erase(program.size() - 5);  // "_perf"
-    if (name == program || (k == CollKind::all_to_all && name == "all_to_all")) return k;
-  }
+  if (const auto k = hardware::coll_kind_named(name)) return *k;
   throw std::runtime_error(fmt::format("measurements.nccl: collective \"{}\": expected all_gather, reduce_scatter, "
                                        "all_reduce or all_to_all", name));
-}
-
-std::string name_of(CollKind k) {
-  switch (k) {
-    case CollKind::all_gather: return "all_gather";
-    case CollKind::reduce_scatter: return "reduce_scatter";
-    case CollKind::all_reduce: return "all_reduce";
-    case CollKind::all_to_all: return "all_to_all";
-  }
-  return "";
 }
 
 }  // namespace
@@ -68,7 +54,7 @@ Json import_nccl_tests(const std::vector<std::string>& files, int max_ctas) {
         throw std::runtime_error(fmt::format("{}: {} ranks where the logs before had {}", f, run.ranks, gpus));
       gpus = run.ranks;
       for (const auto& r : run.rows)
-        results.push_back({{"collective", name_of(run.kind)}, {"max_ctas", run.max_ctas > 0 ? run.max_ctas : max_ctas},
+        results.push_back({{"collective", sim::name_of(run.kind, hardware::kCollKindNames)}, {"max_ctas", run.max_ctas > 0 ? run.max_ctas : max_ctas},
                            {"bytes", r.size_B},
                            {"median_ms", r.time_us * 1e-3}, {"busbw_GBps", r.busbw_GBps}});
     }

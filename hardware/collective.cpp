@@ -9,6 +9,12 @@
 
 namespace twin::hardware {
 
+std::optional<CollKind> coll_kind_named(std::string_view name) {
+  for (const auto& n : kCollKindNames)
+    if (name == n.name) return n.value;
+  return std::nullopt;
+}
+
 int channels(CollKind kind, int default_ctas, const NcclOptions& opts, int sm_count) {
   int c = std::max(1, default_ctas);
   if (opts.max_ctas > 0) c = std::min<int>(c, static_cast<int>(opts.max_ctas));

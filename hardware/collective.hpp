@@ -34,15 +34,24 @@
 // Collectives of one communicator serialize: the caller chains their tasks.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hardware/cluster.hpp"
+#include "sim/param.hpp"
 #include "sim/task.hpp"
 
 namespace twin::hardware {
 
 enum class CollKind { all_gather, reduce_scatter, all_reduce, all_to_all };
+inline constexpr sim::Named<CollKind> kCollKindNames[] = {{CollKind::all_gather, "all_gather"},
+                                                          {CollKind::reduce_scatter, "reduce_scatter"},
+                                                          {CollKind::all_reduce, "all_reduce"},
+                                                          {CollKind::all_to_all, "all_to_all"}};
+// The kind of a name in kCollKindNames, or nullopt.
+std::optional<CollKind> coll_kind_named(std::string_view name);
 
 struct CollectiveSpec {
   CollKind kind = CollKind::all_gather;

@@ -196,7 +196,7 @@ double dynamic_time(const ContentionModel& m, const KernelShape& k, int u) {
 // shared counter. The L = G − u CTAs without an SM keep their first tile until the running ones
 // have drained the counter (their clusters need whole TPCs, which free only then), then run it.
 double first_static_time(const ContentionModel& m, const KernelShape& k, int u) {
-  if (k.tiles <= 0) return 1.0 / m.throughput(k, u);
+  if (k.tiles <= 0) return dynamic_time(m, k, u);
   const double ctas = std::min<double>(m.sm_count, std::max<double>(1, std::round(k.blocks)));
   const double late = std::max(0.0, std::min<double>(ctas, k.tiles) - u);
   return waves_time(m, k, k.tiles - late, u) + (late > 0 ? waves_time(m, k, late, u) : 0);

@@ -75,10 +75,7 @@ Json against_logs(const Scenario& s, const CollectiveArgs& a) {
 }  // namespace
 
 hardware::CollKind collective_kind(const std::string& k, const std::string& option) {
-  if (k == "all_gather") return hardware::CollKind::all_gather;
-  if (k == "reduce_scatter") return hardware::CollKind::reduce_scatter;
-  if (k == "all_reduce") return hardware::CollKind::all_reduce;
-  if (k == "all_to_all") return hardware::CollKind::all_to_all;
+  if (const auto kind = hardware::coll_kind_named(k)) return *kind;
   throw InputError(option, "", fmt::format("\"{}\": expected all_gather, reduce_scatter, all_reduce or all_to_all", k));
 }
 

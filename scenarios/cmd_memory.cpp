@@ -46,9 +46,7 @@ void print_memory(std::ostream& out, const Json& m) {
              m["host_capacity_GiB"].get<double>(), m["host_headroom_GiB"].get<double>());
   fmt::print(out, "probability that a socket of the job lacks room at start: {:.3g}{}\n",
              m["host_oom_probability"].get<double>(),
-             m.value("host_unattributed_kept_fraction", 1.0) >= 1
-                 ? " (if no socket releases its unattributed memory; most do: host.unattributed_kept_fraction)"
-                 : "");
+             host_risk_caveat(m));
 }
 
 int cmd_memory(const CommonArgs& args, const MemoryArgs& mem, std::ostream& out) {

@@ -11,6 +11,7 @@
 
 #include "model/architecture.hpp"
 #include "scenarios/json_tree.hpp"
+#include "scenarios/side_files.hpp"
 
 #ifndef TWIN_DATA_DIR
 #define TWIN_DATA_DIR "."
@@ -362,25 +363,7 @@ class Resolver {
     if (d.doc_lengths_file.empty()) return;
     std::ifstream in;
     const fs::path file = side_file("data.doc_lengths_file", d.doc_lengths_file, in);
-    std::string line;
-    for (std::size_t n = 1; std::getline(in, line); ++n) {
-      std::istringstream ls(line);
-      std::string tok;
-      while (ls >> tok) {
-        std::size_t used = 0;
-        long long v = 0;
-        try {
-          v = std::stoll(tok, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used != tok.size() || v <= 0)
-          throw InputError(file.string(), "",
-                           fmt::format("line {}: \"{}\" is not a positive token count", n, tok));
-        d.doc_lengths.push_back(v);
-      }
-    }
-    if (d.doc_lengths.empty()) throw InputError(file.string(), "", "no document lengths in file");
+    d.doc_lengths = read_doc_lengths(in, file.string());
   }
 
   // The Slurm node list of placement.policy "file": names checked against the machine here, so a
@@ -392,14 +375,8 @@ class Resolver {
     if (p.node_list_file.empty()) fail(key, "placement.policy \"file\" needs a node list file");
     std::ifstream in;
     const fs::path file = side_file(key, p.node_list_file, in);
-    std::stringstream text;
-    text << in.rdbuf();
-    try {
-      p.node_names = hardware::expand_hostlist(text.str());
-      hardware::place_nodes(static_cast<int>(s.job.parallel.total_gpus() / s.hw.node.gpus), p, s.hw.network);
-    } catch (const std::invalid_argument& e) {
-      throw InputError(file.string(), "", e.what());
-    }
+    p.node_names = read_node_list(in, file.string(), static_cast<int>(s.job.parallel.total_gpus() / s.hw.node.gpus),
+                                  p, s.hw.network);
   }
 
   std::string top_;

@@ -47,5 +47,8 @@ void check_resources(const Scenario& s, const std::string& file, const RunOption
 
 // A short readable summary of a result.
 std::string summary(const Json& result);
+// What host_oom_probability assumes, where it is the bound (no socket releases its unattributed
+// memory): a clause to print after it, else "".
+std::string host_risk_caveat(const Json& memory);
 
 }  // namespace twin::scenarios

@@ -7,6 +7,12 @@
 
 namespace twin::scenarios {
 
+std::string host_risk_caveat(const Json& memory) {
+  return memory.value("host_unattributed_kept_fraction", 1.0) >= 1
+             ? " if no socket releases its unattributed memory (most do: host.unattributed_kept_fraction)"
+             : "";
+}
+
 std::string summary(const Json& r) {
   std::string s;
   if (!r["runnable"]["ok"].get<bool>())
@@ -42,9 +48,7 @@ std::string summary(const Json& r) {
                    m["ranks_with_retries"].get<std::size_t>(), m["oom"].get<bool>() ? ", OUT OF MEMORY" : "",
                    m["host_peak_GiB"].get<double>(), m["host_capacity_GiB"].get<double>(),
                    m["host_oom_probability"].get<double>(),
-                   m.value("host_unattributed_kept_fraction", 1.0) >= 1
-                       ? " if no socket releases its unattributed memory (most do: README, Memory)"
-                       : "");
+                   host_risk_caveat(m));
   // gpu_time_s by what runs it: collectives (NCCL kernels), copies, the host, compute kernels.
   std::map<std::string, std::string> lines;
   for (const auto& [k, v] : r["gpu_time_s"].items()) {

@@ -168,10 +168,7 @@ std::vector<CollectivePoint> engine_vs_nccl(const scenarios::Json& rows, int gpu
     const double bytes = r["bytes"];
     if (bytes >= max_bytes) continue;
     const std::string name = r["collective"];
-    const auto kind = name == "all_gather"       ? hardware::CollKind::all_gather
-                      : name == "reduce_scatter" ? hardware::CollKind::reduce_scatter
-                      : name == "all_reduce"     ? hardware::CollKind::all_reduce
-                                                 : hardware::CollKind::all_to_all;
+    const auto kind = hardware::coll_kind_named(name).value();
     const int ctas = r["max_ctas"];
     const double measured = r["median_ms"], model = engine_collective_ms(hw, kind, bytes, ctas, gpus);
     out.push_back({name, ctas, bytes, measured, model, (model - measured) / measured});
