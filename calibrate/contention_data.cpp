@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cctype>
 #include <fstream>
+#include <cmath>
 #include <map>
+#include <regex>
 #include <set>
 #include <stdexcept>
 
@@ -102,6 +104,43 @@ const std::map<std::string, Family>& elementwise_families() {
   return m;
 }
 
+// A measured nvjet launch of an (m×k)·(k×n) GEMM, `batch` of them: its tile and cluster from
+// the kernel's name (nvjet_sm90_tst_<tile_m>x<tile_n>_<k tile>x<stages>_<cluster x>x<cluster y>_…),
+// its CTAs from the grid, its tiles from the output (tile_m over n, tile_n over m).
+hardware::GemmLaunch nvjet_launch(const Json& l, const hardware::GemmDims& d, double batch) {
+  static const std::regex name(R"(nvjet_sm90_tst_(\d+)x(\d+)_\d+x\d+_(\d)x(\d)_)");
+  std::smatch m;
+  const std::string kernel = l.value("name", "");
+  if (!std::regex_search(kernel, m, name)) throw std::runtime_error("not an nvjet kernel name: " + kernel);
+  hardware::GemmLaunch g{std::stoi(m[1]), std::stoi(m[2]), std::stoi(m[3]) * std::stoi(m[4])};
+  g.tiles = std::ceil(d.n / g.tile_m) * std::ceil(d.m / g.tile_n) * std::max(1.0, batch);
+  g.ctas = std::min(product(l["grid"]), g.tiles);
+  return g;
+}
+
+// Newton–Schulz's launches (one call's profiler records): its GEMMs (kernel_shapes.hpp:
+// newton_schulz_gemms, in launch order) as nvjet launched them, its elementwise kernels as
+// PyTorch did, each with its measured time. (The twin's own cuBLAS launch choice, gemm_launch,
+// does not reproduce these three; the contention of a launch is what is fitted here.)
+std::vector<hardware::KernelPart> newton_schulz_parts(const Json& c, const hardware::BlockResources& holder) {
+  const Json& shape = c["shape"];
+  const auto gemms = hardware::newton_schulz_gemms(shape.value("m", 0.0), shape.value("n", 0.0));
+  std::vector<hardware::KernelPart> parts;
+  std::size_t g = 0;
+  for (const auto& l : c["launches"]) {
+    if (!l.contains("grid") || !l.contains("dur_us")) continue;
+    const double t = l["dur_us"].get<double>() * 1e-6;
+    if (l.value("name", "").rfind("nvjet", 0) == 0) {
+      const auto& d = gemms[g++ % gemms.size()];
+      parts.push_back({hardware::gemm_shape(nvjet_launch(l, d, shape.value("batch", 1.0))), t});
+    } else {
+      parts.push_back({grid_shape(Family::ew_add, &l, holder), t});
+    }
+  }
+  if (parts.empty()) throw std::runtime_error("a Newton–Schulz case without launch records");
+  return parts;
+}
+
 // group name and shape of one measured case; group "" = not modelled (reported as measured).
 std::pair<std::string, KernelShape> classify(const Json& c, const hardware::BlockResources& holder = {}) {
   const std::string cls = c["class"], kernel = c["kernel"];
@@ -162,6 +201,7 @@ std::vector<ContentionCase> read_contention_cases(const std::vector<std::string>
       auto [group, shape] = classify(c, holder);
       ContentionCase cc{case_name(c), group.empty() ? c["class"].get<std::string>() + ":unmodelled" : group, shape, {}};
       if (const Json* l = major_launch(c); l && l->contains("block")) cc.block = block_of(*l);
+      if (c["class"] == "newton_schulz") cc.parts = newton_schulz_parts(c, holder);
       cc.bytes = c.value("bytes", 0.0);
       cc.alone_s = c.value("alone_ms", 0.0) * 1e-3;
       const double copy_GBps = j.contains("copy_engine_check") ? j["copy_engine_check"].value("alone_GBps", 0.0) : 0.0;

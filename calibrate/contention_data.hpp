@@ -33,6 +33,12 @@ struct ContentionCase {
   double alone_s = 0;       // its time alone
   double copy_share = 0;    // its bandwidth alone over the file's device copy's (0: unknown)
   hardware::BlockResources block;  // its longest kernel's block (threads 0: no launch record)
+  // A run of several kernels measured as one case (Newton–Schulz): its launches as the twin
+  // models them, each with its measured time alone; empty: one kernel, `shape`.
+  std::vector<hardware::KernelPart> parts;
+  double slowdown(const hardware::ContentionModel& m, int held) const {
+    return parts.empty() ? m.slowdown(shape, held, alone_s) : m.slowdown(parts, held);
+  }
 };
 
 // Reads the measurement files into cases (throws std::runtime_error with the file on bad input).

@@ -31,7 +31,7 @@ double sq_log_error(const std::vector<ContentionCase>& cases, const std::set<std
     if (!groups.count(c.group)) continue;
     for (const auto& p : c.points)
       if (p.fitted) {
-        const double r = std::log(m.slowdown(c.shape, p.held, c.alone_s) / p.measured);
+        const double r = std::log(c.slowdown(m, p.held) / p.measured);
         e += r * r;
       }
   }
@@ -138,18 +138,7 @@ hardware::ContentionModel fit_contention(const std::vector<ContentionCase>& case
     if (p.sat_sms == 0) p.knee = hardware::FamilyParams{}.knee;  // no saturation: the knee means nothing
     return e;
   };
-  for (const Family f : {Family::grouped_gemm, Family::gemm_fp8, Family::attention, Family::attention_bwd})
-    fit_compute(f);
-  // cuBLAS's fixed time with its boost: only its cases include kernels short enough (6–30 µs) to
-  // show it; the other compute families' measured kernels run ≥ 50 µs and keep t_f = 0.
-  double best_fixed = 0, best_e = INFINITY;
-  for (const double t : range(0, 10, 0.5)) {
-    fam(Family::gemm).fixed_us = t;
-    if (const double e = fit_compute(Family::gemm); e < best_e) best_e = e, best_fixed = t;
-  }
-  fam(Family::gemm).fixed_us = best_fixed;
-  fit_compute(Family::gemm);
-  // Elementwise: per family the SMs that saturate HBM and the per-SM gain with few SMs busy —
+  // Elementwise first (Newton–Schulz, a cuBLAS case, runs elementwise kernels too): per family the SMs that saturate HBM and the per-SM gain with few SMs busy —
   // not the clock (measured: it stays at its top whatever the SMs held), but the memory side:
   // an SM's loads queue at its GPC's port behind the other busy SMs' (λ).
   const auto queues = range(0, 3, 0.25);
@@ -181,6 +170,17 @@ hardware::ContentionModel fit_contention(const std::vector<ContentionCase>& case
     p.hbm_fraction = copy_share(cases, std::string(hardware::family_name(static_cast<Family>(i))));
     p.block = typical_block(cases, std::string(hardware::family_name(static_cast<Family>(i))));
   }
+  for (const Family f : {Family::grouped_gemm, Family::gemm_fp8, Family::attention, Family::attention_bwd})
+    fit_compute(f);
+  // cuBLAS's fixed time with its boost: only its cases include kernels short enough (6–30 µs) to
+  // show it; the other compute families' measured kernels run ≥ 50 µs and keep t_f = 0.
+  double best_fixed = 0, best_e = INFINITY;
+  for (const double t : range(0, 10, 0.5)) {
+    fam(Family::gemm).fixed_us = t;
+    if (const double e = fit_compute(Family::gemm); e < best_e) best_e = e, best_fixed = t;
+  }
+  fam(Family::gemm).fixed_us = best_fixed;
+  fit_compute(Family::gemm);
   return m;
 }
 
@@ -197,7 +197,7 @@ Json contention_residuals(const std::vector<ContentionCase>& cases, const hardwa
     for (const auto* c : cs)
       for (const auto& p : c->points) {
         if (p.held == 0) continue;
-        const double pred = model.slowdown(c->shape, p.held, c->alone_s), err = pred / p.measured - 1;
+        const double pred = c->slowdown(model, p.held), err = pred / p.measured - 1;
         rows.push_back({{"case", c->name}, {"held_sms", p.held}, {"measured", p.measured},
                         {"model", pred}, {"error", err}, {"fitted", p.fitted}});
         if (p.fitted) {

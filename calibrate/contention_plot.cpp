@@ -57,7 +57,7 @@ std::string contention_svg(const std::string& group, const std::vector<const Con
     const char* col = kColors[i % (sizeof(kColors) / sizeof(kColors[0]))];
     std::string line;
     for (int k = 0; k <= 124; k += 2)
-      line += fmt::format("{:.1f},{:.1f} ", a.x(k), a.y(std::min(a.y_max, m.slowdown(c.shape, k, c.alone_s))));
+      line += fmt::format("{:.1f},{:.1f} ", a.x(k), a.y(std::min(a.y_max, c.slowdown(m, k))));
     s += fmt::format("<polyline points='{}' fill='none' stroke='{}' stroke-width='1.5'/>\n", line, col);
     for (const auto& p : c.points)
       s += fmt::format("<circle cx='{:.1f}' cy='{:.1f}' r='3' stroke='{}' fill='{}'/>\n", a.x(p.held),

@@ -81,6 +81,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -163,6 +164,13 @@ struct FamilyParams {
   BlockResources block;
 };
 
+// One kernel of a run of kernels timed as one task (a fused run, Newton–Schulz's GEMMs and
+// elementwise kernels): its shape and its time alone.
+struct KernelPart {
+  KernelShape shape;
+  double alone_s;
+};
+
 struct ContentionModel {
   int sm_count = 132;
   // Mechanism 1's measurement: u_c(k) at the SMs held `cluster_held_sms` (ascending, from 0),
@@ -182,6 +190,12 @@ struct ContentionModel {
   // The slowdown of a launch whose time alone is alone_s (mechanism 6 on top of 1–5).
   double slowdown(const KernelShape& k, int held, double alone_s) const {
     return stretch(k.family, slowdown(k, held), alone_s);
+  }
+  // A run of kernels back to back: Σ t_i·slowdown_i / Σ t_i (as the engine runs a fused task).
+  double slowdown(std::span<const KernelPart> parts, int held) const {
+    double alone = 0, slowed = 0;
+    for (const auto& p : parts) alone += p.alone_s, slowed += p.alone_s * slowdown(p.shape, held, p.alone_s);
+    return alone > 0 ? slowed / alone : 1.0;
   }
   // φ + (1 − φ)·slowdown, φ the family's fixed share of a launch of alone_s.
   double stretch(Family f, double slowdown, double alone_s) const {

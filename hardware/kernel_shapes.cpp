@@ -50,10 +50,9 @@ GemmLaunch gemm_launch(int sms, double m, double n, double batch) {
   return best;
 }
 
-KernelShape gemm_shape(int sms, double m, double n, double batch) {
-  const auto l = gemm_launch(sms, m, n, batch);
-  return persistent_shape(Family::gemm, l.tiles, l.ctas, l.cluster);
-}
+KernelShape gemm_shape(int sms, double m, double n, double batch) { return gemm_shape(gemm_launch(sms, m, n, batch)); }
+
+KernelShape gemm_shape(const GemmLaunch& l) { return persistent_shape(Family::gemm, l.tiles, l.ctas, l.cluster); }
 
 KernelShape gemm_fp8_shape(int sms, double m, double n) {
   return persistent_shape(Family::gemm_fp8, tiles_of(m, n, 1, 128, 128), sms, 1);
@@ -85,6 +84,32 @@ KernelShape attention_shape(int sms, bool backward) {
 KernelShape grouped_shape(int sms, bool dynamic) {
   return {Family::grouped_gemm, dynamic ? Schedule::persistent_dynamic : Schedule::persistent_static, 1,
           static_cast<float>(sms)};
+}
+
+std::array<GemmDims, 3> newton_schulz_gemms(double rows, double cols) {
+  const double m = std::min(rows, cols), n = std::max(rows, cols);
+  return {GemmDims{m, m, n}, GemmDims{m, m, m}, GemmDims{m, n, m}};
+}
+
+std::vector<KernelPart> newton_schulz_parts(const KernelCost& cost, double rows, double cols, double batch,
+                                            bool epilogues) {
+  const double m = std::min(rows, cols), n = std::max(rows, cols);
+  const auto g = newton_schulz_gemms(m, n);
+  auto gemm = [&](const GemmDims& d) {
+    return KernelPart{gemm_shape(cost.sm_count(), d.m, d.n, batch), batch * cost.gemm_s(d.m, d.n, d.k)};
+  };
+  // bf16: a scale reads and writes 2 bytes per element, a sum reads 4 and writes 2.
+  auto ew = [&](double elems, double bytes_per_elem) {
+    const auto w = elementwise_work(cost, Family::ew_add, batch * elems * bytes_per_elem);
+    return KernelPart{w.shape, w.alone_s};
+  };
+  const std::vector<KernelPart> one =
+      epilogues ? std::vector{gemm(g[0]), gemm(g[1]), gemm(g[2])}
+                : std::vector{gemm(g[0]), ew(m * m, 4), ew(m * m, 4), gemm(g[1]),
+                              ew(m * m, 6), ew(m * n, 4), gemm(g[2]), ew(m * n, 6)};
+  std::vector<KernelPart> parts;
+  for (int it = 0; it < 5; ++it) parts.insert(parts.end(), one.begin(), one.end());
+  return parts;
 }
 
 }  // namespace twin::hardware

@@ -4,6 +4,9 @@
 // (reports/calibration/contention/: PyTorch profiler records of every kernel class).
 #pragma once
 
+#include <array>
+#include <vector>
+
 #include "hardware/contention.hpp"
 #include "hardware/kernel_cost.hpp"
 #include "hardware/ops.hpp"
@@ -27,6 +30,7 @@ GemmLaunch gemm_launch(int sms, double m, double n, double batch = 1);
 // wait: measured ×1.4–1.9 from 4 SMs held), above a first tile fixed per CTA and the rest dynamic
 // (late CTAs cost one more round of tiles: measured ×1.12–1.35 at 5.8 tiles per CTA, ×1.02–1.05 at 184).
 KernelShape gemm_shape(int sms, double m, double n, double batch = 1);
+KernelShape gemm_shape(const GemmLaunch& l);  // of a given launch (a measured one)
 // cuBLASLt FP8 GEMM with row-wise scales (`torch._scaled_mm`): nvjet's 128×128 tiles on one CTA
 // per SM without clusters at every measured shape.
 KernelShape gemm_fp8_shape(int sms, double m, double n);
@@ -48,6 +52,22 @@ KernelShape elementwise_kernel_shape(int sms, Family f, double bytes);
 KernelShape attention_shape(int sms, bool backward);
 // A persistent grouped GEMM (SonicMoE, torch._grouped_mm) with static or dynamic tile lists.
 KernelShape grouped_shape(int sms, bool dynamic);
+
+// Muon's Newton–Schulz as PyTorch runs it, unfused (the quintic iteration X ← aX + (bA + cA²)X,
+// A = X·Xᵀ; calibrate/contention_bench.py's newton_schulz_5): per iteration on an m×n matrix
+// (m ≤ n) three cuBLAS GEMMs and five elementwise kernels, in launch order — X·Xᵀ (m×m over n),
+// b·A, c·A, (cA)·A (m×m over m), their sum, a·X, B·X (m×n over m), the sum. Measured on our H200
+// (the case's profiler records): 8 launches per iteration, the elementwise ones 24% of the time.
+struct GemmDims {
+  double m, n, k;  // (m×k)·(k×n)
+};
+std::array<GemmDims, 3> newton_schulz_gemms(double rows, double cols);
+// The 5 iterations' launches on `batch` matrices of rows×cols (each launch batched), with their
+// times alone: the parts of one task (ContentionModel::slowdown over parts, ops.hpp's run_fused).
+// `epilogues`: b·A + c·A² and a·X + B·X as torch.baddbmm, in the GEMMs' epilogues (no elementwise
+// kernels; the extra read of A or X in the epilogue is not counted).
+std::vector<KernelPart> newton_schulz_parts(const KernelCost& cost, double rows, double cols, double batch,
+                                            bool epilogues = false);
 
 inline KernelWork grid_work(double seconds, KernelShape shape) {
   return {seconds, 0, KernelClass::grid, shape};

@@ -34,12 +34,6 @@ struct KernelWork {
   KernelShape shape{};   // how it slows while SMs are held (contention.hpp)
 };
 
-// One kernel of a fused run (several grid kernels timed as one task).
-struct KernelPart {
-  KernelShape shape;
-  double alone_s;
-};
-
 enum class CopyDir { h2d, d2h, d2d };
 
 void run_kernel(sim::Task& t, Cluster& c, int gpu, KernelWork w);

@@ -48,6 +48,11 @@ const sim::Schema<TrainingOptions>& training_schema() {
                 "all-to-alls gathering dense matrices to their Newton–Schulz owner: blocking the "
                 "CPU thread, or overlapping expert work (rung 4)",
                 [](auto& t) -> auto& { return t.dense_ns_all_to_all; })
+        .enumeration("newton_schulz_kernels", sim::names(kNsKernelsNames),
+                "Newton–Schulz on the GPU as written in Muon's reference code (unfused: three GEMMs "
+                "and five elementwise kernels per iteration, measured 24% elementwise on our H200), "
+                "or with the scaled sums in the GEMMs' epilogues (torch.baddbmm: three GEMMs)",
+                [](auto& t) -> auto& { return t.newton_schulz_kernels; })
         .enumeration("moe_kernel", sim::names(kMoeKernelNames),
                 "expert GEMMs: SonicMoE's persistent grouped GEMMs, or a plain per-expert loop",
                 [](auto& t) -> auto& { return t.moe_kernel; })

@@ -20,6 +20,7 @@ enum class AllToAllMode { blocking, async };
 enum class MoeKernel { sonicmoe, plain };
 enum class TileScheduler { static_lists, dynamic };
 enum class Elementwise { eager, stand_in };
+enum class NsKernels { unfused, baddbmm };
 enum class ExpertRows { spread, equal };
 enum class ExpertRouting { topk, group_limited };
 enum class GatherDtype { bf16, fp8 };
@@ -40,6 +41,8 @@ inline constexpr sim::Named<TileScheduler> kTileSchedulerNames[] = {{TileSchedul
                                                                     {TileScheduler::dynamic, "dynamic"}};
 inline constexpr sim::Named<Elementwise> kElementwiseNames[] = {{Elementwise::eager, "eager"},
                                                                 {Elementwise::stand_in, "stand_in"}};
+inline constexpr sim::Named<NsKernels> kNsKernelsNames[] = {{NsKernels::unfused, "unfused"},
+                                                            {NsKernels::baddbmm, "baddbmm"}};
 inline constexpr sim::Named<ExpertRows> kExpertRowsNames[] = {{ExpertRows::spread, "spread"},
                                                               {ExpertRows::equal, "equal"}};
 inline constexpr sim::Named<ExpertRouting> kExpertRoutingNames[] = {{ExpertRouting::topk, "topk"},
@@ -70,6 +73,7 @@ struct TrainingOptions {
   bool cpu_offload = true;             // FSDP2 CPUOffloadPolicy: params, grads, states on host
   Device newton_schulz = Device::gpu;               // rung 4
   AllToAllMode dense_ns_all_to_all = AllToAllMode::async;  // rung 4
+  NsKernels newton_schulz_kernels = NsKernels::unfused;     // hardware/kernel_shapes.hpp
   MoeKernel moe_kernel = MoeKernel::sonicmoe;
   TileScheduler moe_tile_scheduler = TileScheduler::dynamic;  // rung 5
   Elementwise elementwise = Elementwise::eager;  // step_costs.hpp

@@ -124,6 +124,13 @@ sim::Task& StepBuilder::kernel(std::int64_t rank, const char* name, Category c,
   return t;
 }
 
+sim::Task& StepBuilder::kernels(std::int64_t rank, const char* name, Category c,
+                                std::span<const hardware::KernelPart> parts, std::int32_t layer) {
+  sim::Task& t = task(rank, kCompute, name, c, layer);
+  hardware::run_fused(t, c_, static_cast<int>(rank), parts);
+  return t;
+}
+
 StepBuilder::PerRank StepBuilder::collective(const std::vector<std::vector<int>>& groups, Stream s,
                                              CollKind kind, double bytes,
                                              std::int64_t default_ctas, const char* name,

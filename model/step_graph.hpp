@@ -89,6 +89,9 @@ class StepBuilder {
   sim::Task& task(std::int64_t rank, Stream s, const char* name, Category c, std::int32_t layer);
   sim::Task& kernel(std::int64_t rank, const char* name, Category c, hardware::KernelWork w,
                     std::int32_t layer, Stream s = kCompute);
+  // Several kernels back to back as one task of category c (ops.hpp's run_fused).
+  sim::Task& kernels(std::int64_t rank, const char* name, Category c, std::span<const hardware::KernelPart> parts,
+                     std::int32_t layer);
   // One collective per group of `groups`; returns each participating rank's task (else null).
   PerRank collective(const std::vector<std::vector<int>>& groups, Stream s,
                      hardware::CollKind kind, double bytes, std::int64_t default_ctas,

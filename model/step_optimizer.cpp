@@ -10,8 +10,6 @@
 
 namespace twin::model {
 
-using hardware::gemm_shape;
-using hardware::grid_work;
 
 using hardware::CollKind;
 
@@ -100,11 +98,12 @@ StepBuilder::PerRank StepBuilder::build_optimizer(const PerRank& grads_home) {
       auto& cpu_last = last_[static_cast<std::size_t>(r)][kCpu];
       gather[static_cast<std::size_t>(r)]->after(*cpu_last);
       if (!async) cpu_last = gather[static_cast<std::size_t>(r)];  // the CPU thread blocks
-      double dense_flops = 0, dense_rows = 1, dense_own = 0;
+      double dense_flops = 0, dense_own = 0;
+      std::vector<Matrix> owned_dense;
       for (std::size_t j = static_cast<std::size_t>(r % job_.parallel.replica_gpus); j < dense.size();
            j += static_cast<std::size_t>(R)) {
+        owned_dense.push_back(dense[j]);
         dense_flops += newton_schulz_flops(dense[j].rows, dense[j].cols);
-        dense_rows = std::min(dense[j].rows, dense[j].cols);
         dense_own += dense[j].rows * dense[j].cols;
       }
       if (!gpu) {
@@ -115,18 +114,18 @@ StepBuilder::PerRank StepBuilder::build_optimizer(const PerRank& grads_home) {
         const double expert_bytes = 4 * owned_expert * h * f;
         auto& up = copy(r, false, "ns_to_gpu", -1, expert_bytes);
         up.after(*cpu_last);
-        const double per_flop = cost_.gemm_s(std::min(h, f), std::min(h, f), std::max(h, f)) /
-                                (2 * std::min(h, f) * std::min(h, f) * std::max(h, f));
-        // Newton–Schulz as GEMMs over the owned matrices, batched (the measured 16-matrix batch
-        // is a dynamic nvjet kernel; contention.hpp).
-        const auto ns_shape = gemm_shape(cost_.sm_count(), std::min(h, f), std::max(h, f), owned_expert);
-        auto& ns = kernel(r, "newton_schulz_gpu", kOptimizerGpu, grid_work(expert_flops * per_flop, ns_shape), -1);
+        // Newton–Schulz of the owned expert matrices, batched, and of the owned dense ones:
+        // each as PyTorch launches it (training.newton_schulz_kernels).
+        const bool epilogues = t.newton_schulz_kernels == NsKernels::baddbmm;
+        const auto ns_parts = hardware::newton_schulz_parts(cost_, h, f, owned_expert, epilogues);
+        auto& ns = kernels(r, "newton_schulz_gpu", kOptimizerGpu, ns_parts, -1);
         ns.after(up);
-        auto& nd = kernel(r, "newton_schulz_gpu_dense", kOptimizerGpu,
-                          grid_work(dense_flops > 0 ? cost_.gemm_s(dense_rows, dense_rows, dense_own / dense_rows) *
-                                                          dense_flops / (2 * dense_own * dense_rows)
-                                                    : 0.0,
-                                    gemm_shape(cost_.sm_count(), dense_rows, dense_own / dense_rows)), -1);
+        std::vector<hardware::KernelPart> dense_parts;
+        for (const auto& d : owned_dense) {
+          const auto p = hardware::newton_schulz_parts(cost_, d.rows, d.cols, 1, epilogues);
+          dense_parts.insert(dense_parts.end(), p.begin(), p.end());
+        }
+        auto& nd = kernels(r, "newton_schulz_gpu_dense", kOptimizerGpu, dense_parts, -1);
         nd.after(*gather[static_cast<std::size_t>(r)]);
         auto& down = copy(r, true, "ns_to_host", -1, expert_bytes + 4 * dense_own);
         down.after(nd);

@@ -10,6 +10,7 @@
 
 #include "calibrate/contention_fit.hpp"
 #include "hardware/kernel_shapes.hpp"
+#include "hardware/profile.hpp"
 
 using namespace twin;
 
@@ -141,7 +142,7 @@ TEST_CASE("held-out residuals of the contention model stay within their budgets"
   // are budgeted at what they reach today, so that they cannot get worse unseen.
   const std::map<std::string, std::pair<double, double>> budget = {
       {"attention", {0.10, 0.15}},      {"attention_bwd", {0.10, 0.15}},  {"grouped_gemm", {0.10, 0.15}},
-      {"twin_grouped", {0.10, 0.15}},   {"gemm_fp8", {0.10, 0.15}},       {"gemm", {0.10, 0.60}},
+      {"twin_grouped", {0.10, 0.15}},   {"gemm_fp8", {0.10, 0.15}},       {"gemm", {0.10, 0.27}},
       {"ew_add", {0.10, 0.15}},         {"ew_gather", {0.10, 0.15}},      {"ew_sum_fp32", {0.10, 0.15}},
       {"ew_fp8_quant", {0.10, 0.15}},   {"ew_norm", {0.10, 0.15}},        {"ew_norm_bwd", {0.10, 0.15}},
       {"ew_swiglu", {0.10, 0.15}},      {"ew_swiglu_bwd", {0.10, 0.15}},  {"ew_loss", {0.10, 0.15}},
@@ -158,16 +159,44 @@ TEST_CASE("held-out residuals of the contention model stay within their budgets"
     CHECK(worst <= budget.at(group).second);
   }
   CHECK(res.size() == budget.size());
-  // cuBLAS's worst point is Newton–Schulz with one matrix: three GEMM shapes per iteration
-  // measured as one case and modelled as one shape (1,792 × 6,144), +59% at 2–8 SMs held. Its
-  // single GEMMs are held to a tighter budget: the router at 16,384 tokens with 4–8 held (−25%) is
-  // the worst.
-  double single = 0;
+  // cuBLAS's worst point is the router at 16,384 tokens with 4–8 held (−25%). Newton–Schulz, a run
+  // of three nvjet GEMMs and five elementwise kernels per iteration, is modelled as that run (its
+  // launches as recorded, each slowed as its own shape): within 15% at every point (it was +59%
+  // modelled as one 1,792 × 6,144 GEMM).
+  double ns = 0;
   for (const auto& p : res["gemm"]["points"])
-    if (!p["fitted"].get<bool>() && p["case"].get<std::string>().rfind("newton_schulz", 0) != 0)
-      single = std::max(single, std::abs(p["error"].get<double>()));
-  MESSAGE(fmt::format("gemm, single GEMMs: worst held-out point {:.1f}%", 100 * single));
-  CHECK(single <= 0.27);
+    if (p["case"].get<std::string>().rfind("newton_schulz", 0) == 0) ns = std::max(ns, std::abs(p["error"].get<double>()));
+  MESSAGE(fmt::format("gemm, Newton–Schulz: worst point {:.1f}%", 100 * ns));
+  CHECK(ns <= 0.15);
+}
+
+TEST_CASE("Newton–Schulz is three GEMMs and five elementwise kernels per iteration") {
+  // X·Xᵀ (m×m over n), A·A (m×m over m), B·X (m×n over m): 5·(4m²n + 2m³) FLOPs in all.
+  const double m = 1792, n = 6144;
+  double flops = 0;
+  for (const auto& d : hardware::newton_schulz_gemms(n, m)) flops += 2 * d.m * d.n * d.k;
+  CHECK(5 * flops == doctest::Approx(5 * (4 * m * m * n + 2 * m * m * m)));
+  // The H200 profile's GEMM and elementwise costs.
+  std::ifstream in(kRoot / "hardware/profiles/h200.json");
+  const auto j = nlohmann::json::parse(in);
+  hardware::Profile hp;
+  hp.gpu.sm_count = j["gpu"]["sm_count"]["value"];
+  hp.gpu.hbm_bw_GBps = j["gpu"]["hbm_bw_GBps"]["value"];
+  hp.gpu.bf16_dense_TFLOPs = j["gpu"]["bf16_dense_TFLOPs"]["value"];
+  hp.efficiency.gemm_peak_fraction = j["efficiency"]["gemm_peak_fraction"]["value"];
+  hp.efficiency.gemm_half_rows = j["efficiency"]["gemm_half_rows"]["value"];
+  hp.efficiency.kernel_overhead_us = j["efficiency"]["kernel_overhead_us"]["value"];
+  hp.contention.family[static_cast<int>(hardware::Family::ew_add)].hbm_fraction =
+      j["contention"]["ew_add"]["hbm_fraction"]["value"];
+  const hardware::KernelCost cost(hp);
+  const auto parts = hardware::newton_schulz_parts(cost, m, n, 16);
+  REQUIRE(parts.size() == 40);
+  double gemm = 0, all = 0;
+  for (const auto& p : parts) (p.shape.family == hardware::Family::gemm ? gemm : all) += p.alone_s;
+  all += gemm;
+  // Measured on our H200 (file b, 16 matrices): the elementwise kernels are 24% of the time alone.
+  MESSAGE(fmt::format("Newton–Schulz of 16 matrices: elementwise {:.0f}% of the time alone", 100 * (1 - gemm / all)));
+  CHECK(1 - gemm / all == doctest::Approx(0.24).epsilon(0.25));
 }
 
 TEST_CASE("cuBLAS launches as the twin chooses them are the ones measured") {
