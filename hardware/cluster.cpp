@@ -1,6 +1,7 @@
 #include "hardware/cluster.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -46,12 +47,30 @@ Cluster::Cluster(sim::Engine& engine, sim::Fluid& fluid, const Profile& profile,
 void Cluster::attach_fabric(const PlacementOptions& o, int copies) {
   copies_ = copies;
   placement_ = place_nodes(copies * gpus() / gpus_per_node_, o, profile_.network);
+  const auto seed = sample_seed(o.shared, o.seed);
   fabric_ = std::make_unique<Dragonfly>(fluid_, profile_.network,
                                         static_cast<double>(gpus_per_node_) * profile_.node.nic_GBps,
-                                        o.routing,
-                                        o.adaptive_nonminimal_fraction);
+                                        o.routing, o.adaptive_nonminimal_fraction, o.shared, seed);
+  apply_stragglers(o.shared, seed);
   fabric_inert_ = fabric_->leaves_nonblocking();
   for (int n : placement_) fabric_inert_ = fabric_inert_ && fabric_->group_of(n) == fabric_->group_of(placement_[0]);
+}
+
+void Cluster::apply_stragglers(const SharedMachine& m, std::uint64_t seed) {
+  if (m.slow_node_fraction <= 0 && m.step_jitter <= 0) return;
+  const int n = gpus();
+  std::vector<double> best;
+  double slowest = INFINITY;
+  for (int copy = 0; copy < copies_; ++copy) {
+    std::vector<double> s(static_cast<std::size_t>(n));
+    for (int g = 0; g < n; ++g)
+      s[static_cast<std::size_t>(g)] = gpus_[static_cast<std::size_t>(g)]->speed() *
+                                        node_speed(m, fabric_node(copy, g / gpus_per_node_)) *
+                                        jitter_speed(m, seed, copy * n + g);
+    const double low = *std::min_element(s.begin(), s.end());
+    if (low < slowest) slowest = low, best = std::move(s), slowest_copy_ = copy;
+  }
+  for (int g = 0; g < n; ++g) gpus_[static_cast<std::size_t>(g)]->set_speed(best[static_cast<std::size_t>(g)]);
 }
 
 void Cluster::merge_link(sim::Fluid::ResourceId r, sim::Fluid::ResourceId into) {

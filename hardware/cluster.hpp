@@ -40,7 +40,12 @@ class Cluster {
   // The fabric beyond the NICs (topology.hpp), when attached: the simulated nodes stand for
   // `copies` identical copies (data-parallel replicas simulated once), copy d's node n sitting
   // at fabric node placement[d·nodes + n].
+  // Stragglers (o.shared): every copy's GPUs get their node's and the sample's speed; the
+  // simulated GPUs take the speeds of the copy with the slowest GPU (a replica waits at every
+  // layer for its slowest GPU, and every replica for the slowest replica at the all-reduce: the
+  // order statistic the step sees).
   void attach_fabric(const PlacementOptions& o, int copies);
+  int slowest_copy() const { return slowest_copy_; }
   // Null when there is no fabric, or when it cannot constrain anything: every node of every
   // copy in one group behind non-blocking leaves (then no route crosses a fabric resource).
   Dragonfly* fabric() const { return fabric_inert_ ? nullptr : fabric_.get(); }
@@ -112,7 +117,9 @@ class Cluster {
   std::vector<sim::Fluid::ResourceId> pairs_;  // [gpu][local peer]
   std::unique_ptr<Dragonfly> fabric_;
   std::vector<int> placement_;
+  void apply_stragglers(const SharedMachine& m, std::uint64_t seed);
   int copies_ = 1;
+  int slowest_copy_ = 0;
   bool fabric_inert_ = false;
   std::vector<std::shared_ptr<void>> kept_;
   std::pmr::monotonic_buffer_resource arena_{&sim::large_pages()};

@@ -43,6 +43,7 @@ class Gpu {
   int nccl_sms() const { return held_nccl_; }
   // Compute speed relative to nominal (kernels take alone_s / speed).
   double speed() const { return speed_; }
+  void set_speed(double s) { speed_ = s; }
   sim::Fluid::ResourceId hbm_resource() const { return hbm_res_; }
 
   // Asks for n SMs; `grant(k)` is called each time k more are assigned (possibly at once).

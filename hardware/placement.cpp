@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <numeric>
 #include <set>
 #include <stdexcept>
@@ -17,7 +18,9 @@ const sim::Schema<PlacementOptions>& placement_schema() {
     sim::Schema<PlacementOptions> s;
     s.enumeration("policy", sim::names(kPlacementPolicyNames),
              "where the job's nodes sit: packed into as few Dragonfly+ groups as possible, spread "
-             "round-robin over groups, a random sample, or the nodes of node_list_file",
+             "round-robin over groups, a random sample, the nodes of node_list_file, or as Slurm "
+             "places it on a busy machine (shared.busy_fraction): one group if one has room, else "
+             "spilled over the groups with the most free nodes",
              [](auto& p) -> auto& { return p.policy; })
         .text("node_list_file",
               "Slurm node list (names, bracket ranges; relative to the scenario file) for "
@@ -123,6 +126,53 @@ int node_from_name(const std::string& name, const NetworkSpec& net, std::int64_t
   return static_cast<int>(id);
 }
 
+namespace {
+// Slurm on a busy machine: other jobs hold busy_fraction of the nodes (as many as leave the job
+// room: it runs once enough are free), a seeded sample per draw; the job takes one group if one
+// has room (best fit: the fullest such group), else the groups with the most free nodes first,
+// each group's free nodes in order (leaf by leaf).
+std::vector<int> place_slurm(int nodes, const PlacementOptions& o, const NetworkSpec& net) {
+  const int total = static_cast<int>(net.nodes_total), per_group = static_cast<int>(net.nodes_per_group);
+  const int busy = std::min(static_cast<int>(std::lround(o.shared.busy_fraction * total)), total - nodes);
+  std::vector<int> all(static_cast<std::size_t>(total));
+  std::iota(all.begin(), all.end(), 0);
+  sim::Rng rng(sample_seed(o.shared, o.seed));
+  for (int k = 0; k < busy; ++k)
+    std::swap(all[static_cast<std::size_t>(k)], all[static_cast<std::size_t>(k + static_cast<int>(rng.below(total - k)))]);
+  const int groups = (total + per_group - 1) / per_group;
+  std::vector<std::vector<int>> free(static_cast<std::size_t>(groups));
+  std::sort(all.begin() + busy, all.end());
+  for (auto it = all.begin() + busy; it != all.end(); ++it) free[static_cast<std::size_t>(*it / per_group)].push_back(*it);
+  std::vector<int> order(static_cast<std::size_t>(groups));
+  std::iota(order.begin(), order.end(), 0);
+  auto size = [&](int g) { return static_cast<int>(free[static_cast<std::size_t>(g)].size()); };
+  int fit = -1;
+  for (int g : order)
+    if (size(g) >= nodes && (fit < 0 || size(g) < size(fit))) fit = g;
+  if (fit >= 0) {
+    order = {fit};
+  } else {
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return size(a) > size(b); });
+  }
+  std::vector<int> ids;
+  for (int g : order)
+    for (int n : free[static_cast<std::size_t>(g)])
+      if (static_cast<int>(ids.size()) < nodes) ids.push_back(n);
+  return ids;
+}
+}  // namespace
+
+std::vector<int> groups_per_block(const std::vector<int>& nodes, int block, const NetworkSpec& net) {
+  std::vector<int> out;
+  for (std::size_t at = 0; at < nodes.size(); at += static_cast<std::size_t>(block)) {
+    std::set<long> g;
+    for (std::size_t i = at; i < std::min(nodes.size(), at + static_cast<std::size_t>(block)); ++i)
+      g.insert(nodes[i] / net.nodes_per_group);
+    out.push_back(static_cast<int>(g.size()));
+  }
+  return out;
+}
+
 std::vector<int> place_nodes(int nodes, const PlacementOptions& o, const NetworkSpec& net) {
   const int total = static_cast<int>(net.nodes_total), per_group = static_cast<int>(net.nodes_per_group);
   if (o.policy == PlacementPolicy::file) {
@@ -139,6 +189,7 @@ std::vector<int> place_nodes(int nodes, const PlacementOptions& o, const Network
     return ids;
   }
   if (nodes > total) throw std::invalid_argument(fmt::format("the job needs {} nodes; the machine has {}", nodes, total));
+  if (o.policy == PlacementPolicy::slurm) return place_slurm(nodes, o, net);
   std::vector<int> ids(static_cast<std::size_t>(nodes));
   if (o.policy == PlacementPolicy::packed) {
     std::iota(ids.begin(), ids.end(), 0);

@@ -7,18 +7,23 @@
 #include <vector>
 
 #include "hardware/profile.hpp"
+#include "hardware/shared_machine.hpp"
 #include "hardware/topology.hpp"
 #include "sim/param.hpp"
 
 namespace twin::hardware {
 
 // packed: as few groups as possible, leaf by leaf; spread: round-robin over groups; random: a
-// seeded sample of the machine's nodes; file: the nodes of `node_list_file`.
-enum class PlacementPolicy { packed, spread, random, file };
+// seeded sample of the machine's nodes; file: the nodes of `node_list_file`; slurm: as Slurm
+// places a job on a busy machine (shared.busy_fraction of every group held by other jobs): within
+// one group if one has room (`--switches=1`, best fit), else — the wait for it is enforced for
+// minutes only (SPEC.md §2.2) — over the groups with the most free nodes first.
+enum class PlacementPolicy { packed, spread, random, file, slurm };
 inline constexpr sim::Named<PlacementPolicy> kPlacementPolicyNames[] = {{PlacementPolicy::packed, "packed"},
                                                                         {PlacementPolicy::spread, "spread"},
                                                                         {PlacementPolicy::random, "random"},
-                                                                        {PlacementPolicy::file, "file"}};
+                                                                        {PlacementPolicy::file, "file"},
+                                                                        {PlacementPolicy::slurm, "slurm"}};
 
 struct PlacementOptions {
   PlacementPolicy policy = PlacementPolicy::packed;
@@ -31,6 +36,7 @@ struct PlacementOptions {
   // false: simulate one replica and let it stand for every replica (their flows share the fabric
   // with the same timing); true: simulate every replica's ranks.
   bool simulate_all_replicas = false;
+  SharedMachine shared;  // other jobs: busy nodes, background traffic, stragglers (scenario key "shared")
 };
 
 const sim::Schema<PlacementOptions>& placement_schema();
@@ -44,5 +50,7 @@ int node_from_name(const std::string& name, const NetworkSpec& net, std::int64_t
 // Fabric node ids (0 … nodes_total−1) of `nodes` job nodes in rank order. Throws
 // std::invalid_argument if the machine or the node list is too small.
 std::vector<int> place_nodes(int nodes, const PlacementOptions& o, const NetworkSpec& net);
+// The groups the nodes of each block of `block` consecutive nodes span (a replica's nodes).
+std::vector<int> groups_per_block(const std::vector<int>& nodes, int block, const NetworkSpec& net);
 
 }  // namespace twin::hardware

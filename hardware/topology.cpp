@@ -9,14 +9,15 @@
 namespace twin::hardware {
 
 Dragonfly::Dragonfly(sim::Fluid& fluid, const NetworkSpec& spec, double node_nic_GBps, Routing routing,
-                     double adaptive_fraction)
-    : fluid_(fluid), spec_(spec), routing_(routing), adaptive_fraction_(adaptive_fraction),
+                     double adaptive_fraction, const SharedMachine& shared, std::uint64_t seed)
+    : fluid_(fluid), spec_(spec), shared_(shared), seed_(seed), routing_(routing), adaptive_fraction_(adaptive_fraction),
       groups_(static_cast<int>((spec.nodes_total + spec.nodes_per_group - 1) / spec.nodes_per_group)),
       nodes_per_group_(static_cast<int>(spec.nodes_per_group)),
       nodes_per_leaf_(static_cast<int>(spec.nodes_per_leaf)),
       leaves_per_group_((nodes_per_group_ + nodes_per_leaf_ - 1) / nodes_per_leaf_),
-      leaves_nonblocking_(static_cast<double>(spec.spines_per_group) * spec.leaf_spine_GBps >=
-                          static_cast<double>(spec.nodes_per_leaf) * node_nic_GBps) {
+      leaves_nonblocking_(shared.background_leaf_load <= 0 &&
+                          static_cast<double>(spec.spines_per_group) * spec.leaf_spine_GBps >=
+                              static_cast<double>(spec.nodes_per_leaf) * node_nic_GBps) {
   const auto leaves = static_cast<std::size_t>(groups_ * leaves_per_group_);
   routes_.resize(leaves * leaves);
   // Groups as vertices, a global-link bundle as an edge between every pair with links.
@@ -42,7 +43,9 @@ sim::Fluid::ResourceId Dragonfly::leaf(int node, bool up) {
   auto [it, fresh] = leaves_.try_emplace({l, up}, 0);
   if (fresh) {
     const std::string n = fmt::format("leaf{}.{}", l, up ? "up" : "down");
-    it->second = fluid_.add_resource(static_cast<double>(spec_.spines_per_group) * spec_.leaf_spine_GBps * 1e9, n);
+    it->second = fluid_.add_resource(left(static_cast<double>(spec_.spines_per_group) * spec_.leaf_spine_GBps,
+                                          shared_.background_leaf_load, 2 * static_cast<std::uint64_t>(l) + up),
+                                     n);
     names_[it->second] = n;
   }
   return it->second;
@@ -52,8 +55,10 @@ sim::Fluid::ResourceId Dragonfly::global(int g, int h) {
   auto [it, fresh] = globals_.try_emplace({g, h}, 0);
   if (fresh) {
     const std::string n = fmt::format("global.group{}->group{}", g, h);
-    it->second = fluid_.add_resource(
-        static_cast<double>(spec_.global_links_per_group_pair) * spec_.global_link_GBps * 1e9, n);
+    it->second = fluid_.add_resource(left(static_cast<double>(spec_.global_links_per_group_pair) * spec_.global_link_GBps,
+                                          shared_.background_global_load,
+                                          (1ULL << 40) + static_cast<std::uint64_t>(g * groups_ + h)),
+                                     n);
     names_[it->second] = n;
   }
   return it->second;
@@ -63,9 +68,12 @@ sim::Fluid::ResourceId Dragonfly::aggregate(int g, bool egress) {
   auto [it, fresh] = aggregates_.try_emplace({g, egress}, 0);
   if (fresh) {
     const std::string n = fmt::format("global.group{}.{}", g, egress ? "egress" : "ingress");
-    it->second = fluid_.add_resource(static_cast<double>(groups_ - 1) *
-                                         static_cast<double>(spec_.global_links_per_group_pair) *
-                                         spec_.global_link_GBps * 1e9, n);
+    it->second = fluid_.add_resource(left(static_cast<double>(groups_ - 1) *
+                                              static_cast<double>(spec_.global_links_per_group_pair) *
+                                              spec_.global_link_GBps,
+                                          shared_.background_global_load,
+                                          (2ULL << 40) + 2 * static_cast<std::uint64_t>(g) + egress),
+                                     n);
     names_[it->second] = n;
   }
   return it->second;

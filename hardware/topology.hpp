@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "hardware/profile.hpp"
+#include "hardware/shared_machine.hpp"
 #include "sim/fluid.hpp"
 #include "sim/param.hpp"
 
@@ -43,8 +44,10 @@ inline constexpr sim::Named<Routing> kRoutingNames[] = {
 class Dragonfly {
  public:
   // node_nic_GBps: all NICs of one node, per direction.
+  // `shared`: other jobs' traffic takes a share of each link bundle's capacity (drawn per link
+  // with `seed`; shared_machine.hpp); a leaf with background traffic is no longer non-blocking.
   Dragonfly(sim::Fluid& fluid, const NetworkSpec& spec, double node_nic_GBps, Routing routing,
-            double adaptive_fraction);
+            double adaptive_fraction, const SharedMachine& shared = {}, std::uint64_t seed = 0);
   bool leaves_nonblocking() const { return leaves_nonblocking_; }
 
   int groups() const { return groups_; }
@@ -91,8 +94,15 @@ class Dragonfly {
   sim::Fluid::ResourceId global(int g, int h);
   sim::Fluid::ResourceId aggregate(int g, bool egress);
 
+  // A link bundle's capacity left by other jobs' traffic (key: names the bundle).
+  double left(double capacity_GBps, double mean_load, std::uint64_t key) const {
+    return capacity_GBps * 1e9 * (1 - background_share(mean_load, seed_, key));
+  }
+
   sim::Fluid& fluid_;
   NetworkSpec spec_;
+  SharedMachine shared_;
+  std::uint64_t seed_;
   Routing routing_;
   double adaptive_fraction_;
   int groups_, nodes_per_group_, nodes_per_leaf_, leaves_per_group_;

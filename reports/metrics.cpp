@@ -68,4 +68,11 @@ SmTimeline::Stats SmTimeline::stats(sim::Time end) const {
   return s;
 }
 
+double percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double h = q * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<std::size_t>(h);
+  return lo + 1 < v.size() ? v[lo] + (h - static_cast<double>(lo)) * (v[lo + 1] - v[lo]) : v[lo];
+}
+
 }  // namespace twin::reports

@@ -34,6 +34,10 @@
 //   provenance            twin version, commit, FNV-1a of the resolved scenario (build_info.hpp).
 //   plan-dp               relative_to_dp1 = tokens_per_s_per_gpu(DP) / tokens_per_s_per_gpu(1);
 //                         days_to_tokens = tokens / tokens_per_day.
+//                         With --samples N (shared.sample = 0 … N−1), each metric m as
+//                         m_p10 / m_p50 / m_p90 = percentile(m over the samples, q), q = 0.1,
+//                         0.5, 0.9, linear between the sorted values (percentile() below), and
+//                         relative_to_dp1 = tokens_per_s_per_gpu_p50(DP) / _p50(1).
 #pragma once
 
 #include <cstdint>
@@ -56,6 +60,10 @@ struct Breakdown {
   double compute_overlapped = 0, compute_only = 0, comm_wait = 0, idle = 0;
 };
 Breakdown breakdown(std::vector<Interval> compute, std::vector<Interval> comm, double step_s);
+
+// The q-quantile (0 ≤ q ≤ 1) of v, linear between order statistics: sorted x, h = q·(n − 1),
+// x[⌊h⌋] + (h − ⌊h⌋)·(x[⌊h⌋+1] − x[⌊h⌋]). v must not be empty.
+double percentile(std::vector<double> v, double q);
 
 // Records a step function S(t) (SMs held by NCCL) and summarises it.
 class SmTimeline {

@@ -5,10 +5,30 @@
 #include <ostream>
 
 #include "reports/output.hpp"
+#include "reports/progress.hpp"
 #include "scenarios/commands.hpp"
+#include "scenarios/parallel.hpp"
+#include "scenarios/samples.hpp"
 #include "scenarios/simulate.hpp"
 
 namespace twin::scenarios {
+
+namespace {
+// The step over draws of the shared machine: p10/p50/p90 of its time and throughput.
+Json samples_json(const CommonArgs& args, const RunArgs& run) {
+  std::vector<Loaded> loaded;
+  for (const auto& lo : sample_loads(args.load_options(), run.samples)) loaded.push_back(load_scenario(args.scenario, lo));
+  reports::Progress progress("run: samples", loaded.size(), args.progress ? stderr : nullptr);
+  const auto runs = run_parallel<Json>(loaded.size(), run.jobs, [&](std::size_t i) {
+    return simulate(loaded[i], args.run_options()).json;
+  }, &progress);
+  std::vector<const Json*> all;
+  for (const auto& r : runs) all.push_back(&r);
+  Json j{{"count", run.samples}};
+  for (const char* key : {"step_time_s", "tokens_per_s_per_gpu"}) add_percentiles(j, key, all);
+  return j;
+}
+}  // namespace
 
 int cmd_run(const CommonArgs& args, const RunArgs& run, std::ostream& out) {
   const auto loaded = load_scenario(args.scenario, args.load_options());
@@ -30,6 +50,7 @@ int cmd_run(const CommonArgs& args, const RunArgs& run, std::ostream& out) {
   o.trace_ranks = trace_ranks;
   o.plan_rank = run.plan_file.empty() ? -1 : run.plan_rank;
   auto r = simulate(loaded, o);
+  if (run.samples > 0) r.json["samples"] = samples_json(args, run);
   if (o.trace)
     reports::write_atomic(run.trace_file, reports::gzip_named(run.trace_file) ? reports::gzip(r.trace) : r.trace);
   if (o.plan_rank >= 0) reports::write_atomic(run.plan_file, r.plan.dump(1) + "\n");
@@ -39,6 +60,14 @@ int cmd_run(const CommonArgs& args, const RunArgs& run, std::ostream& out) {
     out << j.dump(2) << "\n";
   } else {
     out << summary(r.json);
+    if (run.samples > 0) {
+      const auto& s = r.json["samples"];
+      fmt::print(out, "  over {} draws of the shared machine: step p10/p50/p90 {:.2f} / {:.2f} / {:.2f} s, "
+                      "tokens/s/GPU {:.1f} / {:.1f} / {:.1f}\n",
+                 run.samples, s["step_time_s_p10"].get<double>(), s["step_time_s_p50"].get<double>(),
+                 s["step_time_s_p90"].get<double>(), s["tokens_per_s_per_gpu_p10"].get<double>(),
+                 s["tokens_per_s_per_gpu_p50"].get<double>(), s["tokens_per_s_per_gpu_p90"].get<double>());
+    }
     if (o.trace) fmt::print(out, "  trace written to {}\n", run.trace_file);
   }
   return 0;

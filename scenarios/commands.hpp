@@ -37,6 +37,8 @@ struct RunArgs {
   bool trace_all_ranks = false;  // --trace-ranks all
   std::string plan_file;  // write one rank's launch plan here (scenarios/plan.hpp)
   int plan_rank = 0;
+  int samples = 0;        // > 0: also run shared.sample 0 … N−1 and report percentiles
+  int jobs = 1;           // threads for the samples
 };
 
 struct LadderArgs {
@@ -108,6 +110,8 @@ struct PlanDpArgs {
   std::string placement;  // packed | spread | random | a Slurm node-list file; "" = the scenario's
   double tokens = 15e12;  // token budget for days_to_tokens
   int jobs = 1;
+  int samples = 0;           // > 0: draws of the shared machine (shared.sample 0 … N−1), percentiles
+  std::int64_t seed = -1;    // ≥ 0: placement.seed (the draws' seed)
 };
 
 struct MemoryArgs {

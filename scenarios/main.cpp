@@ -86,6 +86,11 @@ int main(int argc, char** argv) {
   run->add_option("--plan", run_args.plan_file,
                   "write one rank's forward+backward launch plan (for calibrate/micro_step.py)");
   run->add_option("--plan-rank", run_args.plan_rank, "rank of --plan (default 0)");
+  run->add_option("--samples", run_args.samples,
+                  "also run N draws of the shared machine (shared.sample 0 … N−1: busy nodes, other "
+                  "jobs' traffic, stragglers) and report p10/p50/p90 of the step")
+      ->check(CLI::Range(1, 100000));
+  run->add_option("--jobs", run_args.jobs, "threads for --samples (default 1)")->check(CLI::Range(1, 1024));
   MemoryArgs mem_args;
   auto* memory = app.add_subcommand("memory", "HBM per allocator pool and Grace memory per rank");
   memory->footer("Example: twin memory scenarios/europa.json --set training.seq_len=98304 --events ev.json");
@@ -103,6 +108,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 100000));
   plan->add_option("--placement", plan_args.placement,
                    "packed | spread | random | FILE (a Slurm node list); default: the scenario's");
+  plan->add_option("--samples", plan_args.samples,
+                   "draws of the shared machine per replica count (busy nodes, other jobs' traffic, "
+                   "stragglers: the scenario's shared.*): report p10/p50/p90")
+      ->check(CLI::Range(1, 100000));
+  plan->add_option("--seed", plan_args.seed, "seed of the draws (placement.seed)")->check(CLI::NonNegativeNumber);
   plan->add_option("--tokens", plan_args.tokens, "token budget for days_to_tokens (default 15e12)")
       ->check(CLI::PositiveNumber)
       ->check(CLI::Validator(

@@ -24,7 +24,9 @@ const sim::Schema<Scenario>& scenario_schema() {
         .include("data", model::data_schema(), [](auto& x) -> auto& { return x.job.data; })
         .include("nccl", hardware::nccl_options_schema(), [](auto& x) -> auto& { return x.nccl; })
         .include("placement", hardware::placement_schema(),
-                 [](auto& x) -> auto& { return x.placement; });
+                 [](auto& x) -> auto& { return x.placement; })
+        .include("shared", hardware::shared_machine_schema(),
+                 [](auto& x) -> auto& { return x.placement.shared; });
     return s;
   }();
   return s;

@@ -178,6 +178,10 @@ Json network_json(const Scenario& s, Pass& p, double step) {
   const auto* f = p.cluster.topology();
   std::set<int> groups;
   for (int n : p.cluster.placement()) groups.insert(f->group_of(n));
+  const auto per_replica = hardware::groups_per_block(
+      p.cluster.placement(), static_cast<int>(s.job.parallel.replica_gpus / s.hw.node.gpus), s.hw.network);
+  double slowest = INFINITY;
+  for (int g = 0; g < p.cluster.gpus(); ++g) slowest = std::min(slowest, p.cluster.gpu(g).speed());
   struct Link {
     std::string name;
     double bytes, busy, util, mean, saturated;
@@ -207,6 +211,9 @@ Json network_json(const Scenario& s, Pass& p, double step) {
           {"routing", sim::name_of(s.placement.routing, hardware::kRoutingNames)},
           {"nodes", p.cluster.placement().size()},
           {"groups", groups.size()},
+          {"groups_per_replica_max", *std::max_element(per_replica.begin(), per_replica.end())},
+          {"slowest_replica", p.cluster.slowest_copy()},
+          {"slowest_gpu_speed", slowest},
           {"simulated_replicas", s.placement.simulate_all_replicas ? s.job.parallel.dp : 1},
           {"links_saturating", saturated},
           {"busiest_links", top}};

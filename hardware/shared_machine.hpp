@@ -1,0 +1,44 @@
+// The machine as other jobs leave it (issue #16): JUPITER is shared by hundreds of projects
+// (SPEC.md §2.2). Three effects, each off at its default (an idle machine of identical GPUs):
+//  - busy nodes: other jobs hold a share of every group's nodes, so a job placed as Slurm places
+//    it ("slurm" policy, placement.hpp) spills over groups;
+//  - background traffic: other jobs use a share of each fabric link's capacity — the leaf bundles
+//    and the global links and their group aggregates — drawn per link and per sample (a step's
+//    worth of time: bursts longer than a step keep their share for the step);
+//  - stragglers: nodes that are always slow (the same ones recurring) and a per-step jitter of
+//    every GPU's speed, on top of the profile's fixed per-GPU spread.
+// A sample is one draw of everything that varies between steps: which nodes other jobs hold,
+// their traffic, the jitter. `twin run/plan-dp --samples N` runs samples 0 … N−1.
+#pragma once
+
+#include <cstdint>
+
+#include "sim/param.hpp"
+
+namespace twin::hardware {
+
+struct SharedMachine {
+  std::int64_t sample = 0;          // which draw (with placement.seed)
+  double busy_fraction = 0;         // share of every group's nodes held by other jobs
+  double background_global_load = 0;  // mean share of a global link (bundle) used by other jobs
+  double background_leaf_load = 0;    // mean share of a leaf's uplink/downlink bundle
+  double slow_node_fraction = 0;    // nodes that are always slow
+  double slow_node_speed = 0.9;     // their speed relative to nominal
+  double step_jitter = 0;           // per-GPU, per-step relative speed noise (standard deviation)
+  bool any_traffic() const { return background_global_load > 0 || background_leaf_load > 0; }
+};
+
+const sim::Schema<SharedMachine>& shared_machine_schema();
+
+// The seed of a sample's draws.
+std::uint64_t sample_seed(const SharedMachine& m, std::int64_t placement_seed);
+// Other jobs' share of one link (key: any number naming it) in a sample: mean·E, E exponential
+// with mean 1 (most links lightly used, a few heavily: a burst), at most 0.95.
+double background_share(double mean, std::uint64_t seed, std::uint64_t key);
+// A machine node's speed factor: slow_node_speed for a fixed slow_node_fraction of the nodes
+// (chosen by a hash of the node id: the same nodes in every sample), else 1.
+double node_speed(const SharedMachine& m, int node);
+// A GPU's per-step factor: 1 − step_jitter·|z|, z standard normal per GPU and sample (≥ 0.5).
+double jitter_speed(const SharedMachine& m, std::uint64_t seed, int gpu);
+
+}  // namespace twin::hardware
