@@ -5,7 +5,7 @@
 #include <fstream>
 #include <cmath>
 #include <map>
-#include <regex>
+#include <cstdio>
 #include <set>
 #include <stdexcept>
 
@@ -108,11 +108,17 @@ const std::map<std::string, Family>& elementwise_families() {
 // the kernel's name (nvjet_sm90_tst_<tile_m>x<tile_n>_<k tile>x<stages>_<cluster x>x<cluster y>_…),
 // its CTAs from the grid, its tiles from the output (tile_m over n, tile_n over m).
 hardware::GemmLaunch nvjet_launch(const Json& l, const hardware::GemmDims& d, double batch) {
-  static const std::regex name(R"(nvjet_sm90_tst_(\d+)x(\d+)_\d+x\d+_(\d)x(\d)_)");
-  std::smatch m;
-  const std::string kernel = l.value("name", "");
-  if (!std::regex_search(kernel, m, name)) throw std::runtime_error("not an nvjet kernel name: " + kernel);
-  hardware::GemmLaunch g{std::stoi(m[1]), std::stoi(m[2]), std::stoi(m[3]) * std::stoi(m[4])};
+  const std::string kernel = l.value("name", ""), prefix = "nvjet_sm90_tst_";
+  // The first three "<a>x<b>" fields after the prefix: tile, k tile × stages, cluster.
+  int v[3][2] = {};
+  std::size_t at = kernel.rfind(prefix, 0) == 0 ? prefix.size() : std::string::npos;
+  for (auto& f : v) {
+    int x = 0, y = 0, used = 0;
+    if (at == std::string::npos || std::sscanf(kernel.c_str() + at, "%dx%d_%n", &x, &y, &used) != 2 || used == 0)
+      throw std::runtime_error("not an nvjet kernel name: " + kernel);
+    f[0] = x, f[1] = y, at += static_cast<std::size_t>(used);
+  }
+  hardware::GemmLaunch g{v[0][0], v[0][1], v[2][0] * v[2][1]};
   g.tiles = std::ceil(d.n / g.tile_m) * std::ceil(d.m / g.tile_n) * std::max(1.0, batch);
   g.ctas = std::min(product(l["grid"]), g.tiles);
   return g;

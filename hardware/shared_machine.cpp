@@ -52,7 +52,7 @@ std::uint64_t sample_seed(const SharedMachine& m, std::int64_t placement_seed) {
 double background_share(double mean, std::uint64_t seed, std::uint64_t key) {
   if (mean <= 0) return 0;
   sim::Rng r(mix(seed, key));
-  return std::min(0.95, -mean * std::log(r.uniform()));
+  return std::min(0.95, 2 * mean * r.uniform());
 }
 
 double node_speed(const SharedMachine& m, int node) {

@@ -74,6 +74,13 @@ struct LayerOps {
 
 LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankWorkload& w,
                    std::int64_t layer);
+// One part of every rank's ops, moved out (each part is run once).
+inline std::vector<std::vector<Op>> per_rank(std::vector<LayerOps>& ops, std::vector<Op> LayerOps::*part) {
+  std::vector<std::vector<Op>> out;
+  out.reserve(ops.size());
+  for (auto& o : ops) out.push_back(std::move(o.*part));
+  return out;
+}
 
 // Bytes of the layer's collectives (per rank's view, S of hardware/collective.hpp).
 struct LayerComm {

@@ -101,6 +101,18 @@ class StepBuilder {
   void forward(std::vector<PerRank>& begin, std::vector<PerRank>& end, PerRank& d2h);
   void run_ops(const std::vector<std::vector<Op>>& ops, std::int32_t layer, const PerRank& weights_expert);
   void backward(const std::vector<PerRank>& fwd_end, const PerRank& d2h, PerRank& grads_home);
+  // backward's named steps (step_backward.cpp).
+  struct BackwardState;
+  struct Fetch {
+    PerRank h2d, dense, expert;  // a layer's reloaded activation, dense and expert weights
+  };
+  PerRank backward_head(const PerRank& last_fwd_end, BackwardState& st);
+  Fetch prefetch_layer(std::int32_t i, const PerRank& issue_at, const PerRank& d2h_all);
+  void layer_boundary_buffers(std::int32_t i, const Fetch& cur, const PerRank& begin, const PerRank& boundary,
+                              BackwardState& st);
+  void reduce_layer_grads(std::int32_t i, const PerRank& boundary, BackwardState& st);
+  void embedding_regather(const PerRank& boundary);
+  void backward_embedding(BackwardState& st, PerRank& grads_home);
   PerRank marker(Stream s, const char* name, std::int32_t layer);
   PerRank build_optimizer(const PerRank& grads_home);
   sim::Task& cpu(std::int64_t rank, const char* name, double seconds_alone);

@@ -33,38 +33,57 @@ LoadOptions with_replicas(const CommonArgs& args, const PlanDpArgs& plan, int dp
   return lo;
 }
 
+// --split: the shared machine's effects added one at a time (cumulative), each stage's settings
+// on top of the scenario's: an idle machine with packed placement, + placement on the busy
+// machine, + other jobs' traffic, + stragglers (= the scenario as given).
+const std::vector<std::pair<const char*, std::vector<std::string>>>& stages() {
+  static const std::vector<std::pair<const char*, std::vector<std::string>>> s = {
+      {"idle", {"placement.policy=packed", "shared.busy_fraction=0", "shared.background_global_load=0",
+                "shared.background_leaf_load=0", "shared.slow_node_fraction=0", "shared.step_jitter=0"}},
+      {"placement", {"shared.background_global_load=0", "shared.background_leaf_load=0",
+                     "shared.slow_node_fraction=0", "shared.step_jitter=0"}},
+      {"traffic", {"shared.slow_node_fraction=0", "shared.step_jitter=0"}},
+      {"stragglers", {}}};
+  return s;
+}
+
 }  // namespace
 
 Json plan_dp_json(const CommonArgs& args, const PlanDpArgs& plan) {
   std::vector<int> counts = plan.replicas;
   if (std::find(counts.begin(), counts.end(), 1) == counts.end()) counts.insert(counts.begin(), 1);
   const std::size_t draws = static_cast<std::size_t>(std::max(1, plan.samples));
+  const std::size_t n_stages = plan.split ? stages().size() : 1;
   // Load every point first: bad input fails before any run. DP = 1 loads first, so an error of
   // a larger count is the count's (the machine cannot hold it), not the scenario's.
-  std::vector<Loaded> loaded;  // count-major: loaded[i·draws + d]
-  for (int dp : counts) {
-    LoadOptions base = with_replicas(args, plan, dp);
-    if (plan.seed >= 0) base.sets.push_back(fmt::format("placement.seed={}", plan.seed));
-    for (const auto& lo : plan.samples > 0 ? sample_loads(base, plan.samples) : std::vector{base}) {
-      try {
-        loaded.push_back(load_scenario(args.scenario, lo));
-      } catch (const InputError& e) {
-        if (dp == 1) throw;
-        const bool ours = e.file == "--set" && e.path == "parallel.dp";  // the count we set
-        throw InputError("--replicas", "", fmt::format("{} replicas: {}", dp, ours ? e.message : e.what()));
+  std::vector<Loaded> loaded;  // loaded[((count · stages) + stage) · draws + draw]; the last stage is the scenario's
+  for (int dp : counts)
+    for (std::size_t st = stages().size() - n_stages; st < stages().size(); ++st) {
+      LoadOptions base = with_replicas(args, plan, dp);
+      if (plan.seed >= 0) base.sets.push_back(fmt::format("placement.seed={}", plan.seed));
+      for (const auto& set : stages()[st].second) base.sets.push_back(set);
+      for (const auto& lo : plan.samples > 0 ? sample_loads(base, plan.samples) : std::vector{base}) {
+        try {
+          loaded.push_back(load_scenario(args.scenario, lo));
+        } catch (const InputError& e) {
+          if (dp == 1) throw;
+          const bool ours = e.file == "--set" && e.path == "parallel.dp";  // the count we set
+          throw InputError("--replicas", "", fmt::format("{} replicas: {}", dp, ours ? e.message : e.what()));
+        }
       }
     }
-  }
   // A point that fails to simulate fails the command (exit 2 past --max-events, 1 otherwise);
   // nothing is printed (issue #23, item 5).
   reports::Progress progress("plan-dp: replica counts × samples", loaded.size(), args.progress ? stderr : nullptr);
   auto runs = run_parallel<Json>(loaded.size(), plan.jobs, [&](std::size_t i) {
     return simulate(loaded[i], args.run_options()).json;
   }, &progress);
-  // One metric over a count's draws: its median, and with --samples its p10, p50 and p90.
-  auto over_draws = [&](std::size_t i, Json& row, const std::string& key) {
+  // One metric over a count's draws (of the scenario's stage, or of stage `st` of the split):
+  // its median, and with --samples its p10, p50 and p90.
+  auto over_draws = [&](std::size_t i, Json& row, const std::string& key, std::size_t st = SIZE_MAX) {
+    const std::size_t block = i * n_stages + std::min(st, n_stages - 1);
     std::vector<const Json*> v;
-    for (std::size_t d = 0; d < draws; ++d) v.push_back(&runs[i * draws + d]);
+    for (std::size_t d = 0; d < draws; ++d) v.push_back(&runs[block * draws + d]);
     Json p;
     const double median = add_percentiles(p, key, v);
     if (plan.samples > 0) row.update(p);
@@ -74,8 +93,9 @@ Json plan_dp_json(const CommonArgs& args, const PlanDpArgs& plan) {
   const double base = over_draws(0, base_row, "tokens_per_s_per_gpu");
   Json rows = Json::array();
   for (std::size_t i = 0; i < counts.size(); ++i) {
-    const auto& r = runs[i * draws];  // the first draw: placement and links
-    Json row{{"replicas", counts[i]}, {"gpus", loaded[i * draws].scenario.job.parallel.total_gpus()}};
+    const std::size_t first = ((i + 1) * n_stages - 1) * draws;  // the scenario's first draw: placement, links
+    const auto& r = runs[first];
+    Json row{{"replicas", counts[i]}, {"gpus", loaded[first].scenario.job.parallel.total_gpus()}};
     const auto& net = r["network"];
     row["nodes"] = net["nodes"];
     row["groups"] = net["groups"];
@@ -88,6 +108,12 @@ Json plan_dp_json(const CommonArgs& args, const PlanDpArgs& plan) {
     row["tokens_per_day"] = per_day;
     row["days_to_tokens"] = plan.tokens / per_day;
     if (plan.samples > 0) row["samples"] = plan.samples;
+    if (plan.split) {
+      Json split = Json::object(), unused;
+      for (std::size_t st = 0; st < n_stages; ++st)
+        split[stages()[st].first] = over_draws(i, unused, "tokens_per_s_per_gpu", st);
+      row["tokens_per_s_per_gpu_by_stage"] = split;
+    }
     row["links_saturating"] = net["links_saturating"];
     const Json top = net["busiest_links"].empty() ? Json::object() : net["busiest_links"][0];
     row["busiest_link"] = top.value("link", "");
@@ -125,6 +151,16 @@ int cmd_plan_dp(const CommonArgs& args, const PlanDpArgs& plan, std::ostream& ou
       fmt::print(out, "{:>8} {:>10.1f} {:>10.1f} {:>10.1f} {:>12}\n", r["replicas"].get<int>(),
                  r["tokens_per_s_per_gpu_p10"].get<double>(), r["tokens_per_s_per_gpu_p50"].get<double>(),
                  r["tokens_per_s_per_gpu_p90"].get<double>(), r["groups_per_replica_max"].get<int>());
+  }
+  if (j["rows"][0].contains("tokens_per_s_per_gpu_by_stage")) {
+    fmt::print(out, "\nthe shared machine's effects one at a time (tok/s/GPU, median):\n{:>8}", "replicas");
+    for (const auto& [stage, v] : j["rows"][0]["tokens_per_s_per_gpu_by_stage"].items()) fmt::print(out, " {:>11}", stage);
+    fmt::print(out, "\n");
+    for (const auto& r : j["rows"]) {
+      fmt::print(out, "{:>8}", r["replicas"].get<int>());
+      for (const auto& [stage, v] : r["tokens_per_s_per_gpu_by_stage"].items()) fmt::print(out, " {:>11.1f}", v.get<double>());
+      fmt::print(out, "\n");
+    }
   }
   fmt::print(out, "B tokens/day: billions; days: to {:.0f} billion tokens; saturated: time the busiest fabric "
                   "link was full; link use: its utilization while busy\n",

@@ -112,6 +112,7 @@ struct PlanDpArgs {
   int jobs = 1;
   int samples = 0;           // > 0: draws of the shared machine (shared.sample 0 … N−1), percentiles
   std::int64_t seed = -1;    // ≥ 0: placement.seed (the draws' seed)
+  bool split = false;        // also the shared machine's effects one at a time (cumulative)
 };
 
 struct MemoryArgs {

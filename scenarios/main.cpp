@@ -113,6 +113,9 @@ int main(int argc, char** argv) {
                    "stragglers: the scenario's shared.*): report p10/p50/p90")
       ->check(CLI::Range(1, 100000));
   plan->add_option("--seed", plan_args.seed, "seed of the draws (placement.seed)")->check(CLI::NonNegativeNumber);
+  plan->add_flag("--split", plan_args.split,
+                 "the shared machine's effects added one at a time: idle (packed), + placement, + other "
+                 "jobs' traffic, + stragglers (4× the runs; tok/s/GPU medians per stage)");
   plan->add_option("--tokens", plan_args.tokens, "token budget for days_to_tokens (default 15e12)")
       ->check(CLI::PositiveNumber)
       ->check(CLI::Validator(

@@ -252,6 +252,17 @@ TEST_SUITE("scenarios.network") {
       CHECK(r["tokens_per_s_per_gpu"] == r["tokens_per_s_per_gpu_p50"]);
     }
     CHECK(plan_dp_json(args, plan)["rows"] == j["rows"]);
+    // --split: the effects one at a time; the last stage is the scenario as given, and the idle
+    // machine (no jitter, no traffic) is faster.
+    plan.split = true;
+    const auto split = plan_dp_json(args, plan);
+    for (std::size_t i = 0; i < split["rows"].size(); ++i) {
+      const auto& r = split["rows"][i];
+      CHECK(r["tokens_per_s_per_gpu"] == j["rows"][i]["tokens_per_s_per_gpu"]);
+      const auto& by = r["tokens_per_s_per_gpu_by_stage"];
+      CHECK(by["stragglers"] == r["tokens_per_s_per_gpu"]);
+      CHECK(by["idle"].get<double>() > by["stragglers"].get<double>());
+    }
   }
   TEST_CASE("plan-dp: relative throughput per replica count, and bad node lists") {
     CommonArgs args;
