@@ -21,12 +21,12 @@ LoadOptions with_replicas(const CommonArgs& args, const PlanDpArgs& plan, int dp
   LoadOptions lo = args.load_options();
   lo.sets.push_back(fmt::format("parallel.dp={}", dp));
   const std::string& p = plan.placement;
-  if (p == "packed" || p == "spread" || p == "random") {
+  if (p == "packed" || p == "spread" || p == "random" || p == "slurm") {
     lo.sets.push_back("placement.policy=" + p);
   } else if (!p.empty()) {  // a Slurm node list, relative to where twin runs
     std::error_code ec;
     if (!std::filesystem::exists(p, ec))
-      throw InputError("--placement", "", fmt::format("\"{}\": not packed, spread or random, and no such file", p));
+      throw InputError("--placement", "", fmt::format("\"{}\": not packed, spread, random or slurm, and no such file", p));
     lo.sets.push_back("placement.policy=file");
     lo.sets.push_back("placement.node_list_file=" + std::filesystem::absolute(p).string());
   }
@@ -126,12 +126,9 @@ Json plan_dp_json(const CommonArgs& args, const PlanDpArgs& plan) {
           {"provenance", provenance(loaded[0].resolved)}};  // of DP = 1
 }
 
-int cmd_plan_dp(const CommonArgs& args, const PlanDpArgs& plan, std::ostream& out) {
-  const Json j = plan_dp_json(args, plan);
-  if (args.json) {
-    out << j.dump(2) << "\n";
-    return 0;
-  }
+namespace {
+
+void print_rows(const Json& j, std::ostream& out) {
   fmt::print(out, "{:>8} {:>6} {:>6} {:>7} {:>12} {:>8} {:>13} {:>9} {:>9} {:>9} {:>8}  {}\n", "replicas",
              "GPUs", "nodes", "groups", "tok/s/GPU", "vs DP=1", "B tokens/day", "days", "host OOM",
              "saturated", "link use", "busiest link");
@@ -144,23 +141,71 @@ int cmd_plan_dp(const CommonArgs& args, const PlanDpArgs& plan, std::ostream& ou
                r["busiest_link_saturated_s"].get<double>(), r["busiest_link_utilization"].get<double>(),
                r["busiest_link"].get<std::string>());
   }
-  if (j["rows"][0].contains("tokens_per_s_per_gpu_p10")) {
-    fmt::print(out, "\n{} samples of the shared machine (shared.*): tok/s/GPU above is the median\n{:>8} {:>10} {:>10} {:>10} {:>12}\n",
-               j["rows"][0]["samples"].get<int>(), "replicas", "p10", "p50", "p90", "groups/rep.");
-    for (const auto& r : j["rows"])
-      fmt::print(out, "{:>8} {:>10.1f} {:>10.1f} {:>10.1f} {:>12}\n", r["replicas"].get<int>(),
-                 r["tokens_per_s_per_gpu_p10"].get<double>(), r["tokens_per_s_per_gpu_p50"].get<double>(),
-                 r["tokens_per_s_per_gpu_p90"].get<double>(), r["groups_per_replica_max"].get<int>());
-  }
-  if (j["rows"][0].contains("tokens_per_s_per_gpu_by_stage")) {
-    fmt::print(out, "\nthe shared machine's effects one at a time (tok/s/GPU, median):\n{:>8}", "replicas");
-    for (const auto& [stage, v] : j["rows"][0]["tokens_per_s_per_gpu_by_stage"].items()) fmt::print(out, " {:>11}", stage);
+}
+
+void print_samples(const Json& j, std::ostream& out) {
+  fmt::print(out, "\n{} samples of the shared machine (shared.*): tok/s/GPU above is the median\n{:>8} {:>10} {:>10} {:>10} {:>12}\n",
+             j["rows"][0]["samples"].get<int>(), "replicas", "p10", "p50", "p90", "groups/rep.");
+  for (const auto& r : j["rows"])
+    fmt::print(out, "{:>8} {:>10.1f} {:>10.1f} {:>10.1f} {:>12}\n", r["replicas"].get<int>(),
+               r["tokens_per_s_per_gpu_p10"].get<double>(), r["tokens_per_s_per_gpu_p50"].get<double>(),
+               r["tokens_per_s_per_gpu_p90"].get<double>(), r["groups_per_replica_max"].get<int>());
+}
+
+// A table of tok/s/GPU: one row per replica count, one column per key of each row's `field`.
+void print_columns(const Json& rows, const std::string& field, std::ostream& out) {
+  fmt::print(out, "{:>8}", "replicas");
+  for (const auto& [k, v] : rows[0][field].items()) fmt::print(out, " {:>11}", k);
+  fmt::print(out, "\n");
+  for (const auto& r : rows) {
+    fmt::print(out, "{:>8}", r["replicas"].get<int>());
+    for (const auto& [k, v] : r[field].items()) fmt::print(out, " {:>11.1f}", v.get<double>());
     fmt::print(out, "\n");
-    for (const auto& r : j["rows"]) {
-      fmt::print(out, "{:>8}", r["replicas"].get<int>());
-      for (const auto& [stage, v] : r["tokens_per_s_per_gpu_by_stage"].items()) fmt::print(out, " {:>11.1f}", v.get<double>());
-      fmt::print(out, "\n");
-    }
+  }
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  for (std::size_t c; (c = s.find(',', at)) != std::string::npos; at = c + 1) out.push_back(s.substr(at, c - at));
+  out.push_back(s.substr(at));
+  return out;
+}
+
+}  // namespace
+
+Json plan_dp_compare_json(const CommonArgs& args, const PlanDpArgs& plan) {
+  Json by = Json::object(), rows = Json::array();
+  for (const auto& p : split_commas(plan.placement)) {
+    PlanDpArgs one = plan;
+    one.placement = p;
+    by[p] = plan_dp_json(args, one);
+  }
+  const auto& first = by.begin().value()["rows"];
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    Json row{{"replicas", first[i]["replicas"]}, {"tokens_per_s_per_gpu_by_placement", Json::object()}};
+    for (const auto& [p, j] : by.items())
+      row["tokens_per_s_per_gpu_by_placement"][p] = j["rows"][i]["tokens_per_s_per_gpu"];
+    rows.push_back(row);
+  }
+  return {{"scenario", args.scenario}, {"rows", rows}, {"placements", by}};
+}
+
+int cmd_plan_dp(const CommonArgs& args, const PlanDpArgs& plan, std::ostream& out) {
+  if (plan.placement.find(',') != std::string::npos) {
+    const Json j = plan_dp_compare_json(args, plan);
+    if (args.json) return out << j.dump(2) << "\n", 0;
+    fmt::print(out, "tok/s/GPU by placement{}:\n", plan.samples > 0 ? " (median of the samples)" : "");
+    print_columns(j["rows"], "tokens_per_s_per_gpu_by_placement", out);
+    return 0;
+  }
+  const Json j = plan_dp_json(args, plan);
+  if (args.json) return out << j.dump(2) << "\n", 0;
+  print_rows(j, out);
+  if (j["rows"][0].contains("tokens_per_s_per_gpu_p10")) print_samples(j, out);
+  if (j["rows"][0].contains("tokens_per_s_per_gpu_by_stage")) {
+    fmt::print(out, "\nthe shared machine's effects one at a time (tok/s/GPU, median):\n");
+    print_columns(j["rows"], "tokens_per_s_per_gpu_by_stage", out);
   }
   fmt::print(out, "B tokens/day: billions; days: to {:.0f} billion tokens; saturated: time the busiest fabric "
                   "link was full; link use: its utilization while busy\n",

@@ -107,7 +107,7 @@ std::size_t sweep_points(const SweepArgs& sw);
 
 struct PlanDpArgs {
   std::vector<int> replicas{1, 2, 4};
-  std::string placement;  // packed | spread | random | a Slurm node-list file; "" = the scenario's
+  std::string placement;  // packed | spread | random | slurm | a node-list file, or several, comma-separated; "" = the scenario's
   double tokens = 15e12;  // token budget for days_to_tokens
   int jobs = 1;
   int samples = 0;           // > 0: draws of the shared machine (shared.sample 0 … N−1), percentiles
@@ -161,6 +161,8 @@ std::string to_csv(const Json& rows);
 int cmd_run(const CommonArgs& args, const RunArgs& run, std::ostream& out);
 int cmd_plan_dp(const CommonArgs& args, const PlanDpArgs& plan, std::ostream& out);
 Json plan_dp_json(const CommonArgs& args, const PlanDpArgs& plan);
+// --placement A,B,…: plan_dp_json per placement, and per replica count each one's tok/s/GPU.
+Json plan_dp_compare_json(const CommonArgs& args, const PlanDpArgs& plan);
 int cmd_memory(const CommonArgs& args, const MemoryArgs& mem, std::ostream& out);
 void print_memory(std::ostream& out, const Json& memory);
 int cmd_resolve(const CommonArgs& args, std::ostream& out);

@@ -107,7 +107,8 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->check(CLI::Range(1, 100000));
   plan->add_option("--placement", plan_args.placement,
-                   "packed | spread | random | FILE (a Slurm node list); default: the scenario's");
+                   "packed | spread | random | slurm | FILE (a Slurm node list), or several comma-separated "
+                   "to compare them (e.g. packed,slurm,spread); default: the scenario's");
   plan->add_option("--samples", plan_args.samples,
                    "draws of the shared machine per replica count (busy nodes, other jobs' traffic, "
                    "stragglers: the scenario's shared.*): report p10/p50/p90")

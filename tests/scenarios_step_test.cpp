@@ -252,6 +252,17 @@ TEST_SUITE("scenarios.network") {
       CHECK(r["tokens_per_s_per_gpu"] == r["tokens_per_s_per_gpu_p50"]);
     }
     CHECK(plan_dp_json(args, plan)["rows"] == j["rows"]);
+    // --placement A,B: each placement's plan side by side, the same as one run of each.
+    plan.placement = "packed,spread";
+    const auto cmp = plan_dp_compare_json(args, plan);
+    plan.placement = "spread";
+    const auto spread = plan_dp_json(args, plan);
+    REQUIRE(cmp["rows"].size() == spread["rows"].size());
+    for (std::size_t i = 0; i < spread["rows"].size(); ++i) {
+      CHECK(cmp["rows"][i]["tokens_per_s_per_gpu_by_placement"]["spread"] == spread["rows"][i]["tokens_per_s_per_gpu"]);
+      CHECK(cmp["rows"][i]["tokens_per_s_per_gpu_by_placement"].contains("packed"));
+    }
+    plan.placement.clear();
     // --split: the effects one at a time; the last stage is the scenario as given, and the idle
     // machine (no jitter, no traffic) is faster.
     plan.split = true;
