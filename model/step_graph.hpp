@@ -115,6 +115,11 @@ class StepBuilder {
   void backward_embedding(BackwardState& st, PerRank& grads_home);
   PerRank marker(Stream s, const char* name, std::int32_t layer);
   PerRank build_optimizer(const PerRank& grads_home);
+  // build_optimizer's named steps (step_optimizer.cpp).
+  void grad_norm(const PerRank& grads_home, double shard);
+  void muon_newton_schulz(double muon_elems);
+  void newton_schulz_gpu(std::int64_t r, double owned_expert, std::span<const hardware::KernelPart> dense_parts,
+                         double dense_own, sim::Task& gathered);
   sim::Task& cpu(std::int64_t rank, const char* name, double seconds_alone);
   // A host↔device copy on the D2H or H2D stream.
   sim::Task& copy(std::int64_t rank, bool to_host, const char* name, std::int32_t layer, double bytes);

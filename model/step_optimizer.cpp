@@ -42,109 +42,119 @@ sim::Task& StepBuilder::cpu(std::int64_t rank, const char* name, double seconds_
   return t;
 }
 
-StepBuilder::PerRank StepBuilder::build_optimizer(const PerRank& grads_home) {
-  const auto& m = job_.model;
-  const auto& t = job_.training;
-  const auto params = count_params(m);
-  const double R = static_cast<double>(job_.parallel.replica_gpus);
-  const double shard = params.total() / R;
-  const bool muon = t.optimizer == Optimizer::muon;
-  const double adam = muon ? (params.embedding + params.head + params.router + params.norms) / R : shard;
-  const double muon_elems = shard - adam;
-
-  auto start = marker(kCpu, "optimizer_start", -1);
-  after_all(start, grads_home);
-  if (t.grad_norm == GradNorm::cpu) {
-    // The norm on the CPU over the rank's gradient shards, then a gloo all-reduce of the scalar
-    // among each replica's ranks (SPEC.md §6.11a).
+// The gradient norm: on the CPU over the rank's shards with a gloo all-reduce of the scalar
+// among each replica's ranks, or accumulated during backward and all-reduced by NCCL at the end
+// (SPEC.md §6.11a).
+void StepBuilder::grad_norm(const PerRank& grads_home, double shard) {
+  if (job_.training.grad_norm == GradNorm::cpu) {
     for (std::int64_t r = 0; r < ranks_; ++r) cpu(r, "grad_norm_cpu", cost_.cpu_stream_s(4 * shard));
     for (const auto& grp : dense_pg_) {
       std::vector<sim::Task*> ts;
       for (int r : grp) ts.push_back(&task(r, kCpu, "grad_norm_gloo_all_reduce", kCpuOther, -1));
       hardware::run_cpu_all_reduce(ts, c_, 4);
     }
-  } else {
-    auto ar = collective(dense_pg_, kDensePg, CollKind::all_reduce, 4, c_.nccl().default_ctas.dense,
-                         "grad_norm_all_reduce", kCollNormAllReduce, -1);
-    after_all(ar, grads_home);
-    auto wait = marker(kCpu, "grad_norm_ready", -1);
-    after_all(wait, ar);
+    return;
   }
+  auto ar = collective(dense_pg_, kDensePg, CollKind::all_reduce, 4, c_.nccl().default_ctas.dense,
+                       "grad_norm_all_reduce", kCollNormAllReduce, -1);
+  after_all(ar, grads_home);
+  auto wait = marker(kCpu, "grad_norm_ready", -1);
+  after_all(wait, ar);
+}
+
+// Newton–Schulz of the matrices rank r owns, on its GPU: the expert matrices' momentum up, the
+// expert and dense runs of kernels (as PyTorch launches them: training.newton_schulz_kernels),
+// the results home; the CPU thread waits for them.
+void StepBuilder::newton_schulz_gpu(std::int64_t r, double owned_expert,
+                                    std::span<const hardware::KernelPart> dense_parts, double dense_own,
+                                    sim::Task& gathered) {
+  const auto& m = job_.model;
+  const double h = static_cast<double>(m.hidden), f = static_cast<double>(m.expert_hidden);
+  const double expert_bytes = 4 * owned_expert * h * f;
+  auto& up = copy(r, false, "ns_to_gpu", -1, expert_bytes);
+  up.after(*last_[static_cast<std::size_t>(r)][kCpu]);
+  const bool epilogues = job_.training.newton_schulz_kernels == NsKernels::baddbmm;
+  auto& ns = kernels(r, "newton_schulz_gpu", kOptimizerGpu,
+                     hardware::newton_schulz_parts(cost_, h, f, owned_expert, epilogues), -1);
+  ns.after(up);
+  auto& nd = kernels(r, "newton_schulz_gpu_dense", kOptimizerGpu, dense_parts, -1);
+  nd.after(gathered);
+  auto& down = copy(r, true, "ns_to_host", -1, expert_bytes + 4 * dense_own);
+  down.after(nd);
+  // Momentum of the owned matrices in HBM while Newton–Schulz runs (allocated by the copy).
+  mem_.free(r, mem_.alloc(r, "newton_schulz_momentum", kPoolOffload, expert_bytes + 4 * dense_own, up,
+                          BufferLog::kStart),
+            down, BufferLog::kEnd);
+  auto& wait = task(r, kCpu, "ns_results_on_host", kMarker, -1);
+  wait.after(down);
+}
+
+// Muon's orthogonalisation and update. Expert matrices are owned whole: each rank of an expert
+// shard group owns layers × (experts/ep) × 3 / (replica_gpus/ep) of them. Dense matrices stay
+// sharded and are gathered to their owner (round-robin) by an all-to-all, and scattered back after.
+void StepBuilder::muon_newton_schulz(double muon_elems) {
+  const auto& m = job_.model;
+  const auto& t = job_.training;
+  const double R = static_cast<double>(job_.parallel.replica_gpus);
+  const double h = static_cast<double>(m.hidden), f = static_cast<double>(m.expert_hidden);
+  const double owned_expert = static_cast<double>(m.layers * (m.experts / job_.parallel.ep) * 3) /
+                              (R / static_cast<double>(job_.parallel.ep));
+  const double expert_flops = owned_expert * newton_schulz_flops(h, f);
+  const auto dense = dense_matrices(m);
+  double dense_elems = 0;
+  for (const auto& d : dense) dense_elems += d.rows * d.cols;
+  const bool epilogues = t.newton_schulz_kernels == NsKernels::baddbmm;
+  // The fp32 shards of every dense matrix, to their owners and back.
+  auto dense_all_to_all = [&](const char* name) {
+    return collective(dense_pg_, kDensePg, CollKind::all_to_all, 4 * dense_elems / R, c_.nccl().default_ctas.dense,
+                      name, kCollOptimizerAllToAll, -1);
+  };
+  auto gather = dense_all_to_all("ns_dense_gather_all_to_all");
+  for (std::int64_t r = 0; r < ranks_; ++r) {
+    auto& cpu_last = last_[static_cast<std::size_t>(r)][kCpu];
+    gather[static_cast<std::size_t>(r)]->after(*cpu_last);
+    if (t.dense_ns_all_to_all != AllToAllMode::async) cpu_last = gather[static_cast<std::size_t>(r)];  // the CPU blocks
+    double dense_flops = 0, dense_own = 0;
+    std::vector<hardware::KernelPart> dense_parts;
+    for (std::size_t j = static_cast<std::size_t>(r % job_.parallel.replica_gpus); j < dense.size();
+         j += static_cast<std::size_t>(R)) {
+      dense_flops += newton_schulz_flops(dense[j].rows, dense[j].cols);
+      dense_own += dense[j].rows * dense[j].cols;
+      const auto p = hardware::newton_schulz_parts(cost_, dense[j].rows, dense[j].cols, 1, epilogues);
+      dense_parts.insert(dense_parts.end(), p.begin(), p.end());
+    }
+    if (t.newton_schulz == Device::gpu)
+      newton_schulz_gpu(r, owned_expert, dense_parts, dense_own, *gather[static_cast<std::size_t>(r)]);
+    else
+      cpu(r, "newton_schulz_cpu", cost_.cpu_matmul_s(expert_flops + dense_flops))
+          .after(*gather[static_cast<std::size_t>(r)]);
+  }
+  auto scatter = dense_all_to_all("ns_dense_scatter_all_to_all");
+  for (std::int64_t r = 0; r < ranks_; ++r) {
+    auto& cpu_last = last_[static_cast<std::size_t>(r)][kCpu];
+    scatter[static_cast<std::size_t>(r)]->after(*cpu_last);
+    cpu_last = scatter[static_cast<std::size_t>(r)];
+    cpu(r, "muon_update", cost_.cpu_stream_s(12 * muon_elems));
+  }
+}
+
+StepBuilder::PerRank StepBuilder::build_optimizer(const PerRank& grads_home) {
+  const auto& t = job_.training;
+  const auto params = count_params(job_.model);
+  const double R = static_cast<double>(job_.parallel.replica_gpus);
+  const double shard = params.total() / R;
+  const bool muon = t.optimizer == Optimizer::muon;
+  const double adam = muon ? (params.embedding + params.head + params.router + params.norms) / R : shard;
+  const double muon_elems = shard - adam;
+  auto start = marker(kCpu, "optimizer_start", -1);
+  after_all(start, grads_home);
+  grad_norm(grads_home, shard);
   // AdamW reads p, g, m, v and writes p, m, v (7 fp32); Muon momentum reads g, m, writes m.
   for (std::int64_t r = 0; r < ranks_; ++r) {
     cpu(r, "adamw", cost_.cpu_stream_s(28 * adam));
     if (muon) cpu(r, "muon_momentum", cost_.cpu_stream_s(12 * muon_elems));
   }
-  if (muon) {
-    // Expert matrices are owned whole: each rank of an expert shard group owns
-    // layers × (experts/ep) × 3 / (replica_gpus/ep) of them. Dense matrices stay sharded and
-    // are gathered to their owner (round-robin) by an all-to-all, and scattered back after.
-    const double h = static_cast<double>(m.hidden), f = static_cast<double>(m.expert_hidden);
-    const double owned_expert = static_cast<double>(m.layers * (m.experts / job_.parallel.ep) * 3) /
-                                (R / static_cast<double>(job_.parallel.ep));
-    const double expert_flops = owned_expert * newton_schulz_flops(h, f);
-    const auto dense = dense_matrices(m);
-    double dense_elems = 0;
-    for (const auto& d : dense) dense_elems += d.rows * d.cols;
-    const bool gpu = t.newton_schulz == Device::gpu;
-    const bool async = t.dense_ns_all_to_all == AllToAllMode::async;
-    // The fp32 shards of every dense matrix, to their owners and back.
-    auto dense_all_to_all = [&](const char* name) {
-      return collective(dense_pg_, kDensePg, CollKind::all_to_all, 4 * dense_elems / R,
-                        c_.nccl().default_ctas.dense, name, kCollOptimizerAllToAll, -1);
-    };
-    auto gather = dense_all_to_all("ns_dense_gather_all_to_all");
-    for (std::int64_t r = 0; r < ranks_; ++r) {
-      auto& cpu_last = last_[static_cast<std::size_t>(r)][kCpu];
-      gather[static_cast<std::size_t>(r)]->after(*cpu_last);
-      if (!async) cpu_last = gather[static_cast<std::size_t>(r)];  // the CPU thread blocks
-      double dense_flops = 0, dense_own = 0;
-      std::vector<Matrix> owned_dense;
-      for (std::size_t j = static_cast<std::size_t>(r % job_.parallel.replica_gpus); j < dense.size();
-           j += static_cast<std::size_t>(R)) {
-        owned_dense.push_back(dense[j]);
-        dense_flops += newton_schulz_flops(dense[j].rows, dense[j].cols);
-        dense_own += dense[j].rows * dense[j].cols;
-      }
-      if (!gpu) {
-        cpu(r, "newton_schulz_cpu", cost_.cpu_matmul_s(expert_flops + dense_flops))
-            .after(*gather[static_cast<std::size_t>(r)]);
-      } else {
-        // Momentum to the GPU, Newton–Schulz as GEMMs at the matrices' size, result back.
-        const double expert_bytes = 4 * owned_expert * h * f;
-        auto& up = copy(r, false, "ns_to_gpu", -1, expert_bytes);
-        up.after(*cpu_last);
-        // Newton–Schulz of the owned expert matrices, batched, and of the owned dense ones:
-        // each as PyTorch launches it (training.newton_schulz_kernels).
-        const bool epilogues = t.newton_schulz_kernels == NsKernels::baddbmm;
-        const auto ns_parts = hardware::newton_schulz_parts(cost_, h, f, owned_expert, epilogues);
-        auto& ns = kernels(r, "newton_schulz_gpu", kOptimizerGpu, ns_parts, -1);
-        ns.after(up);
-        std::vector<hardware::KernelPart> dense_parts;
-        for (const auto& d : owned_dense) {
-          const auto p = hardware::newton_schulz_parts(cost_, d.rows, d.cols, 1, epilogues);
-          dense_parts.insert(dense_parts.end(), p.begin(), p.end());
-        }
-        auto& nd = kernels(r, "newton_schulz_gpu_dense", kOptimizerGpu, dense_parts, -1);
-        nd.after(*gather[static_cast<std::size_t>(r)]);
-        auto& down = copy(r, true, "ns_to_host", -1, expert_bytes + 4 * dense_own);
-        down.after(nd);
-        // Momentum of the owned matrices in HBM while Newton–Schulz runs (allocated by the copy).
-        mem_.free(r, mem_.alloc(r, "newton_schulz_momentum", kPoolOffload, expert_bytes + 4 * dense_own,
-                                up, BufferLog::kStart),
-                  down, BufferLog::kEnd);
-        auto& wait = task(r, kCpu, "ns_results_on_host", kMarker, -1);
-        wait.after(down);
-      }
-    }
-    auto scatter = dense_all_to_all("ns_dense_scatter_all_to_all");
-    for (std::int64_t r = 0; r < ranks_; ++r) {
-      auto& cpu_last = last_[static_cast<std::size_t>(r)][kCpu];
-      scatter[static_cast<std::size_t>(r)]->after(*cpu_last);
-      cpu_last = scatter[static_cast<std::size_t>(r)];
-      cpu(r, "muon_update", cost_.cpu_stream_s(12 * muon_elems));
-    }
-  }
+  if (muon) muon_newton_schulz(muon_elems);
   return marker(kCpu, "optimizer_end", -1);
 }
 
