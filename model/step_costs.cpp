@@ -37,124 +37,148 @@ const char* category_name(std::int32_t c) {
 bool is_collective(std::int32_t c) { return c >= kCollDenseGather && c <= kCollOptimizerAllToAll; }
 bool is_gpu_compute(std::int32_t c) { return (c >= kExpertGemm && c <= kOptimizerGpu) || c == kFused; }
 
-LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankWorkload& w,
-                   std::int64_t layer) {
-  const auto& m = job.model;
-  const auto& t = job.training;
-  const auto& a = m.attention(layer);
-  const double T = w.tokens, h = static_cast<double>(m.hidden), k = static_cast<double>(m.top_k);
-  const double f = static_cast<double>(m.expert_hidden);
-  const double e_gpu = static_cast<double>(m.experts / job.parallel.ep);
-  const double pairs = w.expert_pairs[static_cast<std::size_t>(layer)];
-  const double per_expert = pairs / e_gpu;
-  const double qkv_out = static_cast<double>(a.q_heads * a.qk_head_dim + a.kv_heads * (a.qk_head_dim + a.v_head_dim));
-  // Attention FLOPs count causal pairs; the weighted pairs also charge short documents (and
-  // narrow windows) for the tiles they fill poorly (workload.hpp).
-  const int sliding = a.window_tokens > 0 ? 1 : 0;
-  const double flops_per_pair = 2 * static_cast<double>(a.q_heads * (a.qk_head_dim + a.v_head_dim));
-  const double attn_fwd = flops_per_pair * w.weighted_pairs[sliding][0];
-  const double attn_bwd = 2.5 * flops_per_pair * w.weighted_pairs[sliding][1];
+namespace {
 
-  // Expert GEMMs: SonicMoE runs each projection as one persistent grouped GEMM over the GPU's
-  // experts (SwiGLU fused in the epilogue); a plain implementation loops over experts with one
-  // grid kernel each, plus a separate SwiGLU pass.
-  const bool sonic = t.moe_kernel == MoeKernel::sonicmoe;
-  const KernelClass expert_cls = !sonic ? KernelClass::grid
-                                 : t.moe_tile_scheduler == TileScheduler::dynamic ? KernelClass::persistent_dynamic
-                                                                     : KernelClass::persistent_static;
-  const int sms = cost.sm_count();
+// One rank's layer: the shapes and costs its ops are made from (step_costs.hpp).
+struct LayerKernels {
+  const Job& job;
+  const hardware::KernelCost& cost;
+  const RankWorkload& w;
+  const AttentionKind& a;
+  double T, h, k, f, e_gpu, pairs, per_expert;
+  int sliding, sms;
+  double flops_per_pair;
+  bool sonic;
+  KernelClass expert_cls;
+
+  LayerKernels(const Job& j, const hardware::KernelCost& c, const RankWorkload& rw, std::int64_t layer)
+      : job(j), cost(c), w(rw), a(j.model.attention(layer)), T(rw.tokens), h(static_cast<double>(j.model.hidden)),
+        k(static_cast<double>(j.model.top_k)), f(static_cast<double>(j.model.expert_hidden)),
+        e_gpu(static_cast<double>(j.model.experts / j.parallel.ep)),
+        pairs(rw.expert_pairs[static_cast<std::size_t>(layer)]), per_expert(pairs / e_gpu),
+        sliding(a.window_tokens > 0 ? 1 : 0), sms(c.sm_count()),
+        flops_per_pair(2 * static_cast<double>(a.q_heads * (a.qk_head_dim + a.v_head_dim))),
+        // Expert GEMMs: SonicMoE runs each projection as one persistent grouped GEMM over the
+        // GPU's experts (SwiGLU fused in the epilogue); a plain implementation loops over experts
+        // with one grid kernel each, plus a separate SwiGLU pass.
+        sonic(j.training.moe_kernel == MoeKernel::sonicmoe),
+        expert_cls(!sonic ? KernelClass::grid
+                   : j.training.moe_tile_scheduler == TileScheduler::dynamic ? KernelClass::persistent_dynamic
+                                                                             : KernelClass::persistent_static) {}
+
   // A plain MoE loops over experts, one cuBLAS GEMM each: their shape is one expert's.
-  auto grouped = [&](const char* name, double n, double kk) {
-    const double alone = sonic ? cost.grouped_gemm_s(per_expert, n, kk, e_gpu, t.expert_rows == ExpertRows::equal)
+  Op grouped(const char* name, double n, double kk) const {
+    const double alone = sonic ? cost.grouped_gemm_s(per_expert, n, kk, e_gpu, job.training.expert_rows == ExpertRows::equal)
                                : cost.expert_loop_s(per_expert, n, kk, e_gpu);
     const auto shape = sonic ? grouped_shape(sms, expert_cls == KernelClass::persistent_dynamic)
                              : gemm_shape(sms, per_expert, n);
-    return Op{name, kExpertGemm, {alone, 0, expert_cls, shape}, 0,
-              {Launch::kGroupedGemm, per_expert, n, kk, e_gpu}};
-  };
-  auto gemm = [&](const char* name, double rows, double n, double kk) {
+    return Op{name, kExpertGemm, {alone, 0, expert_cls, shape}, 0, {Launch::kGroupedGemm, per_expert, n, kk, e_gpu}};
+  }
+  Op gemm(const char* name, double rows, double n, double kk) const {
     return Op{name, kOtherGemm, grid_work(cost.gemm_s(rows, n, kk), gemm_shape(sms, rows, n)), 0,
               gemm_launch(rows, n, kk)};
-  };
-  auto ew = [&](const char* name, Family f, double bytes) {
-    return Op{name, kElementwise, elementwise_op(job, cost, f, bytes), 0, elementwise_launch(bytes)};
-  };
-  // A block-sparse kernel (FlexAttention) is priced by the mask blocks it visits instead.
-  const double block_flops = flops_per_pair * static_cast<double>(kAttentionBlock * kAttentionBlock) *
-                             w.mask_blocks[sliding];
-  auto attention = [&](const char* name, double flops, bool backward) {
+  }
+  Op ew(const char* name, Family fam, double bytes) const {
+    return Op{name, kElementwise, elementwise_op(job, cost, fam, bytes), 0, elementwise_launch(bytes)};
+  }
+  // Attention FLOPs count causal pairs; the weighted pairs also charge short documents (and
+  // narrow windows) for the tiles they fill poorly (workload.hpp). A block-sparse kernel
+  // (FlexAttention) is priced by the mask blocks it visits instead.
+  Op attention(const char* name, bool backward) const {
     Launch l{Launch::kAttention};
     l.sliding = sliding == 1, l.backward = backward;
+    const double scale = backward ? 2.5 : 1.0;
+    const double flops = scale * flops_per_pair * w.weighted_pairs[sliding][backward ? 1 : 0];
+    const double block_flops = flops_per_pair * static_cast<double>(kAttentionBlock * kAttentionBlock) *
+                               w.mask_blocks[sliding];
     const double alone = cost.block_attention()
-                             ? cost.block_attention_s(block_flops * (backward ? 2.5 : 1.0),
+                             ? cost.block_attention_s(block_flops * scale,
                                                       w.query_blocks * static_cast<double>(a.q_heads), backward)
                              : cost.attention_s(flops, backward);
     return Op{name, kAttention, grid_work(alone, attention_shape(sms, backward)), 0, l};
-  };
-  auto a2a = [&](const char* name) { return Op{name, kCollEpAllToAll, {}, T * k * h * 2}; };
-  auto times = [](Op op, const char* name, double r) {
+  }
+  Op a2a(const char* name) const { return Op{name, kCollEpAllToAll, {}, T * k * h * 2}; }
+  static Op times(Op op, const char* name, double r) {
     op.name = name;
     op.work = scaled(op.work, r);
     op.launch.repeat *= r;
     return op;
-  };
-  const Op up = grouped("expert_up", 2 * f, h), down = grouped("expert_down", h, f);
-
+  }
   // Elementwise traffic [est]: norm + RoPE + residual ≈ 6 passes over T·h bf16; router softmax
   // and top-k over T·E fp32 (3 passes); permute and unpermute copy T·k·h bf16 (read + write).
-  const double norms = 6 * T * h * 2;
-  const double route_ew = 3 * T * static_cast<double>(m.experts) * 4;
-  const double permute = 2 * T * k * h * 2;
+  double norms() const { return 6 * T * h * 2; }
+  double route_ew() const { return 3 * T * static_cast<double>(job.model.experts) * 4; }
+  double permute() const { return 2 * T * k * h * 2; }
   // Combining the k expert outputs of each token (and, in backward, summing the gradients of a
   // token's k copies): PyTorch's index_add_ (atomic adds, measured 0.12 of a copy's bandwidth)
   // in a plain MoE; SonicMoE aggregates by gathering each token's k rows, without atomics
   // (arXiv:2512.14080) [est: a gather's measured curve].
-  const Family combine = sonic ? Family::ew_gather : Family::ew_scatter_add;
+  Family combine() const { return sonic ? Family::ew_gather : Family::ew_scatter_add; }
+};
 
-  LayerOps ops;
-  auto& fw = ops.forward;
+std::vector<Op> forward_ops(const LayerKernels& x, const Op& up, const Op& down) {
+  std::vector<Op> fw;
   fw.reserve(12);
-  ops.backward.reserve(12);
-  fw.push_back(ew("attn_norm_rope", Family::ew_norm, norms));
-  fw.push_back(gemm("qkv_proj", T, qkv_out, h));
-  fw.push_back(attention("attention_fwd", attn_fwd, false));
-  fw.push_back(gemm("o_proj", T, h, static_cast<double>(a.q_heads * a.v_head_dim)));
-  fw.push_back(gemm("router", T, static_cast<double>(m.experts), h));
-  fw.push_back(ew("route_permute", Family::ew_gather, route_ew + permute));
-  fw.push_back(a2a("dispatch"));
+  fw.push_back(x.ew("attn_norm_rope", Family::ew_norm, x.norms()));
+  fw.push_back(x.gemm("qkv_proj", x.T, static_cast<double>(x.a.q_heads * x.a.qk_head_dim +
+                                                           x.a.kv_heads * (x.a.qk_head_dim + x.a.v_head_dim)),
+                      x.h));
+  fw.push_back(x.attention("attention_fwd", false));
+  fw.push_back(x.gemm("o_proj", x.T, x.h, static_cast<double>(x.a.q_heads * x.a.v_head_dim)));
+  fw.push_back(x.gemm("router", x.T, static_cast<double>(x.job.model.experts), x.h));
+  fw.push_back(x.ew("route_permute", Family::ew_gather, x.route_ew() + x.permute()));
+  fw.push_back(x.a2a("dispatch"));
   fw.push_back(up);
-  if (!sonic) fw.push_back(ew("swiglu", Family::ew_swiglu, pairs * 3 * f * 2));
+  if (!x.sonic) fw.push_back(x.ew("swiglu", Family::ew_swiglu, x.pairs * 3 * x.f * 2));
   fw.push_back(down);
-  fw.push_back(a2a("combine"));
-  fw.push_back(ew("unpermute", combine, permute));
+  fw.push_back(x.a2a("combine"));
+  fw.push_back(x.ew("unpermute", x.combine(), x.permute()));
+  return fw;
+}
 
-  // Recompute: full re-runs the forward; selective (every second matmul output saved) half of
-  // the matmul work and all elementwise work; attention outputs are saved [est].
-  if (t.activation_checkpointing == Checkpointing::full) {
-    ops.recompute = fw;
-  } else if (t.activation_checkpointing == Checkpointing::selective) {
+// Recompute: full re-runs the forward; selective (every second matmul output saved) half of the
+// matmul work and all elementwise work; attention outputs are saved [est].
+std::vector<Op> recompute_ops(Checkpointing mode, const std::vector<Op>& fw) {
+  if (mode == Checkpointing::full) return fw;
+  std::vector<Op> out;
+  if (mode == Checkpointing::selective)
     for (const auto& op : fw) {
       if (op.category == kAttention) continue;
       const bool mm = op.category == kOtherGemm || op.category == kExpertGemm;
-      ops.recompute.push_back(mm ? times(op, op.name, 0.5) : op);
+      out.push_back(mm ? LayerKernels::times(op, op.name, 0.5) : op);
     }
-  }
+  return out;
+}
 
-  // Backward: matmuls 2× (input and weight gradients), attention with its backward efficiency,
-  // elementwise passes 2×; EP all-to-alls mirror the forward ones.
-  auto& bw = ops.backward;
-  bw.push_back(ew("unpermute_bwd", Family::ew_gather, 2 * permute));
-  bw.push_back(a2a("combine_bwd"));
-  bw.push_back(times(down, "expert_down_bwd", 2));
-  if (!sonic) bw.push_back(ew("swiglu_bwd", Family::ew_swiglu_bwd, 2 * pairs * 3 * f * 2));
-  bw.push_back(times(up, "expert_up_bwd", 2));
-  bw.push_back(a2a("dispatch_bwd"));
-  bw.push_back(ew("route_bwd", combine, 2 * (route_ew + permute)));
-  bw.push_back(times(fw[4], "router_bwd", 2));
-  bw.push_back(times(fw[3], "o_proj_bwd", 2));
-  bw.push_back(attention("attention_bwd", attn_bwd, true));
-  bw.push_back(times(fw[1], "qkv_bwd", 2));
-  bw.push_back(ew("attn_norm_rope_bwd", Family::ew_norm_bwd, 2 * norms));
+// Backward: matmuls 2× (input and weight gradients), attention with its backward efficiency,
+// elementwise passes 2×; EP all-to-alls mirror the forward ones.
+std::vector<Op> backward_ops(const LayerKernels& x, const std::vector<Op>& fw, const Op& up, const Op& down) {
+  std::vector<Op> bw;
+  bw.reserve(12);
+  bw.push_back(x.ew("unpermute_bwd", Family::ew_gather, 2 * x.permute()));
+  bw.push_back(x.a2a("combine_bwd"));
+  bw.push_back(LayerKernels::times(down, "expert_down_bwd", 2));
+  if (!x.sonic) bw.push_back(x.ew("swiglu_bwd", Family::ew_swiglu_bwd, 2 * x.pairs * 3 * x.f * 2));
+  bw.push_back(LayerKernels::times(up, "expert_up_bwd", 2));
+  bw.push_back(x.a2a("dispatch_bwd"));
+  bw.push_back(x.ew("route_bwd", x.combine(), 2 * (x.route_ew() + x.permute())));
+  bw.push_back(LayerKernels::times(fw[4], "router_bwd", 2));
+  bw.push_back(LayerKernels::times(fw[3], "o_proj_bwd", 2));
+  bw.push_back(x.attention("attention_bwd", true));
+  bw.push_back(LayerKernels::times(fw[1], "qkv_bwd", 2));
+  bw.push_back(x.ew("attn_norm_rope_bwd", Family::ew_norm_bwd, 2 * x.norms()));
+  return bw;
+}
+
+}  // namespace
+
+LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankWorkload& w, std::int64_t layer) {
+  const LayerKernels x(job, cost, w, layer);
+  const Op up = x.grouped("expert_up", 2 * x.f, x.h), down = x.grouped("expert_down", x.h, x.f);
+  LayerOps ops;
+  ops.forward = forward_ops(x, up, down);
+  ops.recompute = recompute_ops(job.training.activation_checkpointing, ops.forward);
+  ops.backward = backward_ops(x, ops.forward, up, down);
   return ops;
 }
 
