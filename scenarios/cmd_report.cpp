@@ -65,9 +65,21 @@ int cmd_report(const CommonArgs& args, const ReportArgs& rep, std::ostream& out)
   // Every input is read before any work: a bad file fails at once.
   std::vector<std::pair<std::string, Json>> sweeps;
   for (const auto& f : rep.sweeps) sweeps.emplace_back(f, read_sweep_rows(f));
-  const Json plan_dp = rep.plan_dp.empty() ? Json() : read_json_file(rep.plan_dp);
-  if (!plan_dp.is_null() && !plan_dp.contains("rows"))
-    throw InputError(rep.plan_dp, "", "expected the output of `twin plan-dp --json` (rows)");
+  Json plan_dp = rep.plan_dp.empty() ? Json() : read_json_file(rep.plan_dp);
+  // A comparison of placements (`--placement A,B`): the chart shows the first one's plan.
+  if (plan_dp.is_object() && plan_dp.contains("placements") && plan_dp["placements"].is_object() &&
+      !plan_dp["placements"].empty())
+    plan_dp = Json(plan_dp["placements"].begin().value());
+  if (!plan_dp.is_null()) {
+    bool ok = plan_dp.is_object() && plan_dp.contains("rows") && plan_dp["rows"].is_array();
+    for (const auto& r : ok ? plan_dp["rows"] : Json::array())
+      ok = ok && r.is_object() && r.contains("replicas") && r.contains("gpus") && r.contains("tokens_per_s_per_gpu") &&
+           r.contains("relative_to_dp1");
+    if (!ok)
+      throw InputError(rep.plan_dp, "rows",
+                       "expected the output of `twin plan-dp --json` (rows of replicas, gpus, tokens_per_s_per_gpu, "
+                       "relative_to_dp1)");
+  }
   const auto real = rep.kineto.kineto.empty() ? std::optional<KinetoStep>()
                                               : read_kineto(rep.kineto.kineto, rep.kineto.step);
   const Loaded loaded = load_scenario(args.scenario, args.load_options());
