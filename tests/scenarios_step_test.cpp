@@ -1,6 +1,6 @@
 // Tier 3: golden outputs of a small scenario, compared as structured data; determinism of runs
-// and traces; the step's mechanisms, memory and network (sweeps, outputs and the CLI's tables:
-// scenarios_commands_test.cpp). Update the golden file after an intended change with
+// and traces; the step's mechanisms and memory (the network and plan-dp: scenarios_network_test.cpp;
+// sweeps, outputs and the CLI's tables: scenarios_commands_test.cpp). Update the golden file after an intended change with
 //   build/twin run tests/golden/small.json --json > tests/golden/small.expected.json
 #include <doctest/doctest.h>
 
@@ -198,107 +198,6 @@ TEST_SUITE("scenarios.memory") {
     // Expert shards of 1.2 MB: rounded to 2 MiB unless the threshold (1 MiB) keeps them exact.
     const std::string f = "model.expert_hidden=600";
     CHECK(host({f, "training.pinned_round_threshold_MiB=0"}) > host({f}));
-  }
-}
-
-TEST_SUITE("scenarios.network") {
-  TEST_CASE("one replica standing for all against every replica simulated") {
-    // Exact but for the data: the simulated replica's rows stand for every replica's, so the
-    // straggler of other replicas' data is missed (the symmetric run is optimistic by the spread
-    // of the slowest rank, here under 3%).
-    auto tps = [](std::vector<std::string> s) {
-      s.push_back("placement.policy=spread");
-      return simulate(small(std::move(s)), {}).json["tokens_per_s_per_gpu"].get<double>();
-    };
-    for (const char* dp : {"parallel.dp=2", "parallel.dp=4"}) {
-      CAPTURE(dp);
-      const double one = tps({dp}), all = tps({dp, "placement.simulate_all_replicas=true"});
-      CHECK(one == doctest::Approx(all).epsilon(0.03));
-      CHECK(one >= all);
-    }
-  }
-  TEST_CASE("stragglers: the replica with the slowest GPU stands for all (the order statistic)") {
-    // With per-GPU jitter and slow nodes every replica's GPUs differ; one simulated replica takes
-    // the speeds of the replica whose GPU is slowest. Against every replica simulated:
-    auto run = [](const std::vector<std::string>& more) {
-      std::vector<std::string> s{"placement.policy=spread", "shared.step_jitter=0.05", "shared.slow_node_fraction=0.2",
-                                 "shared.slow_node_speed=0.85", "parallel.dp=4"};
-      s.insert(s.end(), more.begin(), more.end());  // later settings win
-      return simulate(small(std::move(s)), {}).json;
-    };
-    const auto one = run({}), all = run({"placement.simulate_all_replicas=true"}), calm = run({"shared.step_jitter=0",
-                                                                                             "shared.slow_node_fraction=0"});
-    CHECK(one["tokens_per_s_per_gpu"].get<double>() ==
-          doctest::Approx(all["tokens_per_s_per_gpu"].get<double>()).epsilon(0.03));
-    // (the profile's fixed spread hashes a GPU's index among the simulated ones: within 2%)
-    CHECK(one["network"]["slowest_gpu_speed"].get<double>() ==
-          doctest::Approx(all["network"]["slowest_gpu_speed"].get<double>()).epsilon(0.02));
-    CHECK(one["tokens_per_s_per_gpu"].get<double>() < 0.97 * calm["tokens_per_s_per_gpu"].get<double>());
-  }
-  TEST_CASE("plan-dp --samples: percentiles over draws of the shared machine, the same for the same seed") {
-    CommonArgs args;
-    args.scenario = (kRoot / "tests/golden/small.json").string();
-    args.data_dir = kRoot.string();
-    args.sets = {"shared.step_jitter=0.05", "shared.background_global_load=0.3", "placement.policy=spread"};
-    PlanDpArgs plan;
-    plan.replicas = {2};
-    plan.samples = 5;
-    plan.jobs = 2;
-    const auto j = plan_dp_json(args, plan);
-    for (const auto& r : j["rows"]) {
-      CHECK(r["tokens_per_s_per_gpu_p10"].get<double>() <= r["tokens_per_s_per_gpu_p50"].get<double>());
-      CHECK(r["tokens_per_s_per_gpu_p50"].get<double>() <= r["tokens_per_s_per_gpu_p90"].get<double>());
-      CHECK(r["tokens_per_s_per_gpu_p10"].get<double>() < r["tokens_per_s_per_gpu_p90"].get<double>());
-      CHECK(r["tokens_per_s_per_gpu"] == r["tokens_per_s_per_gpu_p50"]);
-    }
-    CHECK(plan_dp_json(args, plan)["rows"] == j["rows"]);
-    // --placement A,B: each placement's plan side by side, the same as one run of each.
-    plan.placement = "packed,spread";
-    const auto cmp = plan_dp_compare_json(args, plan);
-    plan.placement = "spread";
-    const auto spread = plan_dp_json(args, plan);
-    REQUIRE(cmp["rows"].size() == spread["rows"].size());
-    for (std::size_t i = 0; i < spread["rows"].size(); ++i) {
-      CHECK(cmp["rows"][i]["tokens_per_s_per_gpu_by_placement"]["spread"] == spread["rows"][i]["tokens_per_s_per_gpu"]);
-      CHECK(cmp["rows"][i]["tokens_per_s_per_gpu_by_placement"].contains("packed"));
-    }
-    plan.placement.clear();
-    // --split: the effects one at a time; the last stage is the scenario as given, and the idle
-    // machine (no jitter, no traffic) is faster.
-    plan.split = true;
-    const auto split = plan_dp_json(args, plan);
-    for (std::size_t i = 0; i < split["rows"].size(); ++i) {
-      const auto& r = split["rows"][i];
-      CHECK(r["tokens_per_s_per_gpu"] == j["rows"][i]["tokens_per_s_per_gpu"]);
-      const auto& by = r["tokens_per_s_per_gpu_by_stage"];
-      CHECK(by["stragglers"] == r["tokens_per_s_per_gpu"]);
-      CHECK(by["idle"].get<double>() > by["stragglers"].get<double>());
-    }
-  }
-  TEST_CASE("plan-dp: relative throughput per replica count, and bad node lists") {
-    CommonArgs args;
-    args.scenario = (kRoot / "tests/golden/small.json").string();
-    args.data_dir = kRoot.string();
-    PlanDpArgs plan;
-    plan.replicas = {2, 4};
-    plan.placement = "spread";
-    const auto j = plan_dp_json(args, plan);
-    REQUIRE(j["rows"].size() == 3);  // DP = 1 runs as the reference
-    CHECK(j["rows"][0]["replicas"] == 1);
-    CHECK(j["rows"][0]["relative_to_dp1"] == 1.0);
-    for (const auto& r : j["rows"]) {
-      CHECK(r["relative_to_dp1"].get<double>() <= 1.0);
-      CHECK(r["days_to_tokens"].get<double>() ==
-            doctest::Approx(15e12 / r["tokens_per_day"].get<double>()));
-    }
-    const auto list = fs::temp_directory_path() / ("twin-nodes-" + std::to_string(::getpid()));
-    {
-      std::ofstream f(list);
-      f << "jpbo-[000-000]-[01-03]\n";  // 3 nodes; DP = 4 of this job needs 8
-    }
-    plan.placement = list.string();
-    CHECK_THROWS_AS(plan_dp_json(args, plan), InputError);
-    fs::remove(list);
   }
 }
 
