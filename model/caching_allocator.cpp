@@ -144,6 +144,15 @@ void CachingAllocator::free(std::int64_t id) {
   p.insert(key(id));
 }
 
+void CachingAllocator::reset_peaks() {
+  auto reset = [](PoolStats& p) {
+    p.peak_allocated = p.allocated;
+    p.peak_reserved = p.reserved;
+  };
+  reset(total_);
+  for (PoolStats& p : per_stream_) reset(p);
+}
+
 std::int64_t CachingAllocator::inactive_split() const {
   std::int64_t s = 0;
   for (const auto* p : {&small_, &large_})

@@ -62,6 +62,8 @@ class CachingAllocator {
   std::int64_t block_size(std::int64_t block) const { return blocks_[block].size; }
 
   const PoolStats& total() const { return total_; }
+  // Peaks restart from the current values (torch.cuda.reset_peak_memory_stats).
+  void reset_peaks();
   const PoolStats& stream(int s) const { return per_stream_[static_cast<std::size_t>(s)]; }
   std::int64_t retries() const { return retries_; }
   std::int64_t ooms() const { return ooms_; }

@@ -114,6 +114,11 @@ const sim::Schema<TrainingOptions>& training_schema() {
         .boolean("expandable_segments",
                  "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (segments grow by pages)",
                  [](auto& t) -> auto& { return t.expandable_segments; })
+        .integer("allocator_warm_steps", "steps", 0, 8,
+                 "identical steps replayed through the caching allocator before the reported one: "
+                 "its pools keep their cached blocks across steps (0: the first step, from an "
+                 "empty cache; README, Memory)",
+                 [](auto& t) -> auto& { return t.allocator_warm_steps; })
         .real("pinned_round_threshold_MiB", "MiB", 0, 1e6,
               "pinned host allocations above this keep their size "
               "(pinned_max_round_threshold_mb); below it, and always when 0, they round up to "

@@ -90,6 +90,7 @@ struct TrainingOptions {
   bool unshard_async_op = true;                // all-gather buffers from the compute pool (rung 12b)
   RecvPool grad_a2a_recv_pool = RecvPool::compute;  // rung 12c
   bool expandable_segments = false;            // PYTORCH_CUDA_ALLOC_CONF expandable_segments
+  std::int64_t allocator_warm_steps = 1;       // steps the allocator's caches saw before this one
   double pinned_round_threshold_MiB = 1;       // pinned_max_round_threshold_mb; 0 = always round
   bool offload_arena_prefault = true;          // CPU touches the offload arena first (SPEC §7)
   bool checkpoint_replicated_qkv = false;      // the state_dict hook's full QKV copy (SPEC §7)

@@ -1,6 +1,7 @@
 #include "model/memory_replay.hpp"
 
 #include <algorithm>
+#include <array>
 #include <stdexcept>
 #include <tuple>
 
@@ -43,27 +44,40 @@ std::vector<AllocEvent> alloc_sequence(const BufferLog& log, std::int64_t rank) 
   return out;
 }
 
-HbmReplay replay_hbm(const BufferLog& log, std::int64_t rank, const CachingAllocator::Options& opts) {
+HbmReplay replay_hbm(const BufferLog& log, std::int64_t rank, const CachingAllocator::Options& opts,
+                     std::int64_t warm_steps) {
   const auto bufs = log.rank(rank);
+  const auto events = alloc_sequence(log, rank);
   CachingAllocator a(opts, kPoolCount);
   std::vector<std::int64_t> block(bufs.size(), -1);
   HbmReplay out;
-  for (const AllocEvent& e : alloc_sequence(log, rank)) {
-    const Buffer& b = bufs[e.buffer];
-    if (!e.alloc) {
-      if (block[e.buffer] >= 0) a.free(block[e.buffer]);
-      continue;
-    }
-    const auto r = a.malloc(static_cast<std::int64_t>(b.bytes), b.pool);
-    if (r.retried) out.retries.push_back({b.alloc_task, e.time_ns, r.segments_released, r.bytes_released});
-    if (r.block < 0 && !out.oom) {
-      out.oom = true;
-      out.failed = fmt::format("{} ({:.2f} GiB, {} pool)", b.name, b.bytes / kGiB, pool_name(b.pool));
-    }
-    block[e.buffer] = r.block;
-    if (a.total().allocated == a.total().peak_allocated) {
-      for (int p = 0; p < kPoolCount; ++p) out.at_peak[static_cast<std::size_t>(p)] = a.stream(p);
-      out.inactive_split_at_peak = a.inactive_split();
+  for (std::int64_t step = 0; step <= warm_steps && !out.oom; ++step) {  // a job stops at its OOM
+    out = HbmReplay{};  // only the last step is reported
+    a.reset_peaks();
+    for (const AllocEvent& e : events) {
+      const Buffer& b = bufs[e.buffer];
+      if (!e.alloc) {
+        if (block[e.buffer] >= 0) a.free(block[e.buffer]);
+        continue;
+      }
+      if (step > 0 && !b.freed()) continue;  // kept from the step before
+      std::array<PoolStats, kPoolCount> before;
+      if (out.retries.empty())
+        for (int p = 0; p < kPoolCount; ++p) before[static_cast<std::size_t>(p)] = a.stream(p);
+      const auto r = a.malloc(static_cast<std::int64_t>(b.bytes), b.pool);
+      if (r.retried) {
+        if (out.retries.empty()) out.at_first_retry.assign(before.begin(), before.end());
+        out.retries.push_back({b.alloc_task, e.time_ns, r.segments_released, r.bytes_released});
+      }
+      if (r.block < 0 && !out.oom) {
+        out.oom = true;
+        out.failed = fmt::format("{} ({:.2f} GiB, {} pool)", b.name, b.bytes / kGiB, pool_name(b.pool));
+      }
+      block[e.buffer] = r.block;
+      if (a.total().allocated == a.total().peak_allocated) {
+        for (int p = 0; p < kPoolCount; ++p) out.at_peak[static_cast<std::size_t>(p)] = a.stream(p);
+        out.inactive_split_at_peak = a.inactive_split();
+      }
     }
   }
   out.total = a.total();

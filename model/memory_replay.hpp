@@ -33,6 +33,9 @@ struct HbmReplay {
   // Per pool at the moment of peak allocated bytes (SPEC.md §6.12 reports that moment).
   std::array<PoolStats, kPoolCount> at_peak{};
   std::int64_t inactive_split_at_peak = 0;
+  // Per pool just before the first retry released anything (SPEC.md §6.12 reports that moment:
+  // the side streams' caches against the compute stream's failed request); empty without retries.
+  std::vector<PoolStats> at_first_retry;
   std::vector<AllocRetry> retries;
   bool oom = false;
   std::string failed;  // the first allocation that failed: "name (GiB, pool)"
@@ -46,7 +49,15 @@ struct AllocEvent {
 };
 std::vector<AllocEvent> alloc_sequence(const BufferLog& log, std::int64_t rank);
 
-HbmReplay replay_hbm(const BufferLog& log, std::int64_t rank, const CachingAllocator::Options& opts);
+// The step a long run sees. PyTorch's caching allocator hands cached segments back to the
+// device only on a retry or torch.cuda.empty_cache() (c10/cuda/CUDACachingAllocator.cpp,
+// release_cached_blocks), and TorchTitan's training loop calls neither (its GarbageCollection,
+// torchtitan/tools/utils.py, runs Python's gc only), so every stream's pool enters a step holding
+// what the steps before left: for FSDP's side streams, the high-water mark of the last backward.
+// replay_hbm replays `warm_steps` identical steps first (buffers never freed stay allocated) and
+// reports the next one; 0 is the first step, from an empty cache.
+HbmReplay replay_hbm(const BufferLog& log, std::int64_t rank, const CachingAllocator::Options& opts,
+                     std::int64_t warm_steps = 0);
 
 // NCCL's device buffers on one rank: per communicator, channels × buffer per channel.
 double nccl_buffer_bytes(const Job& job, const hardware::Profile& p, const hardware::NcclOptions& n);

@@ -28,6 +28,20 @@ void print_rank(std::ostream& out, const Json& r, const char* who) {
                p["peak_allocated_GiB"].get<double>(), p["peak_reserved_GiB"].get<double>(),
                p["at_peak_allocated_GiB"].get<double>(), p["at_peak_reserved_GiB"].get<double>(),
                p["cached_unused_at_peak_GiB"].get<double>());
+  if (!r["pools"][0].contains("at_first_retry_reserved_GiB")) return;
+  // The moment SPEC.md §6.12 describes: the compute stream's request fails while the side
+  // streams' caches hold memory it cannot use.
+  double side_resv = 0, side_alloc = 0;
+  for (const auto& p : r["pools"])
+    if (p["pool"] != "compute") {
+      side_resv += p["at_first_retry_reserved_GiB"].get<double>();
+      side_alloc += p["at_first_retry_allocated_GiB"].get<double>();
+    }
+  const auto& c = r["pools"][0];
+  fmt::print(out, "  before the first retry: side streams {:.2f} GiB reserved, {:.2f} in use; compute "
+                  "pool {:.2f} GiB cached but unused\n",
+             side_resv, side_alloc,
+             c["at_first_retry_reserved_GiB"].get<double>() - c["at_first_retry_allocated_GiB"].get<double>());
 }
 
 }  // namespace
@@ -38,7 +52,8 @@ void print_memory(std::ostream& out, const Json& m) {
              m["hbm_capacity_GiB"].get<double>(), m["nccl_buffers_GiB"].get<double>(),
              m["host_pages_in_hbm_GiB"].get<double>());
   print_rank(out, m["rank0"], "");
-  if (m["worst_rank"]["rank"] != m["rank0"]["rank"]) print_rank(out, m["worst_rank"], "most reserved, ");
+  const auto& w = m["worst_rank"];
+  if (w["rank"] != m["rank0"]["rank"]) print_rank(out, w, w["oom"].get<bool>() ? "first out of memory, " : "most reserved, ");
   fmt::print(out, "ranks with allocator retries: {}\n", m["ranks_with_retries"].get<std::size_t>());
   fmt::print(out, "Grace memory per rank (GiB):\n");
   for (const auto& [k, v] : m["host_parts_GiB"].items()) fmt::print(out, "  {:<30}{:>8.2f}\n", k, v.get<double>());

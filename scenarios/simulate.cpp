@@ -129,6 +129,11 @@ Json rank_memory_json(const model::HbmReplay& h, std::int64_t rank) {
                      {"at_peak_allocated_GiB", k.allocated / kGiB},
                      {"at_peak_reserved_GiB", k.reserved / kGiB},
                      {"cached_unused_at_peak_GiB", (k.reserved - k.allocated) / kGiB}});
+    if (!h.at_first_retry.empty()) {  // before the first retry released anything
+      const auto& f = h.at_first_retry[static_cast<std::size_t>(p)];
+      pools.back()["at_first_retry_allocated_GiB"] = f.allocated / kGiB;
+      pools.back()["at_first_retry_reserved_GiB"] = f.reserved / kGiB;
+    }
   }
   return {{"rank", rank},
           {"peak_allocated_GiB", h.total.peak_allocated / kGiB},
@@ -170,7 +175,8 @@ std::unique_ptr<Pass> run_pass(const Scenario& s, const RunOptions& opts, double
   }
   const model::CachingAllocator::Options ao{static_cast<std::int64_t>(alloc_capacity),
                                              s.job.training.expandable_segments};
-  for (int r = 0; r < gpus; ++r) p->hbm.push_back(model::replay_hbm(p->builder.buffers(), r, ao));
+  for (int r = 0; r < gpus; ++r)
+    p->hbm.push_back(model::replay_hbm(p->builder.buffers(), r, ao, s.job.training.allocator_warm_steps));
   return p;
 }
 
@@ -222,9 +228,11 @@ Json network_json(const Scenario& s, Pass& p, double step) {
 Json memory_json(const Scenario& s, const model::HostMemory& host, double capacity, const Pass& p) {
   std::size_t worst = 0, with_retries = 0, retries = 0;
   bool oom = false;
+  // The worst rank: the first that ran out of memory, else the one with the most reserved.
   for (std::size_t r = 0; r < p.hbm.size(); ++r) {
     const auto& h = p.hbm[r];
-    if (h.total.peak_reserved > p.hbm[worst].total.peak_reserved) worst = r;
+    const auto& w = p.hbm[worst];
+    if (h.oom != w.oom ? h.oom : !w.oom && h.total.peak_reserved > w.total.peak_reserved) worst = r;
     with_retries += h.retries.empty() ? 0 : 1;
     retries = std::max(retries, h.retries.size());
     oom = oom || h.oom;

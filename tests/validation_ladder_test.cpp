@@ -7,6 +7,8 @@
 
 #include <cmath>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "scenarios/commands.hpp"
 
@@ -49,4 +51,34 @@ TEST_CASE("ladder: published figures within their error budget") {
       ++checked;
     }
   CHECK(checked == 19);  // every figure of scenarios/ladder/published.json
+}
+
+namespace {
+Json rung_memory(const std::string& rung, std::vector<std::string> set = {}) {
+  const auto l = load_scenario(std::string(TWIN_SOURCE_DIR) + "/scenarios/ladder/" + rung + ".json",
+                               {TWIN_SOURCE_DIR, std::move(set)});
+  return simulate(l, {}).json["memory"];
+}
+}  // namespace
+
+// SPEC.md §6.10–6.12: from rung 10 or 11 on, every rank retried allocations; at rank 0's retry
+// the side streams held 27.3 GiB with 6.4 GiB in use; rung 12's fixes ended the retries. In the
+// twin the retries come from caches kept across steps (model/memory_replay.hpp): a first step
+// from an empty cache has none.
+TEST_CASE("ladder: rung 11 retries on every rank in a long run, rung 12's fixes end them") {
+  const Json r11 = rung_memory("11-minor");
+  CHECK(r11["ranks_with_retries"].get<int>() == 384);
+  double side_resv = 0, side_alloc = 0;
+  for (const auto& p : r11["rank0"]["pools"])
+    if (p["pool"] != "compute") {
+      side_resv += p["at_first_retry_reserved_GiB"].get<double>();
+      side_alloc += p["at_first_retry_allocated_GiB"].get<double>();
+    }
+  // Known gap (README, Memory): +18% on the reserved side caches (the offload stream's 10.9 GiB
+  // counted as a side stream), −6% on what they hold in use.
+  CHECK(side_resv / 27.3 - 1 >= 0.10);
+  CHECK(side_resv / 27.3 - 1 <= 0.25);
+  CHECK(std::abs(side_alloc / 6.4 - 1) <= 0.10);
+  CHECK(rung_memory("11-minor", {"training.allocator_warm_steps=0"})["ranks_with_retries"].get<int>() == 0);
+  CHECK(rung_memory("12-allocator-pools")["ranks_with_retries"].get<int>() == 0);
 }
