@@ -51,6 +51,7 @@ std::int64_t CachingAllocator::new_segment(bool small, int stream, std::int64_t 
   const std::int64_t seg = opts_.expandable_segments ? round_up(size, kRoundLarge) : segment_size(size);
   if (total_.reserved + seg > opts_.capacity_bytes) return -1;
   blocks_.push_back({next_addr_, seg, stream, small, false, -1, -1});
+  note(TraceEvent::segment_alloc, blocks_.back());
   next_addr_ += seg;
   account(stream, 0, seg);
   return static_cast<std::int64_t>(blocks_.size()) - 1;
@@ -68,6 +69,7 @@ int CachingAllocator::release_cached(std::int64_t& bytes) {
         ++it;
         continue;
       }
+      note(TraceEvent::segment_free, b);  // with expandable segments: its pages unmapped
       if (b.prev >= 0) blocks_[static_cast<std::size_t>(b.prev)].next = b.next;
       if (b.next >= 0) blocks_[static_cast<std::size_t>(b.next)].prev = b.prev;
       account(b.stream, 0, -b.size);
@@ -95,6 +97,7 @@ CachingAllocator::Result CachingAllocator::malloc(std::int64_t bytes, int stream
   }
   if (id < 0) {
     ++ooms_;
+    note(TraceEvent::oom, {0, size, stream});
     return r;
   }
   const std::int64_t remaining = blocks_[static_cast<std::size_t>(id)].size - size;
@@ -113,6 +116,7 @@ CachingAllocator::Result CachingAllocator::malloc(std::int64_t bytes, int stream
   }
   Block& b = blocks_[static_cast<std::size_t>(id)];
   b.allocated = true;
+  note(TraceEvent::alloc, b);
   account(stream, b.size, 0);
   r.block = id;
   return r;
@@ -123,6 +127,7 @@ void CachingAllocator::free(std::int64_t id) {
     throw std::invalid_argument("free of a block that is not allocated");
   Block& b = blocks_[static_cast<std::size_t>(id)];
   b.allocated = false;
+  note(TraceEvent::free, b);
   account(b.stream, -b.size, 0);
   auto& p = pool(b.small);
   // Merge with free neighbours of the same segment (they are in the pool under their own keys).
@@ -142,6 +147,23 @@ void CachingAllocator::free(std::int64_t id) {
     o.size = 0;
   }
   p.insert(key(id));
+}
+
+std::vector<CachingAllocator::SegmentView> CachingAllocator::segments() const {
+  std::vector<SegmentView> out;
+  for (std::size_t i = 0; i < blocks_.size(); ++i) {
+    const Block& head = blocks_[i];
+    if (head.size == 0 || head.prev >= 0) continue;  // merged away, or not a segment's first block
+    SegmentView seg{head.addr, 0, head.stream, head.small, {}};
+    for (auto id = static_cast<std::int64_t>(i); id >= 0; id = blocks_[static_cast<std::size_t>(id)].next) {
+      const Block& b = blocks_[static_cast<std::size_t>(id)];
+      seg.blocks.push_back({id, b.addr, b.size, b.allocated});
+      seg.size += b.size;
+    }
+    out.push_back(std::move(seg));
+  }
+  std::sort(out.begin(), out.end(), [](const SegmentView& a, const SegmentView& b) { return a.addr < b.addr; });
+  return out;
 }
 
 void CachingAllocator::reset_peaks() {

@@ -52,7 +52,31 @@ class CachingAllocator {
     std::int64_t bytes_released = 0;
   };
 
+  // What PyTorch's allocator records for torch.cuda.memory._record_memory_history (its device
+  // trace's actions; a free is requested and completed at once here: no cross-stream use) and
+  // shows in torch.cuda.memory._snapshot() (segments with their blocks).
+  struct TraceEvent {
+    enum Action : std::uint8_t { segment_alloc, alloc, free, segment_free, oom };
+    Action action = alloc;
+    std::int64_t addr = 0, size = 0;
+    int stream = 0;
+  };
+  struct BlockView {
+    std::int64_t id = 0, addr = 0, size = 0;
+    bool allocated = false;
+  };
+  struct SegmentView {
+    std::int64_t addr = 0, size = 0;
+    int stream = 0;
+    bool small = false;
+    std::vector<BlockView> blocks;  // in address order
+  };
+
   CachingAllocator(Options opts, int streams);
+  // Appends every action from now on to *sink (nullptr: stop).
+  void record(std::vector<TraceEvent>* sink) { trace_ = sink; }
+  // The segments now reserved, in address order.
+  std::vector<SegmentView> segments() const;
 
   static std::int64_t round_size(std::int64_t bytes);
   static std::int64_t segment_size(std::int64_t rounded);
@@ -95,6 +119,10 @@ class CachingAllocator {
   PoolStats total_;
   std::int64_t next_addr_ = 0;
   std::int64_t retries_ = 0, ooms_ = 0;
+  std::vector<TraceEvent>* trace_ = nullptr;
+  void note(TraceEvent::Action a, const Block& b) {
+    if (trace_) trace_->push_back({a, b.addr, b.size, b.stream});
+  }
 };
 
 }  // namespace twin::model

@@ -44,20 +44,38 @@ std::vector<AllocEvent> alloc_sequence(const BufferLog& log, std::int64_t rank) 
   return out;
 }
 
+namespace {
+// Tags the allocator's actions since `from` with the event's time and buffer.
+void tag_actions(AllocatorTrace& t, const std::vector<CachingAllocator::TraceEvent>& actions,
+                 std::size_t from, std::int64_t time_ns, const char* buffer) {
+  for (std::size_t i = from; i < actions.size(); ++i) t.events.push_back({actions[i], time_ns, buffer});
+}
+}  // namespace
+
 HbmReplay replay_hbm(const BufferLog& log, std::int64_t rank, const CachingAllocator::Options& opts,
-                     std::int64_t warm_steps) {
+                     std::int64_t warm_steps, AllocatorTrace* trace) {
   const auto bufs = log.rank(rank);
   const auto events = alloc_sequence(log, rank);
   CachingAllocator a(opts, kPoolCount);
+  std::vector<CachingAllocator::TraceEvent> actions;
+  if (trace) *trace = AllocatorTrace{};
   std::vector<std::int64_t> block(bufs.size(), -1);
   HbmReplay out;
   for (std::int64_t step = 0; step <= warm_steps && !out.oom; ++step) {  // a job stops at its OOM
     out = HbmReplay{};  // only the last step is reported
     a.reset_peaks();
+    const bool traced = trace != nullptr;  // every step: the last one run stays
+    if (traced) {
+      trace->events.clear();
+      actions.clear();
+      a.record(&actions);
+    }
     for (const AllocEvent& e : events) {
       const Buffer& b = bufs[e.buffer];
+      const std::size_t from = actions.size();
       if (!e.alloc) {
         if (block[e.buffer] >= 0) a.free(block[e.buffer]);
+        if (traced) tag_actions(*trace, actions, from, e.time_ns, b.name);
         continue;
       }
       if (step > 0 && !b.freed()) continue;  // kept from the step before
@@ -74,6 +92,13 @@ HbmReplay replay_hbm(const BufferLog& log, std::int64_t rank, const CachingAlloc
         out.failed = fmt::format("{} ({:.2f} GiB, {} pool)", b.name, b.bytes / kGiB, pool_name(b.pool));
       }
       block[e.buffer] = r.block;
+      if (traced) {
+        tag_actions(*trace, actions, from, e.time_ns, b.name);
+        if (r.block >= 0) {
+          trace->block_buffer.resize(std::max(trace->block_buffer.size(), static_cast<std::size_t>(r.block) + 1), "");
+          trace->block_buffer[static_cast<std::size_t>(r.block)] = b.name;
+        }
+      }
       if (a.total().allocated == a.total().peak_allocated) {
         for (int p = 0; p < kPoolCount; ++p) out.at_peak[static_cast<std::size_t>(p)] = a.stream(p);
         out.inactive_split_at_peak = a.inactive_split();
@@ -82,6 +107,7 @@ HbmReplay replay_hbm(const BufferLog& log, std::int64_t rank, const CachingAlloc
   }
   out.total = a.total();
   for (int p = 0; p < kPoolCount; ++p) out.pools[static_cast<std::size_t>(p)] = a.stream(p);
+  if (trace) trace->segments = a.segments();
   return out;
 }
 

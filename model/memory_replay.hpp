@@ -56,8 +56,21 @@ std::vector<AllocEvent> alloc_sequence(const BufferLog& log, std::int64_t rank);
 // what the steps before left: for FSDP's side streams, the high-water mark of the last backward.
 // replay_hbm replays `warm_steps` identical steps first (buffers never freed stay allocated) and
 // reports the next one; 0 is the first step, from an empty cache.
+// The reported step's allocator actions, each at its simulated time with the buffer it serves,
+// and the segments at the step's end: what torch.cuda.memory._snapshot() holds after
+// _record_memory_history (scenarios/ writes it in that form).
+struct AllocatorTrace {
+  struct Event {
+    CachingAllocator::TraceEvent action;
+    std::int64_t time_ns = 0;
+    const char* buffer = "";
+  };
+  std::vector<Event> events;
+  std::vector<CachingAllocator::SegmentView> segments;
+  std::vector<const char*> block_buffer;  // per block id: the buffer it holds while allocated
+};
 HbmReplay replay_hbm(const BufferLog& log, std::int64_t rank, const CachingAllocator::Options& opts,
-                     std::int64_t warm_steps = 0);
+                     std::int64_t warm_steps = 0, AllocatorTrace* trace = nullptr);
 
 // NCCL's device buffers on one rank: per communicator, channels × buffer per channel.
 double nccl_buffer_bytes(const Job& job, const hardware::Profile& p, const hardware::NcclOptions& n);

@@ -67,13 +67,18 @@ void print_memory(std::ostream& out, const Json& m) {
 int cmd_memory(const CommonArgs& args, const MemoryArgs& mem, std::ostream& out) {
   const auto loaded = load_scenario(args.scenario, args.load_options());
   args.check_output(mem.events_file, "--events");
+  args.check_output(mem.snapshot_file, "--snapshot");
   RunOptions o = args.run_options();
   o.alloc_events_rank = mem.events_file.empty() ? -1 : mem.events_rank;
+  o.snapshot_rank = mem.snapshot_file.empty() ? -1 : mem.events_rank;
   const auto r = simulate(loaded, o);
-  if (!mem.events_file.empty()) {
-    if (r.alloc_events.is_null()) throw InputError(args.scenario, "--events-rank", fmt::format("rank {} is not in the job", mem.events_rank));
-    reports::write_atomic(mem.events_file, r.alloc_events.dump() + "\n");
-  }
+  auto write = [&](const std::string& file, const Json& j) {
+    if (file.empty()) return;
+    if (j.is_null()) throw InputError(args.scenario, "--events-rank", fmt::format("rank {} is not in the job", mem.events_rank));
+    reports::write_atomic(file, j.dump() + "\n");
+  };
+  write(mem.events_file, r.alloc_events);
+  write(mem.snapshot_file, r.memory_snapshot);
   if (args.json) out << r.json["memory"].dump(2) << "\n";
   else print_memory(out, r.json["memory"]);
   return 0;

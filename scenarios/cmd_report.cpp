@@ -38,7 +38,7 @@ reports::Section step_section(const RunResult& r, const Json& trace) {
 }
 
 reports::Section memory_section(const RunResult& r, const Json& trace) {
-  return {"Memory", {hbm_pools_chart(trace), host_memory_chart(r.json)}};
+  return {"Memory", {hbm_pools_chart(trace, false), hbm_pools_chart(trace, true), host_memory_chart(r.json)}};
 }
 
 std::vector<std::pair<std::string, std::string>> facts(const Json& j) {

@@ -116,8 +116,9 @@ struct PlanDpArgs {
 };
 
 struct MemoryArgs {
-  std::string events_file;  // write one rank's allocation sequence here
-  int events_rank = 0;
+  std::string events_file;    // write one rank's allocation sequence here
+  std::string snapshot_file;  // write one rank's allocator snapshot here (memory_snapshot.hpp)
+  int events_rank = 0;        // the rank of both
 };
 
 struct KernelArgs {

@@ -97,7 +97,10 @@ int main(int argc, char** argv) {
   add_common(memory, common, kJson | kLimits);
   memory->add_option("--events", mem_args.events_file,
                      "write one rank's allocation sequence (JSON) for calibrate/allocator_replay.py");
-  memory->add_option("--events-rank", mem_args.events_rank, "rank of --events (default 0)")
+  memory->add_option("--snapshot", mem_args.snapshot_file,
+                     "write one rank's allocator over the step as torch.cuda.memory._snapshot() does "
+                     "(JSON; calibrate/snapshot_pickle.py makes the pickle pytorch.org/memory_viz reads)");
+  memory->add_option("--events-rank", mem_args.events_rank, "rank of --events and --snapshot (default 0)")
       ->check(CLI::NonNegativeNumber);
   PlanDpArgs plan_args;
   auto* plan = app.add_subcommand("plan-dp", "throughput per data-parallel replica count");

@@ -189,10 +189,11 @@ Chart nccl_sms_chart(const Json& trace) {
           spec(std::move(values), {{"type", "line"}, {"interpolate", "step-after"}}, std::move(enc), 160)};
 }
 
-Chart hbm_pools_chart(const Json& trace) {
+Chart hbm_pools_chart(const Json& trace, bool reserved) {
+  const char* counter = reserved ? "hbm_reserved_GiB" : "hbm_allocated_GiB";
   std::vector<const Json*> samples;  // rank 0's counter: one sample per moment, every pool in each
   for (const auto& e : trace["traceEvents"])
-    if (e.value("ph", "") == "C" && e.value("name", "") == "hbm_allocated_GiB" && e.value("pid", -1) == 0)
+    if (e.value("ph", "") == "C" && e.value("name", "") == counter && e.value("pid", -1) == 0)
       samples.push_back(&e);
   const std::size_t stride = std::max<std::size_t>(1, samples.size() / 2000);
   Json values = Json::array();
@@ -202,11 +203,17 @@ Chart hbm_pools_chart(const Json& trace) {
       values.push_back({{"t_s", (*samples[i])["ts"].get<double>() * 1e-6}, {"pool", pool}, {"GiB", gib}});
   }
   Json enc{{"x", field("t_s", "quantitative", "time in the step (s)")},
-           {"y", {{"field", "GiB"}, {"type", "quantitative"}, {"stack", "zero"}, {"title", "GiB allocated"}}},
+           {"y", {{"field", "GiB"}, {"type", "quantitative"}, {"stack", "zero"},
+                  {"title", reserved ? "GiB reserved" : "GiB allocated"}}},
            {"color", field("pool", "nominal", "allocator pool")}};
-  return {"HBM per allocator pool (rank 0)",
+  if (reserved)
+    return {"HBM reserved per allocator pool (rank 0)",
+            "Segments each caching-allocator pool holds from the device over rank 0's step, its cached "
+            "but unused blocks included: a pool keeps them until a retry frees them (model/memory_replay.hpp).",
+            spec(std::move(values), "area", std::move(enc), 220)};
+  return {"HBM allocated per allocator pool (rank 0)",
           "Bytes allocated in each caching-allocator pool over rank 0's step, after each allocation and "
-          "free (model/memory_replay.hpp); cached but unused blocks are not shown.",
+          "free (model/memory_replay.hpp).",
           spec(std::move(values), "area", std::move(enc), 220)};
 }
 

@@ -24,9 +24,9 @@ Chart host_memory_chart(const Json& result);
 // SMs NCCL holds on each over the step.
 Chart timeline_chart(const Json& trace);
 Chart nccl_sms_chart(const Json& trace);
-// Rank 0's HBM allocated per allocator pool over the step, from the trace's hbm_allocated_GiB
-// counter (at most ~2,000 samples).
-Chart hbm_pools_chart(const Json& trace);
+// Rank 0's HBM allocated (or reserved) per allocator pool over the step, from the trace's
+// hbm_allocated_GiB (hbm_reserved_GiB) counter (at most ~2,000 samples).
+Chart hbm_pools_chart(const Json& trace, bool reserved);
 // `twin ladder --json`: predicted and published tokens/s per GPU per rung.
 Chart ladder_chart(const Json& ladder);
 // The rows of `twin sweep` (grid keys are the dotted columns): a heatmap of tokens/s per GPU

@@ -16,6 +16,7 @@
 #include "reports/metrics.hpp"
 #include "model/accounting.hpp"
 #include "scenarios/build_info.hpp"
+#include "scenarios/memory_snapshot.hpp"
 #include "scenarios/plan.hpp"
 #include "scenarios/trace_export.hpp"
 #include "sim/engine.hpp"
@@ -145,6 +146,17 @@ Json rank_memory_json(const model::HbmReplay& h, std::int64_t rank) {
           {"pools", pools}};
 }
 
+model::CachingAllocator::Options alloc_options(const Scenario& s, double capacity) {
+  return {static_cast<std::int64_t>(capacity), s.job.training.expandable_segments};
+}
+
+// One rank's allocator actions over the reported step (replayed again, with a recorder).
+model::AllocatorTrace allocator_trace(const Scenario& s, const model::StepBuilder& b, int rank, double capacity) {
+  model::AllocatorTrace t;
+  model::replay_hbm(b.buffers(), rank, alloc_options(s, capacity), s.job.training.allocator_warm_steps, &t);
+  return t;
+}
+
 std::unique_ptr<Pass> run_pass(const Scenario& s, const RunOptions& opts, double alloc_capacity,
                                const std::vector<std::vector<model::AllocRetry>>* retries) {
   auto p = std::make_unique<Pass>(s);
@@ -173,10 +185,9 @@ std::unique_ptr<Pass> run_pass(const Scenario& s, const RunOptions& opts, double
     throw std::logic_error(fmt::format("deadlock: {} of {} tasks finished; first blocked: {}",
                                        p->graph.finished(), p->graph.size(), stuck));
   }
-  const model::CachingAllocator::Options ao{static_cast<std::int64_t>(alloc_capacity),
-                                             s.job.training.expandable_segments};
   for (int r = 0; r < gpus; ++r)
-    p->hbm.push_back(model::replay_hbm(p->builder.buffers(), r, ao, s.job.training.allocator_warm_steps));
+    p->hbm.push_back(model::replay_hbm(p->builder.buffers(), r, alloc_options(s, alloc_capacity),
+                                       s.job.training.allocator_warm_steps));
   return p;
 }
 
@@ -381,7 +392,15 @@ RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
     out.plan = step_plan(s, graph, builder, marks, opts.plan_rank);
   if (opts.alloc_events_rank >= 0 && opts.alloc_events_rank < gpus)
     out.alloc_events = alloc_events_json(s, *pass, opts.alloc_events_rank, capacity);
-  if (opts.trace) out.trace = trace_text(pass->graph, pass->builder, pass->sms, opts.trace_ranks, gpus, step, j["provenance"]);
+  if (opts.snapshot_rank >= 0 && opts.snapshot_rank < gpus)
+    out.memory_snapshot =
+        memory_snapshot_json(allocator_trace(s, builder, opts.snapshot_rank, capacity), s, opts.snapshot_rank, capacity);
+  if (opts.trace) {
+    std::map<int, model::AllocatorTrace> alloc;
+    for (int r : opts.trace_ranks.empty() ? std::vector<int>{0} : opts.trace_ranks)
+      if (r >= 0 && r < gpus) alloc[r] = allocator_trace(s, builder, r, capacity);
+    out.trace = trace_text(pass->graph, pass->builder, pass->sms, alloc, opts.trace_ranks, gpus, step, j["provenance"]);
+  }
   out.json = std::move(j);
   return out;
 }

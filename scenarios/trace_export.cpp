@@ -56,28 +56,51 @@ void peer_arrows(reports::ChromeTrace& tr, const sim::TaskGraph& graph, const mo
   }
 }
 
-// HBM allocated per caching-allocator pool over the step, as one counter track of one series
-// per pool (GiB), a sample wherever an allocation or free changes it.
-void pool_counters(reports::ChromeTrace& tr, const model::BufferLog& log, int r) {
-  const auto bufs = log.rank(r);
-  std::array<double, model::kPoolCount> live{};
-  const auto seq = model::alloc_sequence(log, r);
-  for (std::size_t i = 0; i < seq.size(); ++i) {
-    const auto& b = bufs[seq[i].buffer];
-    live[static_cast<std::size_t>(b.pool)] += seq[i].alloc ? b.bytes : -b.bytes;
-    if (i + 1 < seq.size() && seq[i + 1].time_ns == seq[i].time_ns) continue;  // one sample per moment
-    std::vector<std::pair<std::string, double>> series;
-    for (int k = 0; k < model::kPoolCount; ++k)
-      series.emplace_back(model::pool_name(k), live[static_cast<std::size_t>(k)] / sim::kGiB);
-    tr.counter(r, "hbm_allocated_GiB", seq[i].time_ns, series);
+// HBM allocated and reserved per caching-allocator pool over the step, as two counter tracks
+// of one series per pool (GiB), a sample wherever an action changes them. The step starts with
+// what the steps before left cached (memory_replay.hpp): its end state less the step's actions.
+void pool_counters(reports::ChromeTrace& tr, const model::AllocatorTrace& t, int r) {
+  using Action = model::CachingAllocator::TraceEvent::Action;
+  std::array<std::int64_t, model::kPoolCount> allocated{}, reserved{};
+  for (const auto& seg : t.segments)
+    for (const auto& b : seg.blocks) {
+      reserved[static_cast<std::size_t>(seg.stream)] += b.size;
+      allocated[static_cast<std::size_t>(seg.stream)] += b.allocated ? b.size : 0;
+    }
+  auto apply = [&](const model::AllocatorTrace::Event& e, std::int64_t sign) {
+    const auto k = static_cast<std::size_t>(e.action.stream);
+    const std::int64_t n = sign * e.action.size;
+    switch (e.action.action) {
+      case Action::alloc: allocated[k] += n; break;
+      case Action::free: allocated[k] -= n; break;
+      case Action::segment_alloc: reserved[k] += n; break;
+      case Action::segment_free: reserved[k] -= n; break;
+      case Action::oom: break;
+    }
+  };
+  for (const auto& e : t.events) apply(e, -1);  // back to the step's start
+  auto sample = [&](std::int64_t t_ns) {
+    for (const auto& [name, v] : {std::pair{"hbm_allocated_GiB", &allocated}, std::pair{"hbm_reserved_GiB", &reserved}}) {
+      std::vector<std::pair<std::string, double>> series;
+      for (int k = 0; k < model::kPoolCount; ++k)
+        series.emplace_back(model::pool_name(k), static_cast<double>((*v)[static_cast<std::size_t>(k)]) / sim::kGiB);
+      tr.counter(r, name, t_ns, series);
+    }
+  };
+  if (t.events.empty() || t.events.front().time_ns > 0) sample(0);
+  for (std::size_t i = 0; i < t.events.size(); ++i) {
+    apply(t.events[i], 1);
+    if (i + 1 < t.events.size() && t.events[i + 1].time_ns == t.events[i].time_ns) continue;  // one sample per moment
+    sample(t.events[i].time_ns);
   }
 }
 
 }  // namespace
 
 std::string trace_text(const sim::TaskGraph& graph, const model::StepBuilder& builder,
-                       const std::map<int, reports::SmTimeline>& sms, const std::vector<int>& asked, int gpus,
-                       double step_s, const Json& provenance) {
+                       const std::map<int, reports::SmTimeline>& sms,
+                       const std::map<int, model::AllocatorTrace>& alloc, const std::vector<int>& asked,
+                       int gpus, double step_s, const Json& provenance) {
   reports::ChromeTrace tr;
   tr.metadata(provenance.dump());
   std::vector<int> ranks;
@@ -98,7 +121,7 @@ std::string trace_text(const sim::TaskGraph& graph, const model::StepBuilder& bu
   for (int r : ranks) {
     if (const auto it = sms.find(r); it != sms.end())
       for (const auto& [t, held] : it->second.points()) tr.counter(r, "nccl_sms", t, {{"SMs", held}});
-    pool_counters(tr, builder.buffers(), r);
+    if (const auto it = alloc.find(r); it != alloc.end()) pool_counters(tr, it->second, r);
   }
   return tr.str();
 }

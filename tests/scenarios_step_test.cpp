@@ -178,6 +178,43 @@ TEST_SUITE("scenarios.memory") {
     CHECK(oom["oom"] == true);
     CHECK(oom["worst_rank"]["failed_allocation"].get<std::string>() != "");
   }
+  TEST_CASE("the allocator snapshot (torch.cuda.memory._snapshot's form) agrees with the replay") {
+    RunOptions o;
+    o.snapshot_rank = 0;
+    const auto r = simulate(small(), o);
+    const auto& snap = r.memory_snapshot;
+    const auto& m = r.json["memory"]["rank0"];
+    REQUIRE(snap["twin"]["rank"] == 0);
+    // The segments at the step's end: each the sum of its blocks; allocated = the active blocks.
+    std::int64_t reserved = 0, active = 0;
+    for (const auto& seg : snap["segments"]) {
+      std::int64_t sum = 0;
+      for (const auto& b : seg["blocks"]) {
+        sum += b["size"].get<std::int64_t>();
+        if (b["state"] == "active_allocated") active += b["size"].get<std::int64_t>();
+      }
+      CHECK(sum == seg["total_size"].get<std::int64_t>());
+      reserved += sum;
+    }
+    CHECK(reserved >= active);
+    CHECK(static_cast<double>(reserved) / twin::sim::kGiB <= m["peak_reserved_GiB"].get<double>() + 1e-9);
+    // Walking the trace back from the end gives the allocated bytes at the step's start; forward
+    // again, the step's peak, which is the replay's.
+    const auto& trace = snap["device_traces"][0];
+    REQUIRE(trace.size() > 10);
+    auto delta = [](const Json& e) {
+      const auto size = e["size"].get<std::int64_t>();
+      return e["action"] == "alloc" ? size : e["action"] == "free_completed" ? -size : 0;
+    };
+    std::int64_t net = 0;
+    for (const auto& e : trace) net += delta(e);
+    std::int64_t now = active - net, peak = now;
+    CHECK(now >= 0);
+    for (const auto& e : trace) peak = std::max(peak, now += delta(e));
+    CHECK(static_cast<double>(peak) / twin::sim::kGiB == doctest::Approx(m["peak_allocated_GiB"].get<double>()));
+    // Each action names the buffer it serves.
+    CHECK(trace[0]["frames"][0]["name"].get<std::string>() != "");
+  }
   TEST_CASE("rung 12's switches move buffers out of the side-stream pools") {
     // Peak allocated bytes of a pool (reserved moves in 2 and 20 MiB segments at this size).
     auto pool = [](const Json& r, const char* name) {
