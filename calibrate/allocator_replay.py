@@ -13,7 +13,10 @@ It also times the unit of a retry's cost: torch.cuda.empty_cache() (cudaFree of 
 segment, which synchronizes the device) over k segments of several sizes.
 
 Usage: allocator_replay.py OUT.json SEQUENCES.json...   (a file holds one sequence, or
-{"sequences": [...]}); `--tight F` also replays every sequence at F x its capacity.
+{"sequences": [...]}); `--tight F` also replays every sequence at F x its capacity; `--steps N`
+replays each sequence N times in a row without emptying the cache, as a training loop does (a
+buffer never freed stays allocated), and reports the last time through (its peaks and retries):
+the twin's `training.allocator_warm_steps` = N - 1 (model/memory_replay.hpp).
 """
 from __future__ import annotations
 
@@ -34,25 +37,32 @@ def sequences(path: str) -> list[dict]:
     return d["sequences"] if "sequences" in d else [d]
 
 
-def replay(seq: dict, capacity: float) -> dict:
+def replay(seq: dict, capacity: float, steps: int = 1) -> dict:
     dev = torch.cuda.current_device()
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     total = torch.cuda.get_device_properties(dev).total_memory
     torch.cuda.set_per_process_memory_fraction(capacity / total, dev)
-    torch.cuda.reset_peak_memory_stats(dev)
-    torch.cuda.reset_accumulated_memory_stats(dev)
     streams = [torch.cuda.Stream(dev) for _ in seq["pools"]]
-    ptrs, failed = {}, None
-    for e in seq["events"]:
-        if e[0] == "alloc":
-            _, i, nbytes, pool = e[:4]
-            try:
-                ptrs[i] = torch.cuda.caching_allocator_alloc(int(nbytes), dev, streams[pool])
-            except torch.OutOfMemoryError:
-                failed = failed or (e[4] if len(e) > 4 else str(i))
-        elif e[1] in ptrs:
-            torch.cuda.caching_allocator_delete(ptrs.pop(e[1]))
+    freed = {e[1] for e in seq["events"] if e[0] == "free"}
+    ptrs = {}
+    for step in range(steps):  # the last time through is reported
+        torch.cuda.reset_peak_memory_stats(dev)
+        torch.cuda.reset_accumulated_memory_stats(dev)
+        failed = None
+        for e in seq["events"]:
+            if e[0] == "alloc":
+                _, i, nbytes, pool = e[:4]
+                if step > 0 and i not in freed:
+                    continue  # kept from the step before
+                try:
+                    ptrs[i] = torch.cuda.caching_allocator_alloc(int(nbytes), dev, streams[pool])
+                except torch.OutOfMemoryError:
+                    failed = failed or (e[4] if len(e) > 4 else str(i))
+            elif e[1] in ptrs:
+                torch.cuda.caching_allocator_delete(ptrs.pop(e[1]))
+        if failed:
+            break  # a job stops at its out-of-memory
     st = torch.cuda.memory_stats(dev)
     out = {
         "allowed_bytes": int(capacity / total * total),
@@ -91,6 +101,8 @@ def main() -> int:
     ap.add_argument("sequences", nargs="+", help="allocation sequences (twin memory --events)")
     ap.add_argument("--tight", type=float, default=None,
                     help="also replay every sequence at this fraction of its capacity")
+    ap.add_argument("--steps", type=int, default=1,
+                    help="replay each sequence this many times without emptying the cache; report the last")
     a = ap.parse_args()
     if torch is None or not torch.cuda.is_available():
         print("allocator_replay: no PyTorch with a CUDA GPU here: nothing replayed", file=sys.stderr)
@@ -102,8 +114,9 @@ def main() -> int:
         for seq in sequences(f):
             caps = [seq["capacity_bytes"]] + ([int(seq["capacity_bytes"] * tight)] if tight else [])
             for cap in caps:
-                r = replay(seq, cap)
-                r.update({"file": f.split("/")[-1], "sequence": seq["scenario"], "capacity_bytes": cap})
+                r = replay(seq, cap, a.steps)
+                r.update({"file": f.split("/")[-1], "sequence": seq["scenario"], "capacity_bytes": cap,
+                          "steps": a.steps})
                 results.append(r)
                 print(json.dumps(r), flush=True)
     props = torch.cuda.get_device_properties(0)
