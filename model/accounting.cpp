@@ -79,15 +79,19 @@ double saved_bytes_per_token_layer(const ModelArch& m, std::int64_t layer, Check
   if (mode == Checkpointing::full) return h * kBf16;  // the layer's output only
   const auto& a = m.attention(layer);
   const double k = static_cast<double>(m.top_k), fe = static_cast<double>(m.expert_hidden);
-  // Matmul outputs per token: q, k, v, o, router logits (fp32 ⇒ 2 bf16 units), gate, up, down.
-  const double mm_out = static_cast<double>(a.q_heads * a.qk_head_dim + a.kv_heads * a.qk_head_dim +
-                                            a.kv_heads * a.v_head_dim) +
-                        h + 2.0 * static_cast<double>(m.experts) + 2 * k * fe + k * h;
+  // Matmul outputs per token: the dense ones (aten.mm: q, k, v, o, router logits in fp32 ⇒ 2
+  // bf16 units) and the experts' (grouped GEMMs or the MoE kernel's own: gate, up, down).
+  const double dense_mm = static_cast<double>(a.q_heads * a.qk_head_dim + a.kv_heads * a.qk_head_dim +
+                                              a.kv_heads * a.v_head_dim) +
+                          h + 2.0 * static_cast<double>(m.experts);
+  const double expert_mm = 2 * k * fe + k * h;
   const double attn_out = static_cast<double>(a.q_heads * a.v_head_dim + 2 * a.q_heads);  // + lse
-  // selective: layer input + every second matmul output + attention output and its log-sum-exp;
-  // none: every matmul output and input, plus the SwiGLU product [est].
-  const double elems = mode == Checkpointing::selective ? h + 0.5 * mm_out + attn_out
-                                           : 2 * mm_out + attn_out + k * fe + 2 * h;
+  // selective, TorchTitan's per-op policy (torchtitan/distributed/activation_checkpoint.py): the
+  // layer input, every second aten.mm output and the attention outputs with their log-sum-exp;
+  // its save list has no grouped GEMM nor custom MoE kernel, so the experts' outputs are
+  // recomputed (step_costs.cpp). none: every matmul output and input, plus the SwiGLU product [est].
+  const double elems = mode == Checkpointing::selective ? h + 0.5 * dense_mm + attn_out
+                                                        : 2 * (dense_mm + expert_mm) + attn_out + k * fe + 2 * h;
   return elems * kBf16;
 }
 

@@ -29,8 +29,9 @@ const sim::Schema<TrainingOptions>& training_schema() {
         .integer("rows_per_gpu", "rows", 1, 4096, "sequences per GPU per step",
                  [](auto& t) -> auto& { return t.rows_per_gpu; })
         .enumeration("activation_checkpointing", sim::names(kCheckpointingNames),
-                "none: keep every activation; selective: TorchTitan's per-op policy (every "
-                "second matmul output saved); full: keep only each layer's output (rung 1)",
+                "none: keep every activation; selective: TorchTitan's per-op policy (attention "
+                "outputs and every second dense matmul output saved; expert GEMMs, elementwise work "
+                "and EP all-to-alls recomputed); full: keep only each layer's output (rung 1)",
                 [](auto& t) -> auto& { return t.activation_checkpointing; })
         .real("offload_fraction", "", 0, 1,
               "share of layers whose checkpointed output is offloaded to the host over C2C (rung 2)",

@@ -136,16 +136,17 @@ std::vector<Op> forward_ops(const LayerKernels& x, const Op& up, const Op& down)
   return fw;
 }
 
-// Recompute: full re-runs the forward; selective (every second matmul output saved) half of the
-// matmul work and all elementwise work; attention outputs are saved [est].
+// Recompute: full re-runs the forward; selective, TorchTitan's per-op policy (accounting.cpp),
+// saves the attention outputs and every second aten.mm output, so it re-runs half of the dense
+// matmul work and everything else: the expert GEMMs (not on its save list), the elementwise
+// work and the EP all-to-alls (functional collectives, not saved either).
 std::vector<Op> recompute_ops(Checkpointing mode, const std::vector<Op>& fw) {
   if (mode == Checkpointing::full) return fw;
   std::vector<Op> out;
   if (mode == Checkpointing::selective)
     for (const auto& op : fw) {
       if (op.category == kAttention) continue;
-      const bool mm = op.category == kOtherGemm || op.category == kExpertGemm;
-      out.push_back(mm ? LayerKernels::times(op, op.name, 0.5) : op);
+      out.push_back(op.category == kOtherGemm ? LayerKernels::times(op, op.name, 0.5) : op);
     }
   return out;
 }

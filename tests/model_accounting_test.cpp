@@ -134,15 +134,27 @@ TEST_SUITE("model.accounting") {
     CHECK(r.activations_hbm + r.activations_host == 74.0 * 65536 * 6144 * 2);
     CHECK(offloaded_layers(j) == 64);  // round(0.86 · 74)
   }
-  TEST_CASE("EUROPA: selective checkpointing at 12,288 tokens exceeds HBM, 8,192 does not") {
+  TEST_CASE("selective checkpointing keeps TorchTitan's save list: no expert GEMM output") {
     auto j = europa_job();
-    j.training.activation_checkpointing = Checkpointing::selective;
     j.training.offload_fraction = 0;
     j.training.seq_len = 8192;
-    const double at8k = rank_memory(j).activations_hbm / (1024.0 * 1024 * 1024);
-    j.training.seq_len = 12288;
-    const double at12k = rank_memory(j).activations_hbm / (1024.0 * 1024 * 1024);
-    CHECK(at8k < 95.6);
-    CHECK(at12k > 95.6);
+    auto kept = [&](Checkpointing mode, std::int64_t top_k) {
+      j.training.activation_checkpointing = mode;
+      j.model.top_k = top_k;
+      return rank_memory(j).activations_hbm;
+    };
+    // The experts' outputs (grouped GEMMs) are recomputed, not kept: top-k does not move it ...
+    CHECK(kept(Checkpointing::selective, 8) == kept(Checkpointing::selective, 4));
+    // ... where keeping everything does; selective keeps more than the layer outputs alone.
+    CHECK(kept(Checkpointing::none, 8) > kept(Checkpointing::none, 4));
+    CHECK(kept(Checkpointing::selective, 8) > kept(Checkpointing::full, 8));
+    // Per token and layer: the input (h), half the dense matmul outputs, attention and its lse.
+    j.model.top_k = 8;
+    const auto& a = j.model.attention(0);
+    const double h = static_cast<double>(j.model.hidden);
+    const double dense = static_cast<double>(a.q_heads * a.qk_head_dim + a.kv_heads * (a.qk_head_dim + a.v_head_dim)) +
+                         h + 2.0 * static_cast<double>(j.model.experts);
+    const double attn = static_cast<double>(a.q_heads * a.v_head_dim + 2 * a.q_heads);
+    CHECK(saved_bytes_per_token_layer(j.model, 0, Checkpointing::selective) == doctest::Approx(2 * (h + 0.5 * dense + attn)));
   }
 }
