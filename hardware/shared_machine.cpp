@@ -34,7 +34,7 @@ const sim::Schema<SharedMachine>& shared_machine_schema() {
               [](auto& m) -> auto& { return m.slow_node_speed; })
         .real("step_jitter", "", 0, 0.2,
               "standard deviation of every GPU's per-step speed [est: ~9% node-to-node step-time "
-              "spread on JUPITER, SPEC.md §2.2]",
+              "spread in public JUPITER training logs]",
               [](auto& m) -> auto& { return m.step_jitter; });
     return s;
   }();
