@@ -1,7 +1,6 @@
 // Micro-benchmark 6 on the CPU: Newton–Schulz of one expert matrix with Eigen on all cores, and
 // the host's SGEMM rate (the profile's host.fp32_TFLOPs).
 #include <Eigen/Dense>
-
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -38,12 +37,14 @@ void bench_newton_schulz_cpu(const Options& o, Json& out) {
       X.swap(Y);
     }
   });
-  out["cpu"] = {{"threads", Eigen::nbThreads()},
-                {"sgemm", {{"size", g}, {"seconds", sg}, {"TFLOPs", sgemm}}},
-                {"newton_schulz", {{"rows", m}, {"cols", n}, {"seconds", ns},
-                                   {"TFLOPs", ns_flops(m, n) / ns / 1e12}}}};
-  std::printf("CPU (%d threads): SGEMM %d^3 %.2f TFLOP/s; Newton-Schulz %dx%d %.3f s (%.2f TFLOP/s)\n",
-              Eigen::nbThreads(), g, sgemm, m, n, ns, ns_flops(m, n) / ns / 1e12);
+  out["cpu"] = {
+      {"threads", Eigen::nbThreads()},
+      {"sgemm", {{"size", g}, {"seconds", sg}, {"TFLOPs", sgemm}}},
+      {"newton_schulz",
+       {{"rows", m}, {"cols", n}, {"seconds", ns}, {"TFLOPs", ns_flops(m, n) / ns / 1e12}}}};
+  std::printf(
+      "CPU (%d threads): SGEMM %d^3 %.2f TFLOP/s; Newton-Schulz %dx%d %.3f s (%.2f TFLOP/s)\n",
+      Eigen::nbThreads(), g, sgemm, m, n, ns, ns_flops(m, n) / ns / 1e12);
 }
 
 }  // namespace twin::calibrate

@@ -17,7 +17,8 @@ namespace twin::calibrate {
 namespace {
 
 void cublas_check(cublasStatus_t s, const char* what) {
-  if (s != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(std::string(what) + ": cuBLAS error " + std::to_string(s));
+  if (s != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error(std::string(what) + ": cuBLAS error " + std::to_string(s));
 }
 
 struct Blas {
@@ -29,9 +30,10 @@ struct Blas {
             __nv_bfloat16* C) {
     const float one = 1, zero = 0;
     cublas_check(cublasSetStream(h, s), "stream");
-    cublas_check(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, B, CUDA_R_16BF, n, A,
-                              CUDA_R_16BF, k, &zero, C, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
-                              CUBLAS_GEMM_DEFAULT), "cublasGemmEx");
+    cublas_check(
+        cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, B, CUDA_R_16BF, n, A, CUDA_R_16BF,
+                     k, &zero, C, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmEx");
   }
 };
 
@@ -46,8 +48,10 @@ void bench_gemm(const Options& o, Json& out) {
   cudaStream_t s;
   check(cudaStreamCreate(&s), "stream");
   Blas blas;
-  std::vector<Shape> shapes = {{"square_8192", 8192, 8192, 8192}, {"router", 16384, 384, 6144},
-                               {"qkv_proj", 16384, 13824, 6144},  {"o_proj", 16384, 6144, 8192},
+  std::vector<Shape> shapes = {{"square_8192", 8192, 8192, 8192},
+                               {"router", 16384, 384, 6144},
+                               {"qkv_proj", 16384, 13824, 6144},
+                               {"o_proj", 16384, 6144, 8192},
                                {"ns_xxt", 1792, 1792, 6144}};
   for (int rows : {256, 512, 1024, 2048, 4096, 8192, 16384}) {
     if (o.quick && rows > 2048) break;
@@ -56,12 +60,18 @@ void bench_gemm(const Options& o, Json& out) {
   }
   Json rows = Json::array();
   for (const auto& sh : shapes) {
-    Bf16Buffer A(std::size_t(sh.m) * sh.k, 1), B(std::size_t(sh.k) * sh.n, 2), C(std::size_t(sh.m) * sh.n, 3);
-    const double ms = median_ms(s, 3, o.reps, [&] { blas.gemm(s, sh.m, sh.n, sh.k, A.p, B.p, C.p); });
-    rows.push_back({{"shape", sh.name}, {"m", sh.m}, {"n", sh.n}, {"k", sh.k}, {"median_ms", ms},
+    Bf16Buffer A(std::size_t(sh.m) * sh.k, 1), B(std::size_t(sh.k) * sh.n, 2),
+        C(std::size_t(sh.m) * sh.n, 3);
+    const double ms =
+        median_ms(s, 3, o.reps, [&] { blas.gemm(s, sh.m, sh.n, sh.k, A.p, B.p, C.p); });
+    rows.push_back({{"shape", sh.name},
+                    {"m", sh.m},
+                    {"n", sh.n},
+                    {"k", sh.k},
+                    {"median_ms", ms},
                     {"TFLOPs", gemm_tflops(sh.m, sh.n, sh.k, ms)}});
-    std::printf("gemm %-12s %6d x %5d x %5d  %8.3f ms  %6.1f TFLOP/s\n", sh.name, sh.m, sh.n, sh.k, ms,
-                gemm_tflops(sh.m, sh.n, sh.k, ms));
+    std::printf("gemm %-12s %6d x %5d x %5d  %8.3f ms  %6.1f TFLOP/s\n", sh.name, sh.m, sh.n, sh.k,
+                ms, gemm_tflops(sh.m, sh.n, sh.k, ms));
   }
   out["gemm_bf16"] = rows;
   cudaStreamDestroy(s);
@@ -76,9 +86,10 @@ void bench_grouped(const Options& o, Json& out) {
   Json r;
   for (bool dyn : {false, true}) {
     const double ms = median_ms(s, 2, o.reps, [&] { gc.launch(dyn, s); });
-    r[dyn ? "dynamic" : "static"] = {{"median_ms", ms}, {"TFLOPs", gc.flops() / (ms * 1e-3) / 1e12}};
-    std::printf("grouped gemm %s: %d experts x 1024 rows, %.3f ms, %.1f TFLOP/s\n", dyn ? "dynamic" : "static",
-                groups, ms, gc.flops() / (ms * 1e-3) / 1e12);
+    r[dyn ? "dynamic" : "static"] = {{"median_ms", ms},
+                                     {"TFLOPs", gc.flops() / (ms * 1e-3) / 1e12}};
+    std::printf("grouped gemm %s: %d experts x 1024 rows, %.3f ms, %.1f TFLOP/s\n",
+                dyn ? "dynamic" : "static", groups, ms, gc.flops() / (ms * 1e-3) / 1e12);
   }
   // Correctness: group 0 against cuBLAS, relative Frobenius error (bf16 operands: < 1e-2).
   Bf16Buffer ref(std::size_t(1024) * 3584, 9);
@@ -95,7 +106,8 @@ void bench_grouped(const Options& o, Json& out) {
   }
   const double rel = std::sqrt(num / std::max(den, 1e-30));
   r["relative_error_vs_cublas"] = rel;
-  std::printf("grouped gemm vs cuBLAS: relative error %.2e (%s)\n", rel, rel < 1e-2 ? "ok" : "WRONG");
+  std::printf("grouped gemm vs cuBLAS: relative error %.2e (%s)\n", rel,
+              rel < 1e-2 ? "ok" : "WRONG");
   if (!(rel < 1e-2)) throw std::runtime_error("grouped GEMM disagrees with cuBLAS");
   out["grouped_gemm"] = r;
   cudaStreamDestroy(s);
@@ -107,7 +119,8 @@ void bench_contention(const Options& o, Json& out) {
   check(cudaStreamCreateWithFlags(&work, cudaStreamNonBlocking), "stream");
   Blas blas;
   GroupedCase gc(o.quick ? 16 : 96, 1024, 3584, 6144);
-  Bf16Buffer A(std::size_t(8192) * 6144, 1), B(std::size_t(6144) * 3584, 2), C(std::size_t(8192) * 3584, 3);
+  Bf16Buffer A(std::size_t(8192) * 6144, 1), B(std::size_t(6144) * 3584, 2),
+      C(std::size_t(8192) * 3584, 3);
   struct Kernel {
     const char* name;
     std::function<void()> launch;
@@ -122,13 +135,15 @@ void bench_contention(const Options& o, Json& out) {
       if (o.quick && held % 32 != 0) continue;
       // The holder starts first and outlasts the kernel (3× its time alone): SMs held throughout.
       const long long hold_ns = static_cast<long long>(alone * 3e6);
-      const double ms = median_ms(
-          work, 1, o.reps, k.launch, [&] {
-            check(cudaStreamSynchronize(hold), "sync");  // the previous holder is gone
-            check(kernels::launch_sm_hold(held, hold_ns, hold), "hold");
-          });
+      const double ms = median_ms(work, 1, o.reps, k.launch, [&] {
+        check(cudaStreamSynchronize(hold), "sync");  // the previous holder is gone
+        check(kernels::launch_sm_hold(held, hold_ns, hold), "hold");
+      });
       check(cudaStreamSynchronize(hold), "sync");
-      rows.push_back({{"kernel", k.name}, {"held_sms", held}, {"median_ms", ms}, {"alone_ms", alone},
+      rows.push_back({{"kernel", k.name},
+                      {"held_sms", held},
+                      {"median_ms", ms},
+                      {"alone_ms", alone},
                       {"slowdown", ms / alone}});
       std::printf("contention %-16s held %3d  %8.3f ms  x%.3f\n", k.name, held, ms, ms / alone);
     }
@@ -161,7 +176,8 @@ void bench_copy_beside_gemm(const Options& o, Json& out) {
   for (const bool h2d : {true, false}) {
     auto copy = [&] {
       check(cudaMemcpyAsync(h2d ? dev : host, h2d ? host : dev, bytes,
-                            h2d ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, c), "copy");
+                            h2d ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, c),
+            "copy");
     };
     const double copy_alone = median_ms(c, 1, o.reps, copy);
     const int copies = std::max(1, static_cast<int>(gemm_alone / copy_alone));
@@ -188,14 +204,16 @@ void bench_copy_beside_gemm(const Options& o, Json& out) {
     std::sort(cm.begin(), cm.end());
     const double gemm_with = gm[gm.size() / 2], copy_with = cm[cm.size() / 2];
     const char* name = h2d ? "h2d_pinned" : "d2h_pinned";
-    r[name] = {{"bytes", bytes}, {"copies", copies},
+    r[name] = {{"bytes", bytes},
+               {"copies", copies},
                {"alone_GBps", bandwidth_GBps(double(bytes), copy_alone)},
                {"beside_gemm_GBps", bandwidth_GBps(double(bytes), copy_with)},
                {"gemm_beside_copy_ms", gemm_with},
                {"gemm_slowdown", gemm_with / gemm_alone}};
-    std::printf("copy %s beside %d GEMMs %d^3: copy %.1f -> %.1f GB/s, GEMMs %.2f -> %.2f ms (x%.3f)\n",
-                name, gemms, m, bandwidth_GBps(double(bytes), copy_alone),
-                bandwidth_GBps(double(bytes), copy_with), gemm_alone, gemm_with, gemm_with / gemm_alone);
+    std::printf(
+        "copy %s beside %d GEMMs %d^3: copy %.1f -> %.1f GB/s, GEMMs %.2f -> %.2f ms (x%.3f)\n",
+        name, gemms, m, bandwidth_GBps(double(bytes), copy_alone),
+        bandwidth_GBps(double(bytes), copy_with), gemm_alone, gemm_with, gemm_with / gemm_alone);
   }
   out["copy_beside_gemm"] = r;
   cudaStreamDestroy(g);

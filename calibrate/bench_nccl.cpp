@@ -89,15 +89,23 @@ void issue(Comms& c, Buffers& b, Coll kind, std::size_t bytes, ncclDataType_t ty
     char* r = static_cast<char*>(b.recv[d]);
     switch (kind) {
       case Coll::all_gather:
-        nccl_check(ncclAllGather(s + d * part * elem, r, part, type, c.comms[d], c.streams[d]), "ag"); break;
+        nccl_check(ncclAllGather(s + d * part * elem, r, part, type, c.comms[d], c.streams[d]),
+                   "ag");
+        break;
       case Coll::reduce_scatter:
-        nccl_check(ncclReduceScatter(s, r, part, type, ncclSum, c.comms[d], c.streams[d]), "rs"); break;
+        nccl_check(ncclReduceScatter(s, r, part, type, ncclSum, c.comms[d], c.streams[d]), "rs");
+        break;
       case Coll::all_reduce:
-        nccl_check(ncclAllReduce(s, r, count, type, ncclSum, c.comms[d], c.streams[d]), "ar"); break;
+        nccl_check(ncclAllReduce(s, r, count, type, ncclSum, c.comms[d], c.streams[d]), "ar");
+        break;
       case Coll::all_to_all:
         for (int p = 0; p < n; ++p) {
-          nccl_check(ncclSend(s + p * part * elem, part * elem, ncclInt8, p, c.comms[d], c.streams[d]), "send");
-          nccl_check(ncclRecv(r + p * part * elem, part * elem, ncclInt8, p, c.comms[d], c.streams[d]), "recv");
+          nccl_check(
+              ncclSend(s + p * part * elem, part * elem, ncclInt8, p, c.comms[d], c.streams[d]),
+              "send");
+          nccl_check(
+              ncclRecv(r + p * part * elem, part * elem, ncclInt8, p, c.comms[d], c.streams[d]),
+              "recv");
         }
         break;
     }
@@ -142,8 +150,9 @@ void bench_nccl(const Options& o, Json& out) {
 #else
   int version = 0;
   ncclGetVersion(&version);
-  std::vector<std::size_t> sizes = {std::size_t(1) << 20, std::size_t(16) << 20, std::size_t(256) << 20,
-                                    std::size_t(1) << 30, std::size_t(4) << 30};
+  std::vector<std::size_t> sizes = {std::size_t(1) << 20, std::size_t(16) << 20,
+                                    std::size_t(256) << 20, std::size_t(1) << 30,
+                                    std::size_t(4) << 30};
   if (o.quick) sizes = {std::size_t(1) << 20, std::size_t(64) << 20};
   const std::size_t max_bytes = sizes.back();
   Json rows = Json::array(), contention = Json::array();
@@ -161,8 +170,9 @@ void bench_nccl(const Options& o, Json& out) {
   check(cudaMemset(B, 0x3c, std::size_t(6144) * 3584 * 2), "memset");
   const float one = 1, zero = 0;
   auto gemm = [&] {
-    cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, 3584, 8192, 6144, &one, B, CUDA_R_16BF, 3584, A, CUDA_R_16BF,
-                 6144, &zero, C, CUDA_R_16BF, 3584, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, 3584, 8192, 6144, &one, B, CUDA_R_16BF, 3584, A,
+                 CUDA_R_16BF, 6144, &zero, C, CUDA_R_16BF, 3584, CUBLAS_COMPUTE_32F,
+                 CUBLAS_GEMM_DEFAULT);
   };
   // 4 experts (~6 ms alone): shorter than one 4 GiB all-gather (≥ 10 ms), so the collective holds
   // its SMs across the whole GEMM, as the expert all-gather does in the real step (SPEC.md §6.5).
@@ -183,9 +193,13 @@ void bench_nccl(const Options& o, Json& out) {
       for (std::size_t bytes : sizes) {
         const double ms = time_coll(c, buf, kind, bytes, o.reps);
         const double bus = bandwidth_GBps(double(bytes), ms) * hardware::bus_factor(kind, devices);
-        rows.push_back({{"collective", sim::name_of(kind, hardware::kCollKindNames)}, {"max_ctas", ctas}, {"bytes", bytes},
-                        {"median_ms", ms}, {"busbw_GBps", bus}});
-        std::printf("nccl %-14s maxCTAs %2d %11zu B %9.3f ms busbw %7.1f GB/s\n", sim::name_of(kind, hardware::kCollKindNames), ctas, bytes, ms, bus);
+        rows.push_back({{"collective", sim::name_of(kind, hardware::kCollKindNames)},
+                        {"max_ctas", ctas},
+                        {"bytes", bytes},
+                        {"median_ms", ms},
+                        {"busbw_GBps", bus}});
+        std::printf("nccl %-14s maxCTAs %2d %11zu B %9.3f ms busbw %7.1f GB/s\n",
+                    sim::name_of(kind, hardware::kCollKindNames), ctas, bytes, ms, bus);
       }
     // Each GEMM on GPU 0 while all-gathers of 4 GiB run back to back on every GPU (enough of
     // them to outlast it).
@@ -197,9 +211,13 @@ void bench_nccl(const Options& o, Json& out) {
         for (int i = 0; i < loops; ++i) issue(c, buf, Coll::all_gather, max_bytes);
       });
       sync_all(c);
-      contention.push_back({{"kernel", w.name}, {"max_ctas", ctas}, {"alone_ms", w.alone_ms},
-                            {"beside_allgather_ms", with}, {"slowdown", with / w.alone_ms}});
-      std::printf("nccl contention: %-16s beside all-gather, maxCTAs %2d: x%.3f\n", w.name, ctas, with / w.alone_ms);
+      contention.push_back({{"kernel", w.name},
+                            {"max_ctas", ctas},
+                            {"alone_ms", w.alone_ms},
+                            {"beside_allgather_ms", with},
+                            {"slowdown", with / w.alone_ms}});
+      std::printf("nccl contention: %-16s beside all-gather, maxCTAs %2d: x%.3f\n", w.name, ctas,
+                  with / w.alone_ms);
     }
   }
   // bf16 all-to-all + local fp32 sum against an fp32 reduce-scatter of the same gradient.
@@ -228,25 +246,36 @@ void bench_nccl(const Options& o, Json& out) {
     auto rs = [&] {
       nccl_check(ncclGroupStart(), "group");
       for (int d = 0; d < devices; ++d)
-        nccl_check(ncclReduceScatter(g.recv[d], scratch.recv[d], part, ncclFloat32, ncclSum, c.comms[d], c.streams[d]), "rs");
+        nccl_check(ncclReduceScatter(g.recv[d], scratch.recv[d], part, ncclFloat32, ncclSum,
+                                     c.comms[d], c.streams[d]),
+                   "rs");
       nccl_check(ncclGroupEnd(), "group");
     };
     auto a2a_sum = [&] {
       nccl_check(ncclGroupStart(), "group");
       for (int d = 0; d < devices; ++d)
         for (int p = 0; p < devices; ++p) {
-          nccl_check(ncclSend(static_cast<char*>(g.send[d]) + p * part * 2, part * 2, ncclInt8, p, c.comms[d], c.streams[d]), "send");
-          nccl_check(ncclRecv(static_cast<char*>(scratch.send[d]) + p * part * 2, part * 2, ncclInt8, p, c.comms[d], c.streams[d]), "recv");
+          nccl_check(ncclSend(static_cast<char*>(g.send[d]) + p * part * 2, part * 2, ncclInt8, p,
+                              c.comms[d], c.streams[d]),
+                     "send");
+          nccl_check(ncclRecv(static_cast<char*>(scratch.send[d]) + p * part * 2, part * 2,
+                              ncclInt8, p, c.comms[d], c.streams[d]),
+                     "recv");
         }
       nccl_check(ncclGroupEnd(), "group");
       for (int d = 0; d < devices; ++d) {
         check(cudaSetDevice(d), "set device");
-        check(kernels::launch_bf16_sum_fp32(static_cast<__nv_bfloat16*>(scratch.send[d]), devices, part, sums[d], c.streams[d]), "sum");
+        check(kernels::launch_bf16_sum_fp32(static_cast<__nv_bfloat16*>(scratch.send[d]), devices,
+                                            part, sums[d], c.streams[d]),
+              "sum");
       }
       check(cudaSetDevice(0), "set device");
     };
     auto timed = [&](const std::function<void()>& f) {
-      return median_ms(c.streams[0], 2, o.reps, [&] { f(); sync_all(c); });
+      return median_ms(c.streams[0], 2, o.reps, [&] {
+        f();
+        sync_all(c);
+      });
     };
     const double rs_ms = timed(rs), a2a_ms = timed(a2a_sum);
     sync_all(c);
@@ -254,20 +283,34 @@ void bench_nccl(const Options& o, Json& out) {
     check(cudaMemcpy(x.data(), scratch.recv[0], part * 4, cudaMemcpyDeviceToHost), "copy");
     check(cudaMemcpy(y.data(), sums[0], part * 4, cudaMemcpyDeviceToHost), "copy");
     double num = 0, den = 0;
-    for (std::size_t i = 0; i < part; ++i) num += (x[i] - y[i]) * double(x[i] - y[i]), den += double(x[i]) * x[i];
+    for (std::size_t i = 0; i < part; ++i)
+      num += (x[i] - y[i]) * double(x[i] - y[i]), den += double(x[i]) * x[i];
     const double rel = std::sqrt(num / std::max(den, 1e-300));
-    grad = {{"elements_per_gpu", count}, {"fp32_reduce_scatter", {{"bytes_sent_per_gpu", count * 4.0 * (devices - 1) / devices}, {"median_ms", rs_ms}}},
-            {"bf16_all_to_all_fp32_sum", {{"bytes_sent_per_gpu", count * 2.0 * (devices - 1) / devices}, {"median_ms", a2a_ms}}},
-            {"relative_difference", rel}, {"nonzero_reference", den > 0}};
-    std::printf("gradients: fp32 reduce-scatter %.3f ms, bf16 all-to-all + fp32 sum %.3f ms, relative difference %.2e\n",
-                rs_ms, a2a_ms, rel);
+    grad = {
+        {"elements_per_gpu", count},
+        {"fp32_reduce_scatter",
+         {{"bytes_sent_per_gpu", count * 4.0 * (devices - 1) / devices}, {"median_ms", rs_ms}}},
+        {"bf16_all_to_all_fp32_sum",
+         {{"bytes_sent_per_gpu", count * 2.0 * (devices - 1) / devices}, {"median_ms", a2a_ms}}},
+        {"relative_difference", rel},
+        {"nonzero_reference", den > 0}};
+    std::printf(
+        "gradients: fp32 reduce-scatter %.3f ms, bf16 all-to-all + fp32 sum %.3f ms, relative "
+        "difference %.2e\n",
+        rs_ms, a2a_ms, rel);
     for (auto p : sums) cudaFree(p);
-    if (!(den > 0) || !(rel < 1e-6)) throw std::runtime_error("bf16 all-to-all sum disagrees with the fp32 reduce-scatter");
+    if (!(den > 0) || !(rel < 1e-6))
+      throw std::runtime_error("bf16 all-to-all sum disagrees with the fp32 reduce-scatter");
   }
-  cudaFree(A); cudaFree(B); cudaFree(C);
+  cudaFree(A);
+  cudaFree(B);
+  cudaFree(C);
   cudaStreamDestroy(work);
   cublasDestroy(blas);
-  out["nccl"] = {{"version", version}, {"gpus", devices}, {"results", rows}, {"gemm_contention", contention},
+  out["nccl"] = {{"version", version},
+                 {"gpus", devices},
+                 {"results", rows},
+                 {"gemm_contention", contention},
                  {"gradient_reduction", grad}};
 #endif
 }

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
-#include <fstream>
 #include <cmath>
-#include <map>
 #include <cstdio>
+#include <fstream>
+#include <map>
 #include <set>
 #include <stdexcept>
 
@@ -24,7 +24,8 @@ namespace {
 const Json* major_launch(const Json& c) {
   const Json* best = nullptr;
   for (const auto& l : c["launches"])
-    if (l.contains("grid") && l["grid"].is_array() && (!best || l.value("dur_us", 0.0) > best->value("dur_us", 0.0)))
+    if (l.contains("grid") && l["grid"].is_array() &&
+        (!best || l.value("dur_us", 0.0) > best->value("dur_us", 0.0)))
       best = &l;
   return best;
 }
@@ -43,7 +44,8 @@ hardware::BlockResources block_of(const Json& l) {
 KernelShape grid_shape(Family f, const Json* l, const hardware::BlockResources& holder) {
   if (!l) throw std::runtime_error("an elementwise case without launch records");
   const auto b = block_of(*l);
-  KernelShape s{f, Schedule::grid, static_cast<std::uint16_t>(std::max(1, hardware::blocks_beside(b))),
+  KernelShape s{f, Schedule::grid,
+                static_cast<std::uint16_t>(std::max(1, hardware::blocks_beside(b))),
                 static_cast<float>(product((*l)["grid"]))};
   s.beside = static_cast<std::int8_t>(hardware::blocks_beside(b, holder));
   return s;
@@ -66,8 +68,10 @@ hardware::BlockResources holder_of(const Json& file, const std::string& name) {
     const auto& h = file["holder_shape"];
     if (h.is_string() && h == "nccl_cta") return kNcclCtaHolder;
     if (!h.is_array() || h.size() != 3)
-      throw std::runtime_error(name + ": holder_shape: expected [shared memory, threads, mode] or \"nccl_cta\"");
-    return {h[1].get<int>(), h[2].get<int>() == 0 ? kLightHolderRegisters : kNcclHolderRegisters, h[0].get<int>()};
+      throw std::runtime_error(
+          name + ": holder_shape: expected [shared memory, threads, mode] or \"nccl_cta\"");
+    return {h[1].get<int>(), h[2].get<int>() == 0 ? kLightHolderRegisters : kNcclHolderRegisters,
+            h[0].get<int>()};
   }
   const std::string text = file.value("provenance", Json::object()).value("holder", "");
   auto number_before = [&](const std::string& word) {
@@ -80,27 +84,35 @@ hardware::BlockResources holder_of(const Json& file, const std::string& name) {
   const int threads = number_before("threads"), registers = number_before("registers"),
             smem_KiB = number_before("KiB shared memory");
   if (threads <= 0 || smem_KiB < 0)
-    throw std::runtime_error(name + ": provenance.holder: expected \"N threads\" and \"N KiB shared memory\"");
+    throw std::runtime_error(
+        name + ": provenance.holder: expected \"N threads\" and \"N KiB shared memory\"");
   return {threads, registers > 0 ? registers : kLightHolderRegisters, smem_KiB * 1024};
 }
 
 // The twin's cuBLAS shapes (kernel_shapes.hpp: tiles and CTAs as nvjet chooses them).
 KernelShape gemm_case_shape(const Json& shape) {
-  return hardware::gemm_shape(kSms, shape.value("m", 1792.0), shape.value("n", 6144.0), shape.value("batch", 1.0));
+  return hardware::gemm_shape(kSms, shape.value("m", 1792.0), shape.value("n", 6144.0),
+                              shape.value("batch", 1.0));
 }
 
 // Elementwise kernels of the bench → the family of their implementation.
 const std::map<std::string, Family>& elementwise_families() {
-  static const std::map<std::string, Family> m = {
-      {"add", Family::ew_add},          {"mul", Family::ew_add},
-      {"rmsnorm_fwd", Family::ew_norm},
-      {"rmsnorm_bwd", Family::ew_norm_bwd}, {"swiglu_fwd", Family::ew_swiglu},
-      {"swiglu_bwd", Family::ew_swiglu_bwd}, {"permute_gather", Family::ew_gather},
-      {"unpermute_index_add", Family::ew_scatter_add}, {"fp32_accumulate_bf16", Family::ew_widen},
-      {"cast_bf16_fp32", Family::ew_widen}, {"copy_strided", Family::ew_widen},
-      {"fp8_block_quantize", Family::ew_fp8_quant}, {"fp8_block_dequantize", Family::ew_fp8_dequant},
-      {"bf16_sum_fp32", Family::ew_sum_fp32}, {"cross_entropy_fwd", Family::ew_loss},
-      {"cross_entropy_bwd", Family::ew_loss_bwd}};
+  static const std::map<std::string, Family> m = {{"add", Family::ew_add},
+                                                  {"mul", Family::ew_add},
+                                                  {"rmsnorm_fwd", Family::ew_norm},
+                                                  {"rmsnorm_bwd", Family::ew_norm_bwd},
+                                                  {"swiglu_fwd", Family::ew_swiglu},
+                                                  {"swiglu_bwd", Family::ew_swiglu_bwd},
+                                                  {"permute_gather", Family::ew_gather},
+                                                  {"unpermute_index_add", Family::ew_scatter_add},
+                                                  {"fp32_accumulate_bf16", Family::ew_widen},
+                                                  {"cast_bf16_fp32", Family::ew_widen},
+                                                  {"copy_strided", Family::ew_widen},
+                                                  {"fp8_block_quantize", Family::ew_fp8_quant},
+                                                  {"fp8_block_dequantize", Family::ew_fp8_dequant},
+                                                  {"bf16_sum_fp32", Family::ew_sum_fp32},
+                                                  {"cross_entropy_fwd", Family::ew_loss},
+                                                  {"cross_entropy_bwd", Family::ew_loss_bwd}};
   return m;
 }
 
@@ -114,7 +126,8 @@ hardware::GemmLaunch nvjet_launch(const Json& l, const hardware::GemmDims& d, do
   std::size_t at = kernel.rfind(prefix, 0) == 0 ? prefix.size() : std::string::npos;
   for (auto& f : v) {
     int x = 0, y = 0, used = 0;
-    if (at == std::string::npos || std::sscanf(kernel.c_str() + at, "%dx%d_%n", &x, &y, &used) != 2 || used == 0)
+    if (at == std::string::npos ||
+        std::sscanf(kernel.c_str() + at, "%dx%d_%n", &x, &y, &used) != 2 || used == 0)
       throw std::runtime_error("not an nvjet kernel name: " + kernel);
     f[0] = x, f[1] = y, at += static_cast<std::size_t>(used);
   }
@@ -128,7 +141,8 @@ hardware::GemmLaunch nvjet_launch(const Json& l, const hardware::GemmDims& d, do
 // newton_schulz_gemms, in launch order) as nvjet launched them, its elementwise kernels as
 // PyTorch did, each with its measured time. (The twin's own cuBLAS launch choice, gemm_launch,
 // does not reproduce these three; the contention of a launch is what is fitted here.)
-std::vector<hardware::KernelPart> newton_schulz_parts(const Json& c, const hardware::BlockResources& holder) {
+std::vector<hardware::KernelPart> newton_schulz_parts(const Json& c,
+                                                      const hardware::BlockResources& holder) {
   const Json& shape = c["shape"];
   const auto gemms = hardware::newton_schulz_gemms(shape.value("m", 0.0), shape.value("n", 0.0));
   std::vector<hardware::KernelPart> parts;
@@ -148,7 +162,8 @@ std::vector<hardware::KernelPart> newton_schulz_parts(const Json& c, const hardw
 }
 
 // group name and shape of one measured case; group "" = not modelled (reported as measured).
-std::pair<std::string, KernelShape> classify(const Json& c, const hardware::BlockResources& holder = {}) {
+std::pair<std::string, KernelShape> classify(const Json& c,
+                                             const hardware::BlockResources& holder = {}) {
   const std::string cls = c["class"], kernel = c["kernel"];
   const Json* l = major_launch(c);
   if (cls == "elementwise") {
@@ -158,14 +173,16 @@ std::pair<std::string, KernelShape> classify(const Json& c, const hardware::Bloc
   }
   if (cls == "gemm" || cls == "newton_schulz") return {"gemm", gemm_case_shape(c["shape"])};
   if (cls == "gemm_fp8")
-    return {"gemm_fp8", hardware::gemm_fp8_shape(kSms, c["shape"].value("m", 0.0), c["shape"].value("n", 0.0))};
+    return {"gemm_fp8",
+            hardware::gemm_fp8_shape(kSms, c["shape"].value("m", 0.0), c["shape"].value("n", 0.0))};
   if (cls == "attention" && (kernel.rfind("sdpa", 0) == 0 || kernel.rfind("flex", 0) == 0))
     return kernel.find("_bwd") != std::string::npos
                ? std::pair{std::string("attention_bwd"), hardware::attention_shape(kSms, true)}
                : std::pair{std::string("attention"), hardware::attention_shape(kSms, false)};
   if (cls == "grouped_gemm") {
     const bool dyn = kernel.find("dynamic") != std::string::npos;
-    const KernelShape s{Family::grouped_gemm, dyn ? Schedule::persistent_dynamic : Schedule::persistent_static, 1, kSms};
+    const KernelShape s{Family::grouped_gemm,
+                        dyn ? Schedule::persistent_dynamic : Schedule::persistent_static, 1, kSms};
     return {kernel.rfind("twin_", 0) == 0 ? "twin_grouped" : "grouped_gemm", s};
   }
   return {"", {}};
@@ -185,7 +202,8 @@ Json read_measurement(const std::string& file) {
 std::string case_name(const Json& c) {
   std::string s = c["kernel"].get<std::string>() + "[";
   bool first = true;
-  for (const auto& [k, v] : c["shape"].items()) s += (first ? "" : ",") + k + "=" + v.dump(), first = false;
+  for (const auto& [k, v] : c["shape"].items())
+    s += (first ? "" : ",") + k + "=" + v.dump(), first = false;
   return s + "]";
 }
 
@@ -205,12 +223,16 @@ std::vector<ContentionCase> read_contention_cases(const std::vector<std::string>
     std::map<std::string, int> index;  // per group: alternate cases between fit and hold-out
     for (const auto& c : j["cases"]) {
       auto [group, shape] = classify(c, holder);
-      ContentionCase cc{case_name(c), group.empty() ? c["class"].get<std::string>() + ":unmodelled" : group, shape, {}};
+      ContentionCase cc{case_name(c),
+                        group.empty() ? c["class"].get<std::string>() + ":unmodelled" : group,
+                        shape,
+                        {}};
       if (const Json* l = major_launch(c); l && l->contains("block")) cc.block = block_of(*l);
       if (c["class"] == "newton_schulz") cc.parts = newton_schulz_parts(c, holder);
       cc.bytes = c.value("bytes", 0.0);
       cc.alone_s = c.value("alone_ms", 0.0) * 1e-3;
-      const double copy_GBps = j.contains("copy_engine_check") ? j["copy_engine_check"].value("alone_GBps", 0.0) : 0.0;
+      const double copy_GBps =
+          j.contains("copy_engine_check") ? j["copy_engine_check"].value("alone_GBps", 0.0) : 0.0;
       if (copy_GBps > 0 && cc.bytes > 0)
         cc.copy_share = cc.bytes / (c["alone_ms"].get<double>() * 1e-3) / (copy_GBps * 1e9);
       const bool fit_case = !group.empty() && index[group]++ % 2 == 0;
@@ -244,7 +266,8 @@ void read_cluster_tables(const std::string& file, hardware::ContentionModel& m) 
   m.cluster_held_sms = j["held_sms"].get<std::vector<double>>();
   for (int t = 0; t < 4; ++t) {
     const auto size = std::to_string(hardware::ContentionModel::kClusterSizes[t]);
-    if (!j["clusters"].contains(size)) throw std::runtime_error(file + ": clusters." + size + " missing");
+    if (!j["clusters"].contains(size))
+      throw std::runtime_error(file + ": clusters." + size + " missing");
     std::map<double, double> at;
     for (const auto& r : j["clusters"][size]) {
       if (!r.contains("resident_ctas")) continue;  // blocked: 0
@@ -288,9 +311,11 @@ std::vector<ClockReading> clock_readings(const std::string& f) {
   for (const auto& c : j.value("cases", Json::array()))
     if (const auto [alone, plateau] = clocks_of(c); alone > 0) {
       const auto group = classify(c).first;
-      out.push_back({group.empty() ? c["class"].get<std::string>() : group, case_name(c), alone, plateau});
+      out.push_back(
+          {group.empty() ? c["class"].get<std::string>() : group, case_name(c), alone, plateau});
     }
-  if (out.empty()) throw std::runtime_error(f + ": no sm_clock_MHz readings (contention_bench.py --clock)");
+  if (out.empty())
+    throw std::runtime_error(f + ": no sm_clock_MHz readings (contention_bench.py --clock)");
   return out;
 }
 }  // namespace
@@ -314,20 +339,23 @@ double measured_clock_plateau_MHz(const std::vector<std::string>& files) {
   std::vector<double> v;
   for (const auto& f : files)
     for (const auto& r : clock_readings(f))
-      if (const auto fam = hardware::family_of(r.group); fam != hardware::Family::count && fam < hardware::Family::ew_add)
+      if (const auto fam = hardware::family_of(r.group);
+          fam != hardware::Family::count && fam < hardware::Family::ew_add)
         v.push_back(r.plateau_MHz);
   if (v.empty()) throw std::runtime_error("no compute kernel's clock readings in the clock files");
   std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
   return std::round(v[v.size() / 2]);
 }
 
-void apply_case_clock_gains(std::vector<ContentionCase>& cases, const std::vector<std::string>& files) {
+void apply_case_clock_gains(std::vector<ContentionCase>& cases,
+                            const std::vector<std::string>& files) {
   std::map<std::string, double> by_name;  // a later file's reading of a case replaces an earlier's
   for (const auto& f : files)
     for (const auto& r : clock_readings(f)) by_name[r.name] = r.gain();
   for (auto& c : cases)
     if (c.shape.family < hardware::Family::ew_add)
-      if (const auto it = by_name.find(c.name); it != by_name.end() && c.group.find(':') == std::string::npos)
+      if (const auto it = by_name.find(c.name);
+          it != by_name.end() && c.group.find(':') == std::string::npos)
         c.shape.clock_gain = static_cast<float>(it->second);
 }
 

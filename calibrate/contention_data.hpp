@@ -3,12 +3,12 @@
 // Every case of the measurement files (a later file's cases of a class replace an earlier file's:
 // the holders differed, see reports/calibration/contention/README.md) becomes a KernelShape from
 // its launch configuration (PyTorch profiler records: grid, block, registers, shared memory —
-// with the file's holder, the blocks that fit beside one; nvjet's cluster from the kernel's name) and its points (SMs held, slowdown), alternately fitted and held out.
+// with the file's holder, the blocks that fit beside one; nvjet's cluster from the kernel's name)
+// and its points (SMs held, slowdown), alternately fitted and held out.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -25,13 +25,14 @@ struct ContentionPoint {
 };
 
 struct ContentionCase {
-  std::string name;   // kernel[shape]
-  std::string group;  // the family fitted, or a report-only group ("twin_grouped", "copy_engine", …)
+  std::string name;  // kernel[shape]
+  std::string
+      group;  // the family fitted, or a report-only group ("twin_grouped", "copy_engine", …)
   hardware::KernelShape shape;
   std::vector<ContentionPoint> points;
-  double bytes = 0;         // read + written by one launch
-  double alone_s = 0;       // its time alone
-  double copy_share = 0;    // its bandwidth alone over the file's device copy's (0: unknown)
+  double bytes = 0;                // read + written by one launch
+  double alone_s = 0;              // its time alone
+  double copy_share = 0;           // its bandwidth alone over the file's device copy's (0: unknown)
   hardware::BlockResources block;  // its longest kernel's block (threads 0: no launch record)
   // A run of several kernels measured as one case (Newton–Schulz): its launches as the twin
   // models them, each with its measured time alone; empty: one kernel, `shape`.
@@ -57,7 +58,8 @@ std::map<std::string, double> measured_clock_gains(const std::vector<std::string
 // kernel runs at alone depends on its power state (how long and how hard the GPU has been busy:
 // measured 1,185–1,913 MHz), and the slowdown beside held SMs on how far that is below the
 // ~1,800 MHz it reaches with 56–112 held. Cases without a reading keep their family's b_max.
-void apply_case_clock_gains(std::vector<ContentionCase>& cases, const std::vector<std::string>& files);
+void apply_case_clock_gains(std::vector<ContentionCase>& cases,
+                            const std::vector<std::string>& files);
 // The clock compute kernels reach with 56–112 SMs held: the median over the clock files' compute
 // cases (measured ~1,800 MHz whatever the kernel's clock alone, isolated or in a busy GPU).
 double measured_clock_plateau_MHz(const std::vector<std::string>& files);

@@ -6,12 +6,10 @@
 #include <set>
 #include <tuple>
 
-
 namespace twin::calibrate {
 
 using hardware::Family;
 using Json = nlohmann::json;
-
 
 hardware::ContentionModel model_for(const std::string& group, hardware::ContentionModel m) {
   if (group == "twin_grouped") {
@@ -60,11 +58,10 @@ std::vector<double> range(double lo, double hi, double step) {
 
 }  // namespace
 
-
-
 hardware::ContentionModel fit_base(const std::string& clusters_file) {
   hardware::ContentionModel base;
-  for (const auto f : {Family::gemm, Family::grouped_gemm}) base.family[static_cast<int>(f)].cluster_sms = 2;
+  for (const auto f : {Family::gemm, Family::grouped_gemm})
+    base.family[static_cast<int>(f)].cluster_sms = 2;
   base.gpcs = 8;  // the SM ids of clusters of 8 and 16 (reports/calibration/clusters/README.md)
   read_cluster_tables(clusters_file, base);
   return base;
@@ -73,13 +70,15 @@ hardware::ContentionModel fit_base(const std::string& clusters_file) {
 namespace {
 // The family's typical block: the median by registers (then threads, shared memory) of its
 // cases' longest kernels (mechanism 5 at run time, beside the profile's NCCL CTA).
-hardware::BlockResources typical_block(const std::vector<ContentionCase>& cases, const std::string& group) {
+hardware::BlockResources typical_block(const std::vector<ContentionCase>& cases,
+                                       const std::string& group) {
   std::vector<hardware::BlockResources> v;
   for (const auto& c : cases)
     if (c.group == group && c.block.threads > 0) v.push_back(c.block);
   if (v.empty()) return {};
   std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) {
-    return std::tie(a.registers, a.threads, a.smem_bytes) < std::tie(b.registers, b.threads, b.smem_bytes);
+    return std::tie(a.registers, a.threads, a.smem_bytes) <
+           std::tie(b.registers, b.threads, b.smem_bytes);
   });
   return v[v.size() / 2];
 }
@@ -96,7 +95,6 @@ double copy_share(const std::vector<ContentionCase>& cases, const std::string& g
   return largest.empty() ? 0 : std::round(sum / static_cast<double>(largest.size()) * 1000) / 1000;
 }
 }  // namespace
-
 
 hardware::ContentionModel fit_contention(const std::vector<ContentionCase>& cases,
                                          hardware::ContentionModel m,
@@ -130,24 +128,29 @@ hardware::ContentionModel fit_contention(const std::vector<ContentionCase>& case
     double best_e = INFINITY, best_knee = p.knee;
     for (const double knee : {1.5, 2.0, 3.0, 4.0, 6.0, 8.0}) {
       p.knee = knee;
-      e = best_of(cases, {g}, m, compute_sats, [&](auto& mm) -> double& { return mm.family[static_cast<int>(f)].sat_sms; });
+      e = best_of(cases, {g}, m, compute_sats,
+                  [&](auto& mm) -> double& { return mm.family[static_cast<int>(f)].sat_sms; });
       if (e < best_e) best_e = e, best_knee = knee;
     }
     p.knee = best_knee;
-    e = best_of(cases, {g}, m, compute_sats, [&](auto& mm) -> double& { return mm.family[static_cast<int>(f)].sat_sms; });
-    if (p.sat_sms == 0) p.knee = hardware::FamilyParams{}.knee;  // no saturation: the knee means nothing
+    e = best_of(cases, {g}, m, compute_sats,
+                [&](auto& mm) -> double& { return mm.family[static_cast<int>(f)].sat_sms; });
+    if (p.sat_sms == 0)
+      p.knee = hardware::FamilyParams{}.knee;  // no saturation: the knee means nothing
     return e;
   };
-  // Elementwise first (Newton–Schulz, a cuBLAS case, runs elementwise kernels too): per family the SMs that saturate HBM and the per-SM gain with few SMs busy —
-  // not the clock (measured: it stays at its top whatever the SMs held), but the memory side:
-  // an SM's loads queue at its GPC's port behind the other busy SMs' (λ).
+  // Elementwise first (Newton–Schulz, a cuBLAS case, runs elementwise kernels too): per family the
+  // SMs that saturate HBM and the per-SM gain with few SMs busy — not the clock (measured: it stays
+  // at its top whatever the SMs held), but the memory side: an SM's loads queue at its GPC's port
+  // behind the other busy SMs' (λ).
   const auto queues = range(0, 3, 0.25);
   auto fit_family = [&](int i) {
     const std::set<std::string> g{std::string(hardware::family_name(static_cast<Family>(i)))};
     double best = INFINITY, best_q = 0;
     for (const double q : queues) {
       m.family[i].gpc_queue = q;
-      const double e = best_of(cases, g, m, sats, [&](auto& mm) -> double& { return mm.family[i].sat_sms; });
+      const double e =
+          best_of(cases, g, m, sats, [&](auto& mm) -> double& { return mm.family[i].sat_sms; });
       if (e < best) best = e, best_q = q;
     }
     m.family[i].gpc_queue = best_q;
@@ -170,7 +173,8 @@ hardware::ContentionModel fit_contention(const std::vector<ContentionCase>& case
     p.hbm_fraction = copy_share(cases, std::string(hardware::family_name(static_cast<Family>(i))));
     p.block = typical_block(cases, std::string(hardware::family_name(static_cast<Family>(i))));
   }
-  for (const Family f : {Family::grouped_gemm, Family::gemm_fp8, Family::attention, Family::attention_bwd})
+  for (const Family f :
+       {Family::grouped_gemm, Family::gemm_fp8, Family::attention, Family::attention_bwd})
     fit_compute(f);
   // cuBLAS's fixed time with its boost: only its cases include kernels short enough (6–30 µs) to
   // show it; the other compute families' measured kernels run ≥ 50 µs and keep t_f = 0.
@@ -184,7 +188,8 @@ hardware::ContentionModel fit_contention(const std::vector<ContentionCase>& case
   return m;
 }
 
-Json contention_residuals(const std::vector<ContentionCase>& cases, const hardware::ContentionModel& m) {
+Json contention_residuals(const std::vector<ContentionCase>& cases,
+                          const hardware::ContentionModel& m) {
   std::map<std::string, std::vector<const ContentionCase*>> groups;
   for (const auto& c : cases) groups[c.group].push_back(&c);
   Json out = Json::object();
@@ -198,8 +203,12 @@ Json contention_residuals(const std::vector<ContentionCase>& cases, const hardwa
       for (const auto& p : c->points) {
         if (p.held == 0) continue;
         const double pred = c->slowdown(model, p.held), err = pred / p.measured - 1;
-        rows.push_back({{"case", c->name}, {"held_sms", p.held}, {"measured", p.measured},
-                        {"model", pred}, {"error", err}, {"fitted", p.fitted}});
+        rows.push_back({{"case", c->name},
+                        {"held_sms", p.held},
+                        {"measured", p.measured},
+                        {"model", pred},
+                        {"error", err},
+                        {"fitted", p.fitted}});
         if (p.fitted) {
           worst_fit = std::max(worst_fit, std::abs(err));
         } else {
@@ -211,13 +220,17 @@ Json contention_residuals(const std::vector<ContentionCase>& cases, const hardwa
     double worst_median = 0;
     for (auto& [k, v] : held_out) {
       std::sort(v.begin(), v.end());
-      const double med = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+      const double med =
+          v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
       medians[std::to_string(k)] = med;
       worst_median = std::max(worst_median, med);
     }
-    out[g] = {{"cases", cs.size()}, {"held_out_median_by_sms", medians},
-              {"held_out_worst_median", worst_median}, {"held_out_worst", worst_out},
-              {"fitted_worst", worst_fit}, {"points", rows}};
+    out[g] = {{"cases", cs.size()},
+              {"held_out_median_by_sms", medians},
+              {"held_out_worst_median", worst_median},
+              {"held_out_worst", worst_out},
+              {"fitted_worst", worst_fit},
+              {"points", rows}};
   }
   return out;
 }

@@ -8,9 +8,8 @@
 // shared by the clustered families; each elementwise family has its own knee and lone-block share).
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 

@@ -11,7 +11,8 @@
 namespace twin::calibrate {
 
 // One SVG document for the cases of `group`.
-std::string contention_svg(const std::string& group, const std::vector<const ContentionCase*>& cases,
+std::string contention_svg(const std::string& group,
+                           const std::vector<const ContentionCase*>& cases,
                            const hardware::ContentionModel& m);
 
 }  // namespace twin::calibrate

@@ -4,9 +4,9 @@
 //
 //   build/twin-fit-contention reports/calibration/contention/h200-2026-11-30-contention-a.json
 //       --out reports/calibration/contention/fit.json
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -22,7 +22,9 @@ using Json = nlohmann::ordered_json;
 namespace {
 
 // Fitted values on their search grids (0.01 for gains, 0.1 SMs), without binary noise.
-double tidy(double v) { return std::round(v * 100) / 100; }
+double tidy(double v) {
+  return std::round(v * 100) / 100;
+}
 
 std::string file_names(const std::vector<std::string>& files) {
   std::string s;
@@ -30,45 +32,64 @@ std::string file_names(const std::vector<std::string>& files) {
   return s;
 }
 
-Json profile_section(const hardware::ContentionModel& m, const std::string& data, const std::string& clusters,
-                     const std::map<std::string, double>& gains, const std::string& clock_data) {
+Json profile_section(const hardware::ContentionModel& m, const std::string& data,
+                     const std::string& clusters, const std::map<std::string, double>& gains,
+                     const std::string& clock_data) {
   const std::string src = "[meas] fitted by twin-fit-contention on our H200 (" + data +
                           "; reports/calibration/contention/README.md)";
-  const std::string clock_src = "[meas] the SM clock with 56-112 SMs held over the clock alone, median over the "
-                                "family's cases, on our H200 (contention_bench.py --clock: " + clock_data + ")";
-  const std::string cluster_src = "[meas] calibrate/cluster_probe.py on our H200: CTAs in clusters resident "
-                                  "beside k holders (reports/calibration/clusters/" + clusters + "; 0: blocked)";
+  const std::string clock_src =
+      "[meas] the SM clock with 56-112 SMs held over the clock alone, median over the "
+      "family's cases, on our H200 (contention_bench.py --clock: " +
+      clock_data + ")";
+  const std::string cluster_src =
+      "[meas] calibrate/cluster_probe.py on our H200: CTAs in clusters resident "
+      "beside k holders (reports/calibration/clusters/" +
+      clusters + "; 0: blocked)";
   Json s;
-  const auto counts = [](const std::vector<double>& v) { return std::vector<int>(v.begin(), v.end()); };
-  s["clusters"]["gpcs"] = {{"value", m.gpcs}, {"source", "[meas] the SM ids of clusters of 8 and 16 beside no holder "
-                                                           "(reports/calibration/clusters/" + clusters + ")"}};
+  const auto counts = [](const std::vector<double>& v) {
+    return std::vector<int>(v.begin(), v.end());
+  };
+  s["clusters"]["gpcs"] = {{"value", m.gpcs},
+                           {"source",
+                            "[meas] the SM ids of clusters of 8 and 16 beside no holder "
+                            "(reports/calibration/clusters/" +
+                                clusters + ")"}};
   s["clusters"]["held_sms"] = {{"value", counts(m.cluster_held_sms)}, {"source", cluster_src}};
   for (int t = 0; t < 4; ++t)
-    s["clusters"]["c" + std::to_string(hardware::ContentionModel::kClusterSizes[t]) + "_usable_sms"] = {
-        {"value", counts(m.cluster_usable_sms[t])}, {"source", cluster_src}};
-  for (const auto f : {hardware::Family::gemm, hardware::Family::gemm_fp8, hardware::Family::grouped_gemm,
-                       hardware::Family::attention, hardware::Family::attention_bwd}) {
+    s["clusters"]
+     ["c" + std::to_string(hardware::ContentionModel::kClusterSizes[t]) + "_usable_sms"] = {
+         {"value", counts(m.cluster_usable_sms[t])}, {"source", cluster_src}};
+  for (const auto f :
+       {hardware::Family::gemm, hardware::Family::gemm_fp8, hardware::Family::grouped_gemm,
+        hardware::Family::attention, hardware::Family::attention_bwd}) {
     const auto& p = m.of(f);
     const std::string name(hardware::family_name(f));
-    s[name] = {{"boost_max", {{"value", tidy(p.boost_max)}, {"source", gains.count(name) ? clock_src : src}}},
-                                                {"cluster_sms", {{"value", p.cluster_sms}, {"source",
-                                                 "[meas] the measured kernels' names (nvjet ..._1x2_, _2x1_; "
-                                                 "QuACK/CUTLASS grouped GEMMs assumed alike [est])"}}},
-                                                {"fixed_us", {{"value", p.fixed_us}, {"source", src}}},
-                                                {"sat_sms", {{"value", tidy(p.sat_sms)}, {"source", src}}},
-                                                {"knee", {{"value", p.knee}, {"source", src}}}};
+    s[name] = {{"boost_max",
+                {{"value", tidy(p.boost_max)}, {"source", gains.count(name) ? clock_src : src}}},
+               {"cluster_sms",
+                {{"value", p.cluster_sms},
+                 {"source",
+                  "[meas] the measured kernels' names (nvjet ..._1x2_, _2x1_; "
+                  "QuACK/CUTLASS grouped GEMMs assumed alike [est])"}}},
+               {"fixed_us", {{"value", p.fixed_us}, {"source", src}}},
+               {"sat_sms", {{"value", tidy(p.sat_sms)}, {"source", src}}},
+               {"knee", {{"value", p.knee}, {"source", src}}}};
   }
-  const std::string block_src = "[meas] the family's kernels' launches on our H200 (PyTorch profiler records in " +
-                                data + "): the median block by registers";
+  const std::string block_src =
+      "[meas] the family's kernels' launches on our H200 (PyTorch profiler records in " + data +
+      "): the median block by registers";
   for (int i = static_cast<int>(hardware::Family::ew_add); i < hardware::kFamilies; ++i)
     s[std::string(hardware::family_name(static_cast<hardware::Family>(i)))] = {
         {"sat_sms", {{"value", tidy(m.family[i].sat_sms)}, {"source", src}}},
         {"gpc_queue", {{"value", tidy(m.family[i].gpc_queue)}, {"source", src}}},
         {"knee", {{"value", m.family[i].knee}, {"source", src}}},
         {"lone_block", {{"value", m.family[i].lone_block}, {"source", src}}},
-        {"hbm_fraction", {{"value", m.family[i].hbm_fraction},
-                          {"source", "[meas] the family's kernels alone on our H200, bytes / time over a device "
-                                     "copy's bandwidth in the same file (mean over kernels, largest case each; " + data + ")"}}},
+        {"hbm_fraction",
+         {{"value", m.family[i].hbm_fraction},
+          {"source",
+           "[meas] the family's kernels alone on our H200, bytes / time over a device "
+           "copy's bandwidth in the same file (mean over kernels, largest case each; " +
+               data + ")"}}},
         {"block_threads", {{"value", m.family[i].block.threads}, {"source", block_src}}},
         {"block_registers", {{"value", m.family[i].block.registers}, {"source", block_src}}},
         {"block_smem_bytes", {{"value", m.family[i].block.smem_bytes}, {"source", block_src}}}};
@@ -82,10 +103,13 @@ int main(int argc, char** argv) {
   std::vector<std::string> files;
   std::vector<std::string> clock_files;
   std::string out, svg_dir, clusters;
-  app.add_option("files", files, "measurement files (a later file's classes replace an earlier's)")->required();
-  app.add_option("--clusters", clusters, "cluster_probe.py's result: the usable SMs of clustered kernels")
+  app.add_option("files", files, "measurement files (a later file's classes replace an earlier's)")
       ->required();
-  app.add_option("--clocks", clock_files, "contention_bench.py --clock results: the compute families' clock "
+  app.add_option("--clusters", clusters,
+                 "cluster_probe.py's result: the usable SMs of clustered kernels")
+      ->required();
+  app.add_option("--clocks", clock_files,
+                 "contention_bench.py --clock results: the compute families' clock "
                  "gain b_max, measured rather than fitted");
   app.add_option("--out", out, "write the fitted section and residuals here (JSON)");
   app.add_option("--svg", svg_dir, "write one plot per family into this folder (SVG)");
@@ -96,17 +120,20 @@ int main(int argc, char** argv) {
                                            : calibrate::measured_clock_gains(clock_files);
     const auto m = calibrate::fit_contention(cases, calibrate::fit_base(clusters), gains);
     Json doc;
-    doc["contention"] = profile_section(m, file_names(files), clusters.substr(clusters.find_last_of('/') + 1),
-                                        gains, file_names(clock_files));
+    doc["contention"] =
+        profile_section(m, file_names(files), clusters.substr(clusters.find_last_of('/') + 1),
+                        gains, file_names(clock_files));
     doc["clock_gains"] = gains;
-    if (!clock_files.empty()) doc["clock_plateau_MHz"] = calibrate::measured_clock_plateau_MHz(clock_files);
+    if (!clock_files.empty())
+      doc["clock_plateau_MHz"] = calibrate::measured_clock_plateau_MHz(clock_files);
     doc["residuals"] = calibrate::contention_residuals(cases, m);
     for (const auto& [g, v] : gains) fmt::print("clock gain {:16s} {:.2f}\n", g, v);
     for (const auto& [g, r] : doc["residuals"].items())
-      fmt::print("{:16s} cases {:2d}  held-out: worst median over cases {:5.1f}%, worst point {:5.1f}%"
-                 "  (fitted points: worst {:5.1f}%)\n", g, r["cases"].get<int>(),
-                 100 * r["held_out_worst_median"].get<double>(), 100 * r["held_out_worst"].get<double>(),
-                 100 * r["fitted_worst"].get<double>());
+      fmt::print(
+          "{:16s} cases {:2d}  held-out: worst median over cases {:5.1f}%, worst point {:5.1f}%"
+          "  (fitted points: worst {:5.1f}%)\n",
+          g, r["cases"].get<int>(), 100 * r["held_out_worst_median"].get<double>(),
+          100 * r["held_out_worst"].get<double>(), 100 * r["fitted_worst"].get<double>());
     fmt::print("{}\n", doc["contention"].dump(2));
     if (!svg_dir.empty()) {
       std::map<std::string, std::vector<const calibrate::ContentionCase*>> groups;

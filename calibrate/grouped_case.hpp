@@ -26,7 +26,8 @@ struct Bf16Buffer {
     }
     for (std::size_t off = 0; off < n; off += h.size())
       check(cudaMemcpy(p + off, h.data(), std::min(h.size(), n - off) * sizeof(__nv_bfloat16),
-                       cudaMemcpyHostToDevice), "fill");
+                       cudaMemcpyHostToDevice),
+            "fill");
   }
   ~Bf16Buffer() { cudaFree(p); }
   Bf16Buffer(const Bf16Buffer&) = delete;
@@ -38,18 +39,30 @@ struct GroupedCase {
   Bf16Buffer A, B, C;
   int *row_offset = nullptr, *tile_offset = nullptr, *counter = nullptr;
   GroupedCase(int g, int r, int n_, int k_)
-      : groups(g), rows(r), n(n_), k(k_), A(std::size_t(g) * r * k_, 3), B(std::size_t(g) * k_ * n_, 4),
+      : groups(g),
+        rows(r),
+        n(n_),
+        k(k_),
+        A(std::size_t(g) * r * k_, 3),
+        B(std::size_t(g) * k_ * n_, 4),
         C(std::size_t(g) * r * n_, 5) {
     std::vector<int> ro(g + 1), to(g + 1);
-    const int tiles = ((r + kernels::kTileM - 1) / kernels::kTileM) * ((n_ + kernels::kTileN - 1) / kernels::kTileN);
+    const int tiles = ((r + kernels::kTileM - 1) / kernels::kTileM) *
+                      ((n_ + kernels::kTileN - 1) / kernels::kTileN);
     for (int i = 0; i <= g; ++i) ro[i] = i * r, to[i] = i * tiles;
     check(cudaMalloc(&row_offset, ro.size() * sizeof(int)), "malloc");
     check(cudaMalloc(&tile_offset, to.size() * sizeof(int)), "malloc");
     check(cudaMalloc(&counter, sizeof(int)), "malloc");
-    check(cudaMemcpy(row_offset, ro.data(), ro.size() * sizeof(int), cudaMemcpyHostToDevice), "copy");
-    check(cudaMemcpy(tile_offset, to.data(), to.size() * sizeof(int), cudaMemcpyHostToDevice), "copy");
+    check(cudaMemcpy(row_offset, ro.data(), ro.size() * sizeof(int), cudaMemcpyHostToDevice),
+          "copy");
+    check(cudaMemcpy(tile_offset, to.data(), to.size() * sizeof(int), cudaMemcpyHostToDevice),
+          "copy");
   }
-  ~GroupedCase() { cudaFree(row_offset); cudaFree(tile_offset); cudaFree(counter); }
+  ~GroupedCase() {
+    cudaFree(row_offset);
+    cudaFree(tile_offset);
+    cudaFree(counter);
+  }
   void launch(bool dynamic, cudaStream_t s) {
     check(cudaMemsetAsync(counter, 0, sizeof(int), s), "memset");
     kernels::GroupedGemm g{A.p, B.p, C.p, row_offset, tile_offset, groups, n, k, counter};

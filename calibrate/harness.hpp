@@ -47,9 +47,15 @@ inline double median_ms(cudaStream_t s, int warmup, int reps, const std::functio
 }
 
 // Derived metrics (doc: calibrate/README.md).
-inline double gemm_tflops(double m, double n, double k, double ms) { return 2 * m * n * k / (ms * 1e-3) / 1e12; }
-inline double bandwidth_GBps(double bytes, double ms) { return bytes / (ms * 1e-3) / 1e9; }
+inline double gemm_tflops(double m, double n, double k, double ms) {
+  return 2 * m * n * k / (ms * 1e-3) / 1e12;
+}
+inline double bandwidth_GBps(double bytes, double ms) {
+  return bytes / (ms * 1e-3) / 1e9;
+}
 // Newton–Schulz FLOPs, 5 iterations on an m×n matrix (m ≤ n): 5·(4m²n + 2m³).
-inline double ns_flops(double m, double n) { return 5 * (4 * m * m * n + 2 * m * m * m); }
+inline double ns_flops(double m, double n) {
+  return 5 * (4 * m * m * n + 2 * m * m * m);
+}
 
 }  // namespace twin::calibrate

@@ -1,13 +1,12 @@
 // twin-calibrate: runs the real kernels, copies and collectives on the visible GPUs, fits the
 // engine's parameters and writes a hardware-profile overlay with provenance.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
-
 #include <chrono>
-
 #include <cstdio>
 #include <ctime>
 #include <fstream>
-#include <unistd.h>
 
 #include "calibrate/benches.hpp"
 #include "calibrate/harness.hpp"
@@ -46,11 +45,20 @@ Json provenance(int argc, char** argv, const std::string& commit) {
 #ifdef TWIN_HAVE_NCCL
   ncclGetVersion(&nccl);
 #endif
-  return {{"gpu", prop.name}, {"gpus_visible", devices}, {"sm_count", prop.multiProcessorCount},
-          {"smem_per_sm_KiB", prop.sharedMemPerMultiprocessor / 1024}, {"hbm_GiB", double(prop.totalGlobalMem) / (1 << 30)},
-          {"sm_clock_max_MHz", clock_khz / 1000}, {"mem_clock_max_MHz", mem_clock_khz / 1000},
-          {"cuda_driver", driver}, {"cuda_runtime", runtime}, {"nccl", nccl}, {"host", host},
-          {"date", date}, {"command", cmd}, {"commit", commit}};
+  return {{"gpu", prop.name},
+          {"gpus_visible", devices},
+          {"sm_count", prop.multiProcessorCount},
+          {"smem_per_sm_KiB", prop.sharedMemPerMultiprocessor / 1024},
+          {"hbm_GiB", double(prop.totalGlobalMem) / (1 << 30)},
+          {"sm_clock_max_MHz", clock_khz / 1000},
+          {"mem_clock_max_MHz", mem_clock_khz / 1000},
+          {"cuda_driver", driver},
+          {"cuda_runtime", runtime},
+          {"nccl", nccl},
+          {"host", host},
+          {"date", date},
+          {"command", cmd},
+          {"commit", commit}};
 }
 
 // Writes `text` to `path` whole or not at all (a temporary file renamed over it).
@@ -71,7 +79,8 @@ bool write_file(const std::string& path, const std::string& text) {
   return true;
 }
 
-// A profile's collective measurements as nccl-tests logs in `dir`, one per collective and CTA setting.
+// A profile's collective measurements as nccl-tests logs in `dir`, one per collective and CTA
+// setting.
 bool write_nccl_tests_logs(const Json& nccl, const std::string& device, const std::string& dir) {
   for (const auto& [file, text] : nccl_tests_logs(nccl, device)) {
     if (!write_file(dir + "/" + file, text)) return false;
@@ -81,28 +90,39 @@ bool write_nccl_tests_logs(const Json& nccl, const std::string& device, const st
 }
 
 // --import-nccl-tests and --nccl-tests-from: no GPU needed. Returns the exit code.
-int nccl_tests_only(int argc, char** argv, const std::vector<std::string>& logs, int max_ctas, const std::string& from,
-                    const std::string& dir, const std::string& out, const std::string& name, const std::string& base) {
+int nccl_tests_only(int argc, char** argv, const std::vector<std::string>& logs, int max_ctas,
+                    const std::string& from, const std::string& dir, const std::string& out,
+                    const std::string& name, const std::string& base) {
   try {
     if (!from.empty()) {
       std::ifstream in(from);
       if (!in) throw std::runtime_error(from + ": cannot open");
       const Json p = Json::parse(in);
-      const Json* nccl = p.contains("measurements") && p["measurements"].contains("nccl") ? &p["measurements"]["nccl"] : nullptr;
-      if (!nccl || !nccl->contains("results")) throw std::runtime_error(from + ": measurements.nccl.results: expected "
-                                                                        "twin-calibrate's collective measurements");
-      return write_nccl_tests_logs(*nccl, p.value("provenance", Json::object()).value("gpu", "GPU"), dir) ? 0 : 1;
+      const Json* nccl = p.contains("measurements") && p["measurements"].contains("nccl")
+                             ? &p["measurements"]["nccl"]
+                             : nullptr;
+      if (!nccl || !nccl->contains("results"))
+        throw std::runtime_error(from +
+                                 ": measurements.nccl.results: expected "
+                                 "twin-calibrate's collective measurements");
+      return write_nccl_tests_logs(*nccl, p.value("provenance", Json::object()).value("gpu", "GPU"),
+                                   dir)
+                 ? 0
+                 : 1;
     }
     Json m = import_nccl_tests(logs, max_ctas);
-    const Json profile{{"name", name}, {"base", base},
-                       {"description", "Collective tables imported from nccl-tests logs by twin-calibrate; values not "
-                                       "measured come from the base profile"},
-                       {"provenance", {{"command", command_line(argc, argv)}}},
-                       {"measurements", {{"nccl", std::move(m)}}}};
+    const Json profile{
+        {"name", name},
+        {"base", base},
+        {"description",
+         "Collective tables imported from nccl-tests logs by twin-calibrate; values not "
+         "measured come from the base profile"},
+        {"provenance", {{"command", command_line(argc, argv)}}},
+        {"measurements", {{"nccl", std::move(m)}}}};
     if (!write_file(out, profile.dump(2) + "\n")) return 1;
     std::printf("imported %zu results of %d ranks from %zu logs; wrote %s\n",
-                profile["measurements"]["nccl"]["results"].size(), profile["measurements"]["nccl"]["gpus"].get<int>(),
-                logs.size(), out.c_str());
+                profile["measurements"]["nccl"]["results"].size(),
+                profile["measurements"]["nccl"]["gpus"].get<int>(), logs.size(), out.c_str());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "twin-calibrate: error: %s\n", e.what());
@@ -137,19 +157,25 @@ int main(int argc, char** argv) {
   app.add_option("--nccl-ctas", o.nccl_ctas,
                  "maxCTAs values for the NCCL benchmark (0: NCCL's default or $NCCL_MAX_CTAS)")
       ->delimiter(',');
-  app.add_option("--only", only, "benchmarks to run: gemm grouped contention copies copy_gemm ns ns_cpu fp8 nccl")
+  app.add_option("--only", only,
+                 "benchmarks to run: gemm grouped contention copies copy_gemm ns ns_cpu fp8 nccl")
       ->delimiter(',');
   bool quiet = false;
   app.add_flag("--quiet", quiet, "no progress lines on stderr");
   std::vector<std::string> import_logs;
   std::string tests_dir, tests_from;
   int max_ctas = 0;
-  app.add_option("--import-nccl-tests", import_logs, "real nccl-tests logs (all_gather_perf, reduce_scatter_perf, "
-                 "all_reduce_perf, alltoall_perf output) to turn into the profile's collective tables (no GPU needed)");
-  app.add_option("--max-ctas", max_ctas, "the NCCL_MAX_CTAS the imported logs ran with (0: NCCL's default)")
+  app.add_option("--import-nccl-tests", import_logs,
+                 "real nccl-tests logs (all_gather_perf, reduce_scatter_perf, "
+                 "all_reduce_perf, alltoall_perf output) to turn into the profile's collective "
+                 "tables (no GPU needed)");
+  app.add_option("--max-ctas", max_ctas,
+                 "the NCCL_MAX_CTAS the imported logs ran with (0: NCCL's default)")
       ->capture_default_str();
-  app.add_option("--nccl-tests-dir", tests_dir, "also write the collective results as nccl-tests logs in this folder");
-  app.add_option("--nccl-tests-from", tests_from, "a measured profile whose collective results to write as nccl-tests "
+  app.add_option("--nccl-tests-dir", tests_dir,
+                 "also write the collective results as nccl-tests logs in this folder");
+  app.add_option("--nccl-tests-from", tests_from,
+                 "a measured profile whose collective results to write as nccl-tests "
                  "logs in --nccl-tests-dir (no GPU needed)");
   CLI11_PARSE(app, argc, argv);
   if (!tests_from.empty() && tests_dir.empty()) {
@@ -157,7 +183,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!import_logs.empty() || !tests_from.empty())
-    return nccl_tests_only(argc, argv, import_logs, max_ctas, tests_from, tests_dir, out, name, base);
+    return nccl_tests_only(argc, argv, import_logs, max_ctas, tests_from, tests_dir, out, name,
+                           base);
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::fprintf(stderr, "twin-calibrate: no CUDA GPU visible: nothing measured\n");
@@ -165,22 +192,33 @@ int main(int argc, char** argv) {
   }
   if (o.quick) o.reps = std::min(o.reps, 3), o.nccl_ctas = {16};
   const std::vector<std::pair<std::string, void (*)(const Options&, Json&)>> benches = {
-      {"gemm", bench_gemm},   {"grouped", bench_grouped},   {"contention", bench_contention},
-      {"copies", bench_copies}, {"copy_gemm", bench_copy_beside_gemm}, {"ns", bench_newton_schulz}, {"ns_cpu", bench_newton_schulz_cpu},
-      {"fp8", bench_fp8},     {"nccl", bench_nccl}};
+      {"gemm", bench_gemm},
+      {"grouped", bench_grouped},
+      {"contention", bench_contention},
+      {"copies", bench_copies},
+      {"copy_gemm", bench_copy_beside_gemm},
+      {"ns", bench_newton_schulz},
+      {"ns_cpu", bench_newton_schulz_cpu},
+      {"fp8", bench_fp8},
+      {"nccl", bench_nccl}};
   Json m;
   try {
     std::vector<std::pair<std::string, void (*)(const Options&, Json&)>> chosen;
     for (const auto& b : benches)
-      if (only.empty() || std::find(only.begin(), only.end(), b.first) != only.end()) chosen.push_back(b);
+      if (only.empty() || std::find(only.begin(), only.end(), b.first) != only.end())
+        chosen.push_back(b);
     // Each benchmark takes seconds to minutes: say which one runs and how long it took (on
     // stderr; reports/'s progress meter is not calibrate/'s to use, STYLE.md's layering).
     const auto start = std::chrono::steady_clock::now();
     for (std::size_t i = 0; i < chosen.size(); ++i) {
-      if (!quiet) std::fprintf(stderr, "twin-calibrate: %s (%zu of %zu)...\n", chosen[i].first.c_str(), i + 1, chosen.size());
+      if (!quiet)
+        std::fprintf(stderr, "twin-calibrate: %s (%zu of %zu)...\n", chosen[i].first.c_str(), i + 1,
+                     chosen.size());
       chosen[i].second(o, m);
       const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-      if (!quiet) std::fprintf(stderr, "twin-calibrate: %s done, %.0f s so far\n", chosen[i].first.c_str(), took.count());
+      if (!quiet)
+        std::fprintf(stderr, "twin-calibrate: %s done, %.0f s so far\n", chosen[i].first.c_str(),
+                     took.count());
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "twin-calibrate: error: %s\n", e.what());
@@ -189,11 +227,14 @@ int main(int argc, char** argv) {
   Json profile = fit_profile(m);
   profile["name"] = name;
   profile["base"] = base;
-  profile["description"] = "Measured by twin-calibrate; values not measured come from the base profile";
+  profile["description"] =
+      "Measured by twin-calibrate; values not measured come from the base profile";
   profile["provenance"] = provenance(argc, argv, commit);
   profile["measurements"] = m;
   // Ordered: name, base, description first, as a reader expects.
-  Json ordered{{"name", profile["name"]}, {"base", profile["base"]}, {"description", profile["description"]}};
+  Json ordered{{"name", profile["name"]},
+               {"base", profile["base"]},
+               {"description", profile["description"]}};
   for (const auto& [k, v] : profile.items())
     if (!ordered.contains(k)) ordered[k] = v;
   if (!write_file(out, ordered.dump(2) + "\n")) return 1;

@@ -5,10 +5,9 @@
 #pragma once
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace twin::calibrate {
 
@@ -20,8 +19,8 @@ using Json = nlohmann::ordered_json;
 std::map<std::string, std::string> nccl_tests_logs(const Json& nccl, const std::string& device);
 
 // Real nccl-tests logs → `measurements.nccl` (out-of-place times; each test's NCCL_MAX_CTAS as its
-// NCCL INFO line states it, else `max_ctas`, 0: NCCL's default). Every log must be of the same number of ranks. Throws std::runtime_error
-// naming the file and line.
+// NCCL INFO line states it, else `max_ctas`, 0: NCCL's default). Every log must be of the same
+// number of ranks. Throws std::runtime_error naming the file and line.
 Json import_nccl_tests(const std::vector<std::string>& files, int max_ctas);
 
 }  // namespace twin::calibrate

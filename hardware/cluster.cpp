@@ -11,8 +11,12 @@ namespace twin::hardware {
 
 Cluster::Cluster(sim::Engine& engine, sim::Fluid& fluid, const Profile& profile, int gpus,
                  const NcclOptions& nccl)
-    : engine_(engine), fluid_(fluid), profile_(profile), nccl_(nccl),
-      gpus_per_node_(static_cast<int>(profile.node.gpus)), contention_(profile.contention) {
+    : engine_(engine),
+      fluid_(fluid),
+      profile_(profile),
+      nccl_(nccl),
+      gpus_per_node_(static_cast<int>(profile.node.gpus)),
+      contention_(profile.contention) {
   if (gpus <= 0 || gpus % gpus_per_node_ != 0)
     throw std::invalid_argument("the GPU count must be a positive multiple of the node's GPUs");
   contention_.sm_count = static_cast<int>(profile.gpu.sm_count);
@@ -22,19 +26,18 @@ Cluster::Cluster(sim::Engine& engine, sim::Fluid& fluid, const Profile& profile,
     const std::string p = "gpu" + std::to_string(g) + ".";
     // Per-GPU speed: a hash of the index, so the slow GPUs are the same in every run.
     const double u = sim::Rng(static_cast<std::uint64_t>(g) * 0x9e3779b97f4a7c15ULL + 17).uniform();
-    gpus_.push_back(std::make_unique<Gpu>(fluid_, g, static_cast<int>(profile.gpu.sm_count),
-                                          profile.gpu.hbm_bw_GBps * 1e9,
-                                          1.0 - profile.gpu.speed_spread * u,
-                                          static_cast<int>(nccl.reserved_sms)));
-    links_.push_back({fluid_.add_resource(n.nvlink_gpu_GBps * 1e9, p + "nvlink_out"),
-                      fluid_.add_resource(n.nvlink_gpu_GBps * 1e9, p + "nvlink_in"),
-                      fluid_.add_resource(n.nic_GBps * 1e9, p + "nic_out"),
-                      fluid_.add_resource(n.nic_GBps * 1e9, p + "nic_in"),
-                      fluid_.add_resource(n.host_h2d_GBps * 1e9, p + "h2d"),
-                      fluid_.add_resource(n.host_d2h_GBps * 1e9, p + "d2h"),
-                      fluid_.add_resource(static_cast<double>(profile.host.cores_per_gpu),
-                                          p + "cpu_cores"),
-                      gpus_.back()->hbm_resource()});
+    gpus_.push_back(std::make_unique<Gpu>(
+        fluid_, g, static_cast<int>(profile.gpu.sm_count), profile.gpu.hbm_bw_GBps * 1e9,
+        1.0 - profile.gpu.speed_spread * u, static_cast<int>(nccl.reserved_sms)));
+    links_.push_back(
+        {fluid_.add_resource(n.nvlink_gpu_GBps * 1e9, p + "nvlink_out"),
+         fluid_.add_resource(n.nvlink_gpu_GBps * 1e9, p + "nvlink_in"),
+         fluid_.add_resource(n.nic_GBps * 1e9, p + "nic_out"),
+         fluid_.add_resource(n.nic_GBps * 1e9, p + "nic_in"),
+         fluid_.add_resource(n.host_h2d_GBps * 1e9, p + "h2d"),
+         fluid_.add_resource(n.host_d2h_GBps * 1e9, p + "d2h"),
+         fluid_.add_resource(static_cast<double>(profile.host.cores_per_gpu), p + "cpu_cores"),
+         gpus_.back()->hbm_resource()});
     for (int peer = 0; peer < gpus_per_node_; ++peer) {
       const int b = (g / gpus_per_node_) * gpus_per_node_ + peer;
       pairs_.push_back(b == g ? 0
@@ -48,12 +51,13 @@ void Cluster::attach_fabric(const PlacementOptions& o, int copies) {
   copies_ = copies;
   placement_ = place_nodes(copies * gpus() / gpus_per_node_, o, profile_.network);
   const auto seed = sample_seed(o.shared, o.seed);
-  fabric_ = std::make_unique<Dragonfly>(fluid_, profile_.network,
-                                        static_cast<double>(gpus_per_node_) * profile_.node.nic_GBps,
-                                        o.routing, o.adaptive_nonminimal_fraction, o.shared, seed);
+  fabric_ = std::make_unique<Dragonfly>(
+      fluid_, profile_.network, static_cast<double>(gpus_per_node_) * profile_.node.nic_GBps,
+      o.routing, o.adaptive_nonminimal_fraction, o.shared, seed);
   apply_stragglers(o.shared, seed);
   fabric_inert_ = fabric_->leaves_nonblocking();
-  for (int n : placement_) fabric_inert_ = fabric_inert_ && fabric_->group_of(n) == fabric_->group_of(placement_[0]);
+  for (int n : placement_)
+    fabric_inert_ = fabric_inert_ && fabric_->group_of(n) == fabric_->group_of(placement_[0]);
 }
 
 void Cluster::apply_stragglers(const SharedMachine& m, std::uint64_t seed) {
@@ -65,12 +69,13 @@ void Cluster::apply_stragglers(const SharedMachine& m, std::uint64_t seed) {
     std::vector<double> s(static_cast<std::size_t>(n));
     for (int g = 0; g < n; ++g)
       s[static_cast<std::size_t>(g)] = gpus_[static_cast<std::size_t>(g)]->speed() *
-                                        node_speed(m, fabric_node(copy, g / gpus_per_node_)) *
-                                        jitter_speed(m, seed, copy * n + g);
+                                       node_speed(m, fabric_node(copy, g / gpus_per_node_)) *
+                                       jitter_speed(m, seed, copy * n + g);
     const double low = *std::min_element(s.begin(), s.end());
     if (low < slowest) slowest = low, best = std::move(s), slowest_copy_ = copy;
   }
-  for (int g = 0; g < n; ++g) gpus_[static_cast<std::size_t>(g)]->set_speed(best[static_cast<std::size_t>(g)]);
+  for (int g = 0; g < n; ++g)
+    gpus_[static_cast<std::size_t>(g)]->set_speed(best[static_cast<std::size_t>(g)]);
 }
 
 void Cluster::merge_link(sim::Fluid::ResourceId r, sim::Fluid::ResourceId into) {

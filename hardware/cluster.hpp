@@ -13,8 +13,8 @@
 #include "hardware/gpu.hpp"
 #include "hardware/nccl_options.hpp"
 #include "hardware/placement.hpp"
-#include "hardware/topology.hpp"
 #include "hardware/profile.hpp"
+#include "hardware/topology.hpp"
 #include "sim/fluid.hpp"
 #include "sim/large_pages.hpp"
 
@@ -70,7 +70,8 @@ class Cluster {
   // taken of which `lending` by NCCL CTAs (room beside them: contention.hpp, mechanism 5).
   double contention_slowdown(const KernelShape& k, int held, double alone_s, int lending) {
     if (held <= 0) return 1.0;
-    return contention_.stretch(k.family, memo_.time_units(k, held, lending) / memo_.time_units(k, 0), alone_s);
+    return contention_.stretch(
+        k.family, memo_.time_units(k, held, lending) / memo_.time_units(k, 0), alone_s);
   }
   // Keeps an activity's state alive as long as the cluster (its callbacks hold a raw pointer).
   template <class T>
@@ -125,7 +126,7 @@ class Cluster {
   std::pmr::monotonic_buffer_resource arena_{&sim::large_pages()};
   std::shared_ptr<void> plan_cache_;
   std::vector<sim::Fluid::ResourceId> solver_resource_;  // by link; shorter: unmerged
-  std::vector<void*> spare_;  // transient blocks handed back
+  std::vector<void*> spare_;                             // transient blocks handed back
 };
 
 }  // namespace twin::hardware

@@ -99,7 +99,8 @@ void fabric_uses(const Cluster& c, const CollectiveSpec& s, Uses& u) {
           if (a != b) f->route(c.fabric_node(d, a), c.fabric_node(d, b), ga * gb / (n - 1), sum);
     } else {
       for (std::size_t k = 0; k < order.size(); ++k)
-        f->route(c.fabric_node(d, order[k]), c.fabric_node(d, order[(k + 1) % order.size()]), 1.0, sum);
+        f->route(c.fabric_node(d, order[k]), c.fabric_node(d, order[(k + 1) % order.size()]), 1.0,
+                 sum);
     }
   }
   sum.drain(u);
@@ -139,7 +140,8 @@ CollectivePlan plan_collective(const Cluster& c, const CollectiveSpec& s) {
     plan.amount = (s.kind == CollKind::all_reduce ? 2 : 1) * frac * s.bytes;
     if (n > 1) ring_uses(c, s, u, h, p.nccl.hbm_traffic_factor);
   }
-  const double cta_Bps = (plan.crosses_network ? p.nccl.cta_net_GBps : p.nccl.cta_nvlink_GBps) * 1e9;
+  const double cta_Bps =
+      (plan.crosses_network ? p.nccl.cta_net_GBps : p.nccl.cta_nvlink_GBps) * 1e9;
   plan.bound = plan.ctas * cta_Bps;
   plan.solo_Bps = plan.bound;
   fabric_uses(c, s, u);
@@ -157,7 +159,8 @@ CollectivePlan plan_collective(const Cluster& c, const CollectiveSpec& s) {
     const int net_steps = plan.crosses_network ? nodes - 1 : 0;
     const int nvl_steps = n - 1 - net_steps;
     const int mult = s.kind == CollKind::all_reduce ? 2 : 1;
-    lat += mult * (net_steps * p.nccl.hop_latency_net_us + nvl_steps * p.nccl.hop_latency_nvlink_us);
+    lat +=
+        mult * (net_steps * p.nccl.hop_latency_net_us + nvl_steps * p.nccl.hop_latency_nvlink_us);
   }
   plan.latency = sim::Time::us(lat);
   return plan;
@@ -217,7 +220,8 @@ struct CollectiveState {
     for (const auto& h : plan->hbm) c->fluid().reserve(h.resource, h.weight * plan->solo_Bps);
     if (amount <= 0 || plan->uses.empty()) return after_data();
     const auto& uses = plan->solver_uses.empty() ? plan->uses : plan->solver_uses;
-    c->fluid().start(amount, uses, plan->bound, [this] { after_data(); }, plan->bound);
+    c->fluid().start(
+        amount, uses, plan->bound, [this] { after_data(); }, plan->bound);
   }
   void after_data() {
     for (const auto& h : plan->hbm) c->fluid().reserve(h.resource, -h.weight * plan->solo_Bps);
@@ -225,7 +229,8 @@ struct CollectiveState {
       for (const auto& u : plan->uses)
         if (f->is_fabric(u.resource))
           f->record(u.resource, u.weight * amount, t0, c->engine().now().count_ns());
-    c->engine().after(plan->latency, [this] { end(); }, sim::Priority::completion);
+    c->engine().after(
+        plan->latency, [this] { end(); }, sim::Priority::completion);
   }
   void end() {
     for (std::size_t i = 0; i < ranks.size(); ++i) {
@@ -266,8 +271,9 @@ void merge_alike_links(Cluster& c) {
   for (auto& [r, x] : usage) classes[std::move(x)].push_back(r);
   for (const auto& [x, members] : classes) {
     if (members.size() < 2) continue;
-    const auto into = c.fluid().add_resource(
-        x.first, c.fluid().name(members.front()) + " and " + std::to_string(members.size() - 1) + " alike");
+    const auto into =
+        c.fluid().add_resource(x.first, c.fluid().name(members.front()) + " and " +
+                                            std::to_string(members.size() - 1) + " alike");
     for (auto r : members) c.merge_link(r, into);
   }
   // Every member of a class has the same weight in each plan: keep the first of each class.
@@ -299,9 +305,12 @@ void run_cpu_all_reduce(const std::vector<sim::Task*>& tasks, Cluster& c, double
   for (auto* t : tasks)
     t->on_ready = [&c, tasks, arrived, took](sim::Task&) {
       if (++*arrived < tasks.size()) return;
-      c.engine().after(took, [tasks] {
-        for (auto* x : tasks) x->finish();
-      }, sim::Priority::completion);
+      c.engine().after(
+          took,
+          [tasks] {
+            for (auto* x : tasks) x->finish();
+          },
+          sim::Priority::completion);
     };
 }
 

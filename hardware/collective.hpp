@@ -46,10 +46,11 @@
 namespace twin::hardware {
 
 enum class CollKind { all_gather, reduce_scatter, all_reduce, all_to_all };
-inline constexpr sim::Named<CollKind> kCollKindNames[] = {{CollKind::all_gather, "all_gather"},
-                                                          {CollKind::reduce_scatter, "reduce_scatter"},
-                                                          {CollKind::all_reduce, "all_reduce"},
-                                                          {CollKind::all_to_all, "all_to_all"}};
+inline constexpr sim::Named<CollKind> kCollKindNames[] = {
+    {CollKind::all_gather, "all_gather"},
+    {CollKind::reduce_scatter, "reduce_scatter"},
+    {CollKind::all_reduce, "all_reduce"},
+    {CollKind::all_to_all, "all_to_all"}};
 // The kind of a name in kCollKindNames, or nullopt.
 std::optional<CollKind> coll_kind_named(std::string_view name);
 
@@ -65,13 +66,13 @@ struct CollectiveSpec {
 
 struct CollectivePlan {
   int ctas = 1;
-  double amount = 0;  // A
+  double amount = 0;                  // A
   std::vector<sim::Fluid::Use> uses;  // every link, per rank
   // The same with alike links merged (merge_alike_links): what the solver is given; empty: `uses`.
   std::vector<sim::Fluid::Use> solver_uses;
   std::vector<sim::Fluid::Use> hbm;  // HBM bytes per byte of A, per GPU
-  double bound = 0;   // bytes/s of A
-  double solo_Bps = 0;  // rate alone: min(bound, every link's capacity / weight)
+  double bound = 0;                  // bytes/s of A
+  double solo_Bps = 0;               // rate alone: min(bound, every link's capacity / weight)
   sim::Time latency{};
   bool crosses_network = false;
 };

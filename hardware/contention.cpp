@@ -9,13 +9,16 @@ namespace twin::hardware {
 
 namespace {
 constexpr std::string_view kNames[] = {
-    "gemm",   "gemm_fp8",  "grouped_gemm",   "attention", "attention_bwd", "ew_add",       "ew_norm",
-    "ew_swiglu", "ew_gather", "ew_scatter_add", "ew_widen", "ew_fp8_quant", "ew_fp8_dequant",
-    "ew_sum_fp32", "ew_loss", "ew_norm_bwd", "ew_swiglu_bwd", "ew_loss_bwd"};
+    "gemm",        "gemm_fp8",      "grouped_gemm",   "attention",   "attention_bwd",
+    "ew_add",      "ew_norm",       "ew_swiglu",      "ew_gather",   "ew_scatter_add",
+    "ew_widen",    "ew_fp8_quant",  "ew_fp8_dequant", "ew_sum_fp32", "ew_loss",
+    "ew_norm_bwd", "ew_swiglu_bwd", "ew_loss_bwd"};
 static_assert(sizeof(kNames) / sizeof(kNames[0]) == kFamilies);
 }  // namespace
 
-std::string_view family_name(Family f) { return kNames[static_cast<int>(f)]; }
+std::string_view family_name(Family f) {
+  return kNames[static_cast<int>(f)];
+}
 
 Family family_of(std::string_view name) {
   for (int i = 0; i < kFamilies; ++i)
@@ -34,14 +37,17 @@ int warps_in(const BlockResources& b, int partition) {
   const int warps = (b.threads + 31) / 32;
   return warps / kPartitions + (partition < warps % kPartitions ? 1 : 0);
 }
-int warp_registers(const BlockResources& b) { return (std::max(b.registers, 1) + 7) / 8 * 8 * 32; }
+int warp_registers(const BlockResources& b) {
+  return (std::max(b.registers, 1) + 7) / 8 * 8 * 32;
+}
 }  // namespace
 
 int blocks_beside(const BlockResources& b, const BlockResources& beside) {
   if (b.threads <= 0) return 0;
   const bool other = beside.threads > 0;
-  int n = std::min({kBlocks - (other ? 1 : 0), (kThreads - (other ? beside.threads : 0)) / b.threads,
-                    (kSmem - (other ? beside.smem_bytes + kSmemReserved : 0)) / (b.smem_bytes + kSmemReserved)});
+  int n = std::min(
+      {kBlocks - (other ? 1 : 0), (kThreads - (other ? beside.threads : 0)) / b.threads,
+       (kSmem - (other ? beside.smem_bytes + kSmemReserved : 0)) / (b.smem_bytes + kSmemReserved)});
   for (int p = 0; p < kPartitions; ++p) {
     const int need = warps_in(b, p) * warp_registers(b);
     const int used = other ? warps_in(beside, p) * warp_registers(beside) : 0;
@@ -67,7 +73,8 @@ double ContentionModel::boost(Family f, double active, double gain) const {
 
 double ContentionModel::throughput(Family f, double active) const {
   const auto a = static_cast<std::size_t>(active);
-  if (!table_.empty() && static_cast<double>(a) == active && a <= static_cast<std::size_t>(sm_count))
+  if (!table_.empty() && static_cast<double>(a) == active &&
+      a <= static_cast<std::size_t>(sm_count))
     return table_[static_cast<std::size_t>(f) * static_cast<std::size_t>(sm_count + 1) + a];
   return compute_throughput(f, active);
 }
@@ -151,11 +158,12 @@ double grid_time(const ContentionModel& m, const KernelShape& k, int free, int l
 // they finish in batches (at most two list lengths): a short list of (progress at which a batch
 // ends, CTAs in it) replaces an event queue.
 double static_time(const ContentionModel& m, const KernelShape& k, int u) {
-  const int ctas = static_cast<int>(std::min<double>(m.sm_count, std::max<double>(1, std::round(k.blocks))));
+  const int ctas =
+      static_cast<int>(std::min<double>(m.sm_count, std::max<double>(1, std::round(k.blocks))));
   const double tiles = std::max<double>(ctas, std::round(k.tiles));
   const double q = std::floor(tiles / ctas);
   const int longer = static_cast<int>(tiles - q * ctas);  // CTAs carrying q + 1 tiles
-  std::vector<std::pair<double, int>> batches;           // (progress at its end, CTAs)
+  std::vector<std::pair<double, int>> batches;            // (progress at its end, CTAs)
   int next = 0, running = 0;
   // cuBLAS's bf16 nvjet kernels give the longer lists to the last CTAs — the ones left without an
   // SM (mechanism 4: the router GEMM's ×1.47 with 2 SMs held); elsewhere the first CTAs carry them.
@@ -180,10 +188,12 @@ double static_time(const ContentionModel& m, const KernelShape& k, int u) {
   return t;
 }
 
-// n tiles taken from a shared counter by u CTAs: whole waves of u, the last r on r SMs at their clock.
+// n tiles taken from a shared counter by u CTAs: whole waves of u, the last r on r SMs at their
+// clock.
 double waves_time(const ContentionModel& m, const KernelShape& k, double n, int u) {
   const double waves = std::floor(n / u), rest = n - waves * u;
-  return waves * u / m.throughput(k, u) + (rest > 0 ? rest / m.throughput(k, static_cast<int>(rest)) : 0);
+  return waves * u / m.throughput(k, u) +
+         (rest > 0 ? rest / m.throughput(k, static_cast<int>(rest)) : 0);
 }
 
 // Dynamic tiles: whole waves of u tiles, the last r on r SMs at their clock.
@@ -206,10 +216,14 @@ double time_at(const ContentionModel& m, const KernelShape& k, int held, int len
   const int u = m.usable_sms(k.family, held, k.cluster);
   if (u <= 0) return INFINITY;  // no cluster can start until SMs free
   switch (k.schedule) {
-    case Schedule::grid: return grid_time(m, k, u, lending);
-    case Schedule::persistent_static: return static_time(m, k, u);
-    case Schedule::persistent_dynamic: return dynamic_time(m, k, u);
-    case Schedule::persistent_first_static: return first_static_time(m, k, u);
+    case Schedule::grid:
+      return grid_time(m, k, u, lending);
+    case Schedule::persistent_static:
+      return static_time(m, k, u);
+    case Schedule::persistent_dynamic:
+      return dynamic_time(m, k, u);
+    case Schedule::persistent_first_static:
+      return first_static_time(m, k, u);
   }
   return 1.0;
 }
@@ -231,11 +245,13 @@ double ContentionMemo::time_units(const KernelShape& k, int held, int lending) {
   std::memcpy(&tiles, &k.tiles, sizeof(tiles));
   const std::uint64_t key = (std::uint64_t{blocks} << 32) | (std::uint64_t{k.blocks_per_sm} << 16) |
                             (static_cast<std::uint64_t>(k.family) << 10) |
-                            (static_cast<std::uint64_t>(k.schedule) << 8) | static_cast<std::uint8_t>(held);
+                            (static_cast<std::uint64_t>(k.schedule) << 8) |
+                            static_cast<std::uint8_t>(held);
   const std::uint64_t key2 = (std::uint64_t{static_cast<std::uint8_t>(lending)} << 48) |
                              (std::uint64_t{static_cast<std::uint8_t>(k.beside)} << 40) |
                              (std::uint64_t{tiles} << 8) | k.cluster;
-  Slot& s = slots_[((key ^ key2 * 0xC2B2AE3D27D4EB4Full) * 0x9E3779B97F4A7C15ull) >> 52 & (kSlots - 1)];
+  Slot& s =
+      slots_[((key ^ key2 * 0xC2B2AE3D27D4EB4Full) * 0x9E3779B97F4A7C15ull) >> 52 & (kSlots - 1)];
   if (s.key != key || s.key2 != key2) s = {key, key2, m_.time_units(k, held, lending)};
   return s.units;
 }

@@ -4,7 +4,8 @@
 // (reports/calibration/contention/, fits and residuals there).
 //
 // A kernel of family F runs B blocks (CTAs), at most o per SM, in thread-block clusters of c SMs.
-// With k SMs held, s = S − k are free (S SMs in all). Five mechanisms make its time T(k), a sixth its fixed part:
+// With k SMs held, s = S − k are free (S SMs in all). Five mechanisms make its time T(k), a sixth
+// its fixed part:
 //
 //  1. Usable SMs. A cluster needs c free SMs inside one GPC (and a pair, one TPC); the SMs held
 //     strand free ones in GPCs and TPCs left with a remainder. u = s for c = 1; for c > 1, u_c(k)
@@ -46,19 +47,18 @@
 //     persistent static: G = min(B, S) CTAs with fixed tile lists (N mod G of them one tile
 //     longer: the first ones, CTA j taking tiles j, j + G, …; in cuBLAS's bf16 kernels the last
 //     ones — measured: the router GEMM, 256 tiles on 132 CTAs, slows ×1.47 with 2 SMs held, which
-//     late CTAs of 2 tiles starting when the 1-tile ones end give (×1.5), late ones of 1 tile not); CTAs start in order, those without an SM
-//     when one frees; all running CTAs progress at the clock of the SMs then busy, Θ(a)/a per
-//     CTA (with one list per CTA, N = G: rounds of u CTAs, T = Σ_rounds a_j/Θ(a_j));
-//     persistent dynamic: N tiles from a shared counter, in waves of u, the last partial wave of
-//     r tiles on r SMs at their clock: T = W(N, u) = ⌊N/u⌋·u/Θ(u) + r/Θ(r); with N unknown (0), a
-//     fluid drain: T = 1/Θ(u);
-//     persistent first-static (cuBLAS's nvjet GEMMs of 4 tiles per CTA and more): CTA j starts
-//     with tile j, then takes tiles from the counter; the L = G − u CTAs without an SM keep their
-//     first tile until the running ones have drained the counter (their clusters need whole
-//     TPCs, which free only then): T = W(N − L, u) + W(L, u). Measured: holding 2–16 SMs slows
-//     cuBLAS by about one tile per CTA — ×1.12–1.35 at 5.8 tiles per CTA (o_proj at 4,096
-//     rows), ×1.04–1.19 at 21, ×1.02–1.05 at 184 — where a dynamic counter alone predicts
-//     ×1.00–1.05; o_proj at 4,096 rows: worst held-out point −27% → −16%.
+//     late CTAs of 2 tiles starting when the 1-tile ones end give (×1.5), late ones of 1 tile not);
+//     CTAs start in order, those without an SM when one frees; all running CTAs progress at the
+//     clock of the SMs then busy, Θ(a)/a per CTA (with one list per CTA, N = G: rounds of u CTAs, T
+//     = Σ_rounds a_j/Θ(a_j)); persistent dynamic: N tiles from a shared counter, in waves of u, the
+//     last partial wave of r tiles on r SMs at their clock: T = W(N, u) = ⌊N/u⌋·u/Θ(u) + r/Θ(r);
+//     with N unknown (0), a fluid drain: T = 1/Θ(u); persistent first-static (cuBLAS's nvjet GEMMs
+//     of 4 tiles per CTA and more): CTA j starts with tile j, then takes tiles from the counter;
+//     the L = G − u CTAs without an SM keep their first tile until the running ones have drained
+//     the counter (their clusters need whole TPCs, which free only then): T = W(N − L, u) + W(L,
+//     u). Measured: holding 2–16 SMs slows cuBLAS by about one tile per CTA — ×1.12–1.35 at 5.8
+//     tiles per CTA (o_proj at 4,096 rows), ×1.04–1.19 at 21, ×1.02–1.05 at 184 — where a dynamic
+//     counter alone predicts ×1.00–1.05; o_proj at 4,096 rows: worst held-out point −27% → −16%.
 //  5. Sharing a held SM. A holder (an NCCL CTA: 544–640 threads × 96 registers, ~80 KiB shared
 //     memory) leaves part of its SM's registers, threads and shared memory; a small grid block
 //     fits beside it. h = blocks of the kernel resident on an SM beside one holder, by the SM's
@@ -96,16 +96,16 @@ enum class Family : std::uint8_t {
   grouped_gemm,  // CUTLASS/QuACK persistent grouped GEMMs (torch._grouped_mm, SonicMoE)
   attention,     // cuDNN SDPA / FlexAttention forward
   attention_bwd,  // their backward (measured: ×13.8–16.0 with 124 SMs held, forward ×14.8–16.5)
-  ew_add,        // vectorized same-dtype elementwise (add, mul, RoPE, residual, bf16 casts)
-  ew_norm,       // RMSNorm forward
-  ew_swiglu,     // SwiGLU forward (unfused: silu, mul)
-  ew_gather,     // index_select of token rows (MoE permute)
+  ew_add,         // vectorized same-dtype elementwise (add, mul, RoPE, residual, bf16 casts)
+  ew_norm,        // RMSNorm forward
+  ew_swiglu,      // SwiGLU forward (unfused: silu, mul)
+  ew_gather,      // index_select of token rows (MoE permute)
   ew_scatter_add,  // index_add_ of token rows (MoE unpermute, combine weights)
-  ew_widen,      // mixed-dtype elementwise: bf16→fp32 casts, fp32 accumulation of bf16
-  ew_fp8_quant,  // FP8 block quantization (128 values, one scale)
+  ew_widen,        // mixed-dtype elementwise: bf16→fp32 casts, fp32 accumulation of bf16
+  ew_fp8_quant,    // FP8 block quantization (128 values, one scale)
   ew_fp8_dequant,  // FP8 block dequantization (grid-stride, 16 blocks per SM)
-  ew_sum_fp32,   // fp32 sum of bf16 slices (the bf16 gradient all-to-all's local sum)
-  ew_loss,       // cross-entropy forward over a chunk of logits
+  ew_sum_fp32,     // fp32 sum of bf16 slices (the bf16 gradient all-to-all's local sum)
+  ew_loss,         // cross-entropy forward over a chunk of logits
   // Backward kernels whose curves differ from their forward's (measured: RMSNorm backward ×4.7 vs
   // ×4.3 forward with 124 SMs held, SwiGLU ×8.4 vs ×5.9, cross-entropy ×4.7 vs ×7.2).
   ew_norm_bwd,
@@ -118,7 +118,12 @@ std::string_view family_name(Family f);
 // The family of a name, or Family::count if none.
 Family family_of(std::string_view name);
 
-enum class Schedule : std::uint8_t { grid, persistent_static, persistent_dynamic, persistent_first_static };
+enum class Schedule : std::uint8_t {
+  grid,
+  persistent_static,
+  persistent_dynamic,
+  persistent_first_static
+};
 
 // What one block (CTA) takes of an SM, for occupancy (mechanism 5). threads = 0: unknown.
 struct BlockResources {
@@ -142,10 +147,10 @@ struct KernelShape {
   Schedule schedule = Schedule::persistent_dynamic;
   std::uint16_t blocks_per_sm = 1;  // o
   float blocks = 0;                 // B (grid: blocks; persistent: CTAs, ≤ S)
-  float tiles = 0;                  // N (persistent: tiles over the CTAs; 0: one list per CTA / fluid)
-  std::uint8_t cluster = 0;         // c (SMs per thread-block cluster; 0: the family's)
-  std::int8_t beside = -1;          // h (grid: blocks beside a holder; −1: the family's)
-  float clock_gain = 0;             // b_max of this launch (its measured clock; 0: the family's)
+  float tiles = 0;           // N (persistent: tiles over the CTAs; 0: one list per CTA / fluid)
+  std::uint8_t cluster = 0;  // c (SMs per thread-block cluster; 0: the family's)
+  std::int8_t beside = -1;   // h (grid: blocks beside a holder; −1: the family's)
+  float clock_gain = 0;      // b_max of this launch (its measured clock; 0: the family's)
 };
 
 // A family's fitted parameters.
@@ -194,7 +199,8 @@ struct ContentionModel {
   // A run of kernels back to back: Σ t_i·slowdown_i / Σ t_i (as the engine runs a fused task).
   double slowdown(std::span<const KernelPart> parts, int held) const {
     double alone = 0, slowed = 0;
-    for (const auto& p : parts) alone += p.alone_s, slowed += p.alone_s * slowdown(p.shape, held, p.alone_s);
+    for (const auto& p : parts)
+      alone += p.alone_s, slowed += p.alone_s * slowdown(p.shape, held, p.alone_s);
     return alone > 0 ? slowed / alone : 1.0;
   }
   // φ + (1 − φ)·slowdown, φ the family's fixed share of a launch of alone_s.
@@ -214,7 +220,8 @@ struct ContentionModel {
   double throughput(Family f, double active) const;
   // Θ of one launch: its family's, at the launch's own clock gain if it has one.
   double throughput(const KernelShape& k, double active) const {
-    return k.clock_gain > 0 ? throughput_spread(k.family, active, active, k.clock_gain) : throughput(k.family, active);
+    return k.clock_gain > 0 ? throughput_spread(k.family, active, active, k.clock_gain)
+                            : throughput(k.family, active);
   }
   // Θ for `work` SMs' worth of blocks spread over `active` SMs (a grid's last, partial wave).
   double throughput_spread(Family f, double work, double active, double gain = 0) const;

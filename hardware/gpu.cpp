@@ -7,7 +7,10 @@
 namespace twin::hardware {
 
 Gpu::Gpu(sim::Fluid& fluid, int index, int sm_count, double hbm_Bps, double speed, int reserved)
-    : fluid_(fluid), index_(index), sm_count_(sm_count), speed_(speed),
+    : fluid_(fluid),
+      index_(index),
+      sm_count_(sm_count),
+      speed_(speed),
       free_(sm_count - std::clamp(reserved, 0, sm_count - 1)) {
   hbm_res_ = fluid_.add_resource(hbm_Bps, "gpu" + std::to_string(index) + ".hbm");
 }
@@ -21,7 +24,8 @@ Gpu::RequestId Gpu::request(int n, Holder who, Grant grant) {
 }
 
 void Gpu::cancel(RequestId id) {
-  auto it = std::find_if(waiting_.begin(), waiting_.end(), [id](const Request& r) { return r.id == id; });
+  auto it =
+      std::find_if(waiting_.begin(), waiting_.end(), [id](const Request& r) { return r.id == id; });
   if (it != waiting_.end()) waiting_.erase(it);
 }
 

@@ -8,8 +8,8 @@
 // a kernel's speed is not linear in its SMs, so this is not the fluid solver's to divide).
 #pragma once
 
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <deque>
 #include <functional>
 

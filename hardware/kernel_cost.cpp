@@ -22,8 +22,9 @@ double KernelCost::grouped_gemm_s(double m, double n, double k, double groups, b
   const double padded = equal ? std::ceil(m / tile) * tile : m + tile / 2;
   const double flops = 2 * groups * padded * n * (k + e.grouped_gemm_half_k);
   const double bytes = groups * (2.0 * (m * k + k * n) + 2.0 * m * n);
-  return overhead_s() + std::max(flops / (p_.gpu.bf16_dense_TFLOPs * 1e12 * e.grouped_gemm_peak_fraction),
-                                 bytes / (p_.gpu.hbm_bw_GBps * 1e9));
+  return overhead_s() +
+         std::max(flops / (p_.gpu.bf16_dense_TFLOPs * 1e12 * e.grouped_gemm_peak_fraction),
+                  bytes / (p_.gpu.hbm_bw_GBps * 1e9));
 }
 
 double KernelCost::attention_s(double flops, bool backward) const {

@@ -26,8 +26,12 @@ double tiles_of(double m, double n, double batch, int tile_m, int tile_n) {
 
 KernelShape persistent_shape(Family f, double tiles, double ctas, int cluster) {
   const bool few = tiles < kStaticBelowTilesPerCta * ctas;
-  return {f, few ? Schedule::persistent_static : Schedule::persistent_first_static, 1, static_cast<float>(ctas),
-          static_cast<float>(tiles), static_cast<std::uint8_t>(cluster)};
+  return {f,
+          few ? Schedule::persistent_static : Schedule::persistent_first_static,
+          1,
+          static_cast<float>(ctas),
+          static_cast<float>(tiles),
+          static_cast<std::uint8_t>(cluster)};
 }
 }  // namespace
 
@@ -42,7 +46,8 @@ GemmLaunch gemm_launch(int sms, double m, double n, double batch) {
     const double wave = cluster == 8 ? kCluster8Ctas : sms, area = double(tm) * tn;
     const double work = std::ceil(tiles / wave) * area;
     const double best_area = double(best.tile_m) * best.tile_n;
-    if (work < best_work || (work == best_work && (area > best_area || (area == best_area && tiles < best.tiles)))) {
+    if (work < best_work ||
+        (work == best_work && (area > best_area || (area == best_area && tiles < best.tiles)))) {
       best_work = work;
       best = {tm, tn, cluster, tiles, std::min(tiles, wave)};
     }
@@ -50,9 +55,13 @@ GemmLaunch gemm_launch(int sms, double m, double n, double batch) {
   return best;
 }
 
-KernelShape gemm_shape(int sms, double m, double n, double batch) { return gemm_shape(gemm_launch(sms, m, n, batch)); }
+KernelShape gemm_shape(int sms, double m, double n, double batch) {
+  return gemm_shape(gemm_launch(sms, m, n, batch));
+}
 
-KernelShape gemm_shape(const GemmLaunch& l) { return persistent_shape(Family::gemm, l.tiles, l.ctas, l.cluster); }
+KernelShape gemm_shape(const GemmLaunch& l) {
+  return persistent_shape(Family::gemm, l.tiles, l.ctas, l.cluster);
+}
 
 KernelShape gemm_fp8_shape(int sms, double m, double n) {
   return persistent_shape(Family::gemm_fp8, tiles_of(m, n, 1, 128, 128), sms, 1);
@@ -63,11 +72,15 @@ KernelShape elementwise_shape(Family f, double bytes) {
   return {f, Schedule::grid, 16, static_cast<float>(blocks)};
 }
 
-KernelShape grid_stride_shape(int sms, Family f) { return {f, Schedule::grid, 8, static_cast<float>(sms * 16)}; }
+KernelShape grid_stride_shape(int sms, Family f) {
+  return {f, Schedule::grid, 8, static_cast<float>(sms * 16)};
+}
 
 KernelShape index_add_shape(int sms, double bytes) {
-  const double blocks = std::ceil(bytes / kBytesPerElement / kIndexAddThreads);  // a thread per element
-  return {Family::ew_scatter_add, Schedule::grid, 16, static_cast<float>(std::clamp(blocks, 1.0, 8.0 * sms))};
+  const double blocks =
+      std::ceil(bytes / kBytesPerElement / kIndexAddThreads);  // a thread per element
+  return {Family::ew_scatter_add, Schedule::grid, 16,
+          static_cast<float>(std::clamp(blocks, 1.0, 8.0 * sms))};
 }
 
 KernelShape elementwise_kernel_shape(int sms, Family f, double bytes) {
@@ -82,7 +95,8 @@ KernelShape attention_shape(int sms, bool backward) {
 }
 
 KernelShape grouped_shape(int sms, bool dynamic) {
-  return {Family::grouped_gemm, dynamic ? Schedule::persistent_dynamic : Schedule::persistent_static, 1,
+  return {Family::grouped_gemm,
+          dynamic ? Schedule::persistent_dynamic : Schedule::persistent_static, 1,
           static_cast<float>(sms)};
 }
 
@@ -91,12 +105,13 @@ std::array<GemmDims, 3> newton_schulz_gemms(double rows, double cols) {
   return {GemmDims{m, m, n}, GemmDims{m, m, m}, GemmDims{m, n, m}};
 }
 
-std::vector<KernelPart> newton_schulz_parts(const KernelCost& cost, double rows, double cols, double batch,
-                                            bool epilogues) {
+std::vector<KernelPart> newton_schulz_parts(const KernelCost& cost, double rows, double cols,
+                                            double batch, bool epilogues) {
   const double m = std::min(rows, cols), n = std::max(rows, cols);
   const auto g = newton_schulz_gemms(m, n);
   auto gemm = [&](const GemmDims& d) {
-    return KernelPart{gemm_shape(cost.sm_count(), d.m, d.n, batch), batch * cost.gemm_s(d.m, d.n, d.k)};
+    return KernelPart{gemm_shape(cost.sm_count(), d.m, d.n, batch),
+                      batch * cost.gemm_s(d.m, d.n, d.k)};
   };
   // bf16: a scale reads and writes 2 bytes per element, a sum reads 4 and writes 2.
   auto ew = [&](double elems, double bytes_per_elem) {
@@ -105,8 +120,8 @@ std::vector<KernelPart> newton_schulz_parts(const KernelCost& cost, double rows,
   };
   const std::vector<KernelPart> one =
       epilogues ? std::vector{gemm(g[0]), gemm(g[1]), gemm(g[2])}
-                : std::vector{gemm(g[0]), ew(m * m, 4), ew(m * m, 4), gemm(g[1]),
-                              ew(m * m, 6), ew(m * n, 4), gemm(g[2]), ew(m * n, 6)};
+                : std::vector{gemm(g[0]),   ew(m * m, 4), ew(m * m, 4), gemm(g[1]),
+                              ew(m * m, 6), ew(m * n, 4), gemm(g[2]),   ew(m * n, 6)};
   std::vector<KernelPart> parts;
   for (int it = 0; it < 5; ++it) parts.insert(parts.end(), one.begin(), one.end());
   return parts;

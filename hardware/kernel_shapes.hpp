@@ -28,7 +28,8 @@ struct GemmLaunch {
 GemmLaunch gemm_launch(int sms, double m, double n, double batch = 1);
 // The contention shape of a cuBLAS bf16 GEMM: static tile lists below 4 tiles per CTA (late CTAs
 // wait: measured ×1.4–1.9 from 4 SMs held), above a first tile fixed per CTA and the rest dynamic
-// (late CTAs cost one more round of tiles: measured ×1.12–1.35 at 5.8 tiles per CTA, ×1.02–1.05 at 184).
+// (late CTAs cost one more round of tiles: measured ×1.12–1.35 at 5.8 tiles per CTA, ×1.02–1.05 at
+// 184).
 KernelShape gemm_shape(int sms, double m, double n, double batch = 1);
 KernelShape gemm_shape(const GemmLaunch& l);  // of a given launch (a measured one)
 // cuBLASLt FP8 GEMM with row-wise scales (`torch._scaled_mm`): nvjet's 128×128 tiles on one CTA
@@ -66,15 +67,16 @@ std::array<GemmDims, 3> newton_schulz_gemms(double rows, double cols);
 // times alone: the parts of one task (ContentionModel::slowdown over parts, ops.hpp's run_fused).
 // `epilogues`: b·A + c·A² and a·X + B·X as torch.baddbmm, in the GEMMs' epilogues (no elementwise
 // kernels; the extra read of A or X in the epilogue is not counted).
-std::vector<KernelPart> newton_schulz_parts(const KernelCost& cost, double rows, double cols, double batch,
-                                            bool epilogues = false);
+std::vector<KernelPart> newton_schulz_parts(const KernelCost& cost, double rows, double cols,
+                                            double batch, bool epilogues = false);
 
 inline KernelWork grid_work(double seconds, KernelShape shape) {
   return {seconds, 0, KernelClass::grid, shape};
 }
 // An elementwise kernel of family f moving `bytes`: its time alone and its launch.
 inline KernelWork elementwise_work(const KernelCost& cost, Family f, double bytes) {
-  return grid_work(cost.elementwise_s(bytes, f), elementwise_kernel_shape(cost.sm_count(), f, bytes));
+  return grid_work(cost.elementwise_s(bytes, f),
+                   elementwise_kernel_shape(cost.sm_count(), f, bytes));
 }
 
 }  // namespace twin::hardware

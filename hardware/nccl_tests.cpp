@@ -19,10 +19,14 @@ double bus_factor(CollKind k, int ranks) {
 
 const char* nccl_tests_program(CollKind k) {
   switch (k) {
-    case CollKind::all_gather: return "all_gather_perf";
-    case CollKind::reduce_scatter: return "reduce_scatter_perf";
-    case CollKind::all_reduce: return "all_reduce_perf";
-    case CollKind::all_to_all: return "alltoall_perf";
+    case CollKind::all_gather:
+      return "all_gather_perf";
+    case CollKind::reduce_scatter:
+      return "reduce_scatter_perf";
+    case CollKind::all_reduce:
+      return "all_reduce_perf";
+    case CollKind::all_to_all:
+      return "alltoall_perf";
   }
   return "";
 }
@@ -42,25 +46,37 @@ std::string format_nccl_tests(const NcclTestsRun& run, const std::string& note) 
   std::string s = fmt::format("# Collective test starting: {}\n", nccl_tests_program(run.kind));
   if (!note.empty()) s += "# " + note + "\n";
   s += "#\n# Using devices\n";
-  if (run.max_ctas > 0) s += fmt::format("# NCCL INFO NCCL_MAX_CTAS set by environment to {}.\n", run.max_ctas);
+  if (run.max_ctas > 0)
+    s += fmt::format("# NCCL INFO NCCL_MAX_CTAS set by environment to {}.\n", run.max_ctas);
   for (int r = 0; r < run.ranks; ++r)
-    s += fmt::format("#  Rank {:2d} Group  0 Pid      0 on       twin device {:2d} [0000:00:00] {}\n", r, r, run.device);
+    s += fmt::format(
+        "#  Rank {:2d} Group  0 Pid      0 on       twin device {:2d} [0000:00:00] {}\n", r, r,
+        run.device);
   s += "#\n";
-  s += fmt::format("# {:>10s}  {:>12s}  {:>8s}  {:>6s}  {:>6s}           out-of-place                       in-place\n",
-                   "", "", "", "", "");
-  s += fmt::format("# {:>10s}  {:>12s}  {:>8s}  {:>6s}  {:>6s}  {:>7s}  {:>6s}  {:>6s}  {:>6s}  {:>7s}  {:>6s}  {:>6s}  {:>6s}\n",
-                   "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
-                   "busbw", "#wrong");
-  s += fmt::format("# {:>10s}  {:>12s}  {:>8s}  {:>6s}  {:>6s}  {:>7s}  {:>6s}  {:>6s}  {:>6s}  {:>7s}  {:>6s}  {:>6s}  {:>6s}\n",
-                   "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+  s += fmt::format(
+      "# {:>10s}  {:>12s}  {:>8s}  {:>6s}  {:>6s}           out-of-place                       "
+      "in-place\n",
+      "", "", "", "", "");
+  s += fmt::format(
+      "# {:>10s}  {:>12s}  {:>8s}  {:>6s}  {:>6s}  {:>7s}  {:>6s}  {:>6s}  {:>6s}  {:>7s}  {:>6s}  "
+      "{:>6s}  {:>6s}\n",
+      "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
+      "busbw", "#wrong");
+  s += fmt::format(
+      "# {:>10s}  {:>12s}  {:>8s}  {:>6s}  {:>6s}  {:>7s}  {:>6s}  {:>6s}  {:>6s}  {:>7s}  {:>6s}  "
+      "{:>6s}  {:>6s}\n",
+      "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)",
+      "");
   double sum = 0;
   for (const auto& r : run.rows) {
-    s += fmt::format("{:12.0f}  {:12.0f}  {:>8s}  {:>6s}  {:>6d}  {:7.2f}  {:6.2f}  {:6.2f}     N/A\n", r.size_B, r.count,
-                     r.type, r.redop, -1, r.time_us, r.algbw_GBps, r.busbw_GBps);
+    s += fmt::format(
+        "{:12.0f}  {:12.0f}  {:>8s}  {:>6s}  {:>6d}  {:7.2f}  {:6.2f}  {:6.2f}     N/A\n", r.size_B,
+        r.count, r.type, r.redop, -1, r.time_us, r.algbw_GBps, r.busbw_GBps);
     sum += r.busbw_GBps;
   }
   s += "# Out of bounds values : 0 OK\n";
-  s += fmt::format("# Avg bus bandwidth    : {:g}\n#\n", run.rows.empty() ? 0.0 : sum / run.rows.size());
+  s += fmt::format("# Avg bus bandwidth    : {:g}\n#\n",
+                   run.rows.empty() ? 0.0 : sum / run.rows.size());
   s += fmt::format("# Collective test concluded: {}\n", nccl_tests_program(run.kind));
   return s;
 }
@@ -68,16 +84,20 @@ std::string format_nccl_tests(const NcclTestsRun& run, const std::string& note) 
 namespace {
 
 CollKind kind_of_program(const std::string& name, int line) {
-  static const std::map<std::string, CollKind> kinds = {{"all_gather_perf", CollKind::all_gather},
-                                                        {"reduce_scatter_perf", CollKind::reduce_scatter},
-                                                        {"all_reduce_perf", CollKind::all_reduce},
-                                                        {"alltoall_perf", CollKind::all_to_all}};
+  static const std::map<std::string, CollKind> kinds = {
+      {"all_gather_perf", CollKind::all_gather},
+      {"reduce_scatter_perf", CollKind::reduce_scatter},
+      {"all_reduce_perf", CollKind::all_reduce},
+      {"alltoall_perf", CollKind::all_to_all}};
   std::string base = name.substr(name.find_last_of('/') + 1);
-  if (const auto mpi = base.find("_mpi"); mpi != std::string::npos) base.erase(mpi);  // all_reduce_perf_mpi
+  if (const auto mpi = base.find("_mpi"); mpi != std::string::npos)
+    base.erase(mpi);  // all_reduce_perf_mpi
   const auto it = kinds.find(base);
   if (it == kinds.end())
-    throw std::invalid_argument(fmt::format("line {}: test \"{}\": expected all_gather_perf, reduce_scatter_perf, "
-                                            "all_reduce_perf or alltoall_perf", line, name));
+    throw std::invalid_argument(
+        fmt::format("line {}: test \"{}\": expected all_gather_perf, reduce_scatter_perf, "
+                    "all_reduce_perf or alltoall_perf",
+                    line, name));
   return it->second;
 }
 
@@ -110,8 +130,14 @@ Columns columns_of(const std::vector<std::string>& header) {
   Columns c;
   for (int i = 0; i < static_cast<int>(header.size()); ++i) {
     const auto& h = header[static_cast<std::size_t>(i)];
-    int* slot = h == "size" ? &c.size : h == "count" ? &c.count : h == "type" ? &c.type : h == "redop" ? &c.redop
-              : h == "time" || h == "cputime" ? &c.time : h == "algbw" ? &c.algbw : h == "busbw" ? &c.busbw : nullptr;
+    int* slot = h == "size"                     ? &c.size
+                : h == "count"                  ? &c.count
+                : h == "type"                   ? &c.type
+                : h == "redop"                  ? &c.redop
+                : h == "time" || h == "cputime" ? &c.time
+                : h == "algbw"                  ? &c.algbw
+                : h == "busbw"                  ? &c.busbw
+                                                : nullptr;
     if (slot && *slot < 0) *slot = i - 1;  // the header's words follow its leading '#'
   }
   return c;
@@ -135,26 +161,34 @@ std::vector<NcclTestsRun> parse_nccl_tests(const std::string& text) {
       continue;
     }
     if (const auto at = line.find(kMaxCtas); at != std::string::npos && !runs.empty()) {
-      runs.back().max_ctas = static_cast<int>(number(words(line.substr(at + kMaxCtas.size())).at(0), n, "NCCL_MAX_CTAS"));
+      runs.back().max_ctas = static_cast<int>(
+          number(words(line.substr(at + kMaxCtas.size())).at(0), n, "NCCL_MAX_CTAS"));
       continue;
     }
     if (w[0] == "#" && w.size() > 1 && w[1] == "Rank" && !runs.empty()) {
       if (runs.back().ranks++ == 0) {
         const auto close = line.find(']');
-        runs.back().device = close == std::string::npos ? "" : line.substr(line.find_first_not_of(' ', close + 1));
+        runs.back().device =
+            close == std::string::npos ? "" : line.substr(line.find_first_not_of(' ', close + 1));
       }
       continue;
     }
     if (w[0] == "#" && w.size() > 2 && w[1] == "size" && w[2] == "count") {
       cols = columns_of(w);
       if (cols.time < 0 || cols.busbw < 0 || cols.algbw < 0)
-        throw std::invalid_argument(fmt::format("line {}: a header without time, algbw and busbw", n));
+        throw std::invalid_argument(
+            fmt::format("line {}: a header without time, algbw and busbw", n));
       continue;
     }
-    if (line[line.find_first_not_of(' ')] == '#' || cols.size < 0) continue;  // comments, NCCL's INFO lines
-    if (runs.empty()) throw std::invalid_argument(fmt::format("line {}: a result before \"# Collective test starting\"", n));
-    const int need = std::max({cols.size, cols.count, cols.type, cols.redop, cols.time, cols.algbw, cols.busbw});
-    if (static_cast<int>(w.size()) <= need || !std::isdigit(static_cast<unsigned char>(w[0][0]))) continue;
+    if (line[line.find_first_not_of(' ')] == '#' || cols.size < 0)
+      continue;  // comments, NCCL's INFO lines
+    if (runs.empty())
+      throw std::invalid_argument(
+          fmt::format("line {}: a result before \"# Collective test starting\"", n));
+    const int need =
+        std::max({cols.size, cols.count, cols.type, cols.redop, cols.time, cols.algbw, cols.busbw});
+    if (static_cast<int>(w.size()) <= need || !std::isdigit(static_cast<unsigned char>(w[0][0])))
+      continue;
     NcclTestsRow r;
     r.size_B = number(w[static_cast<std::size_t>(cols.size)], n, "size");
     if (cols.count >= 0) r.count = number(w[static_cast<std::size_t>(cols.count)], n, "count");
@@ -166,8 +200,11 @@ std::vector<NcclTestsRun> parse_nccl_tests(const std::string& text) {
     runs.back().rows.push_back(r);
   }
   for (const auto& r : runs)
-    if (r.ranks < 2) throw std::invalid_argument(fmt::format("{}: fewer than two \"#  Rank\" lines", nccl_tests_program(r.kind)));
-  if (runs.empty()) throw std::invalid_argument("no \"# Collective test starting:\" line: not nccl-tests output");
+    if (r.ranks < 2)
+      throw std::invalid_argument(
+          fmt::format("{}: fewer than two \"#  Rank\" lines", nccl_tests_program(r.kind)));
+  if (runs.empty())
+    throw std::invalid_argument("no \"# Collective test starting:\" line: not nccl-tests output");
   return runs;
 }
 

@@ -16,17 +16,17 @@ namespace twin::hardware {
 
 struct NcclTestsRow {
   double size_B = 0;
-  double count = 0;            // elements
+  double count = 0;  // elements
   std::string type = "float", redop = "sum";
-  double time_us = 0;          // out-of-place
+  double time_us = 0;  // out-of-place
   double algbw_GBps = 0, busbw_GBps = 0;
 };
 
 struct NcclTestsRun {
   CollKind kind = CollKind::all_gather;
-  int ranks = 0;        // the "#  Rank" lines of the log
-  std::string device;   // as the first rank line names it
-  int max_ctas = 0;     // NCCL_MAX_CTAS as NCCL's INFO output states it (0: not stated)
+  int ranks = 0;       // the "#  Rank" lines of the log
+  std::string device;  // as the first rank line names it
+  int max_ctas = 0;    // NCCL_MAX_CTAS as NCCL's INFO output states it (0: not stated)
   std::vector<NcclTestsRow> rows;
 };
 

@@ -22,7 +22,7 @@ struct FluidRun {
   bool started;
   const KernelPart* parts;  // a fused run's kernels, or null
   std::uint32_t n_parts;
-  KernelShape shape;        // the kernel's shape and time alone when not fused
+  KernelShape shape;  // the kernel's shape and time alone when not fused
   double alone_s;
 };
 
@@ -34,7 +34,8 @@ double fluid_speed(const FluidRun& r, int sms) {
   double t = 0, slowed = 0;
   for (std::uint32_t i = 0; i < r.n_parts; ++i) {
     t += r.parts[i].alone_s;
-    slowed += r.parts[i].alone_s * r.c->contention_slowdown(r.parts[i].shape, held, r.parts[i].alone_s, lending);
+    slowed += r.parts[i].alone_s *
+              r.c->contention_slowdown(r.parts[i].shape, held, r.parts[i].alone_s, lending);
   }
   return slowed > 0 ? t / slowed : 1.0;
 }
@@ -47,17 +48,28 @@ void rebound(SmListener* l, int sms) {
 void run_grid(sim::Task& t, Cluster& c, Gpu& g, double alone_s, double hbm_bytes, KernelShape shape,
               const KernelPart* parts, std::uint32_t n_parts) {
   static_assert(std::is_trivially_destructible_v<FluidRun>);
-  auto* st = new (c.take_transient(sizeof(FluidRun), alignof(FluidRun)))
-      FluidRun{SmListener{rebound}, &t, &c, &g, sim::Fluid::FlowId{0}, false, parts, n_parts, shape, alone_s};
+  auto* st =
+      new (c.take_transient(sizeof(FluidRun), alignof(FluidRun))) FluidRun{SmListener{rebound},
+                                                                           &t,
+                                                                           &c,
+                                                                           &g,
+                                                                           sim::Fluid::FlowId{0},
+                                                                           false,
+                                                                           parts,
+                                                                           n_parts,
+                                                                           shape,
+                                                                           alone_s};
   g.listen(&st->listener);  // the others' shares shrink now; this one starts at its share
   const sim::Fluid::Use hbm[] = {{g.hbm_resource(), hbm_bytes / alone_s}};
-  st->flow = c.fluid().start(alone_s, std::span(hbm, hbm_bytes > 0 ? 1 : 0),
-                             fluid_speed(*st, g.grid_share()), [st] {
-                               st->g->unlisten(&st->listener);
-                               sim::Task* t = st->t;
-                               st->c->give_back_transient(st);
-                               t->finish();
-                             }, 1.0);
+  st->flow = c.fluid().start(
+      alone_s, std::span(hbm, hbm_bytes > 0 ? 1 : 0), fluid_speed(*st, g.grid_share()),
+      [st] {
+        st->g->unlisten(&st->listener);
+        sim::Task* t = st->t;
+        st->c->give_back_transient(st);
+        t->finish();
+      },
+      1.0);
   st->started = true;
 }
 
@@ -85,11 +97,14 @@ void run_static(sim::Task& t, Cluster& c, Gpu& g, KernelWork w) {
   g.request(st->blocks, Gpu::Holder::persistent, [st](int k) {
     st->running += k;
     const double s = st->block_s / per_sm_rate(st->c->contention(), st->family, st->running);
-    st->c->engine().after(sim::Time::s(s), [st, k] {
-      st->g->release(k, Gpu::Holder::persistent);
-      st->running -= k;
-      if ((st->done += k) == st->blocks) st->t->finish();
-    }, sim::Priority::completion);
+    st->c->engine().after(
+        sim::Time::s(s),
+        [st, k] {
+          st->g->release(k, Gpu::Holder::persistent);
+          st->running -= k;
+          if ((st->done += k) == st->blocks) st->t->finish();
+        },
+        sim::Priority::completion);
   });
 }
 
@@ -108,14 +123,18 @@ void run_dynamic(sim::Task& t, Cluster& c, Gpu& g, KernelWork w) {
   st->shape.schedule = Schedule::persistent_dynamic;
   const double sm_s = w.alone_s * g.sm_count();
   const sim::Fluid::Use hbm[] = {{g.hbm_resource(), w.hbm_bytes / sm_s}};
-  st->flow = c.fluid().start(sm_s, std::span(hbm, w.hbm_bytes > 0 ? 1 : 0), 0.0, [st] {
-    st->g->cancel(st->req);  // blocks still waiting find the tile counter exhausted
-    st->g->release(st->held, Gpu::Holder::persistent);
-    st->t->finish();
-  }, g.sm_count());
+  st->flow = c.fluid().start(
+      sm_s, std::span(hbm, w.hbm_bytes > 0 ? 1 : 0), 0.0,
+      [st] {
+        st->g->cancel(st->req);  // blocks still waiting find the tile counter exhausted
+        st->g->release(st->held, Gpu::Holder::persistent);
+        st->t->finish();
+      },
+      g.sm_count());
   st->req = g.request(g.sm_count(), Gpu::Holder::persistent, [st](int k) {
     st->held += k;
-    st->c->fluid().set_bound(st->flow, st->g->sm_count() * st->c->contention().speed(st->shape, st->held));
+    st->c->fluid().set_bound(st->flow,
+                             st->g->sm_count() * st->c->contention().speed(st->shape, st->held));
   });
 }
 
@@ -145,9 +164,12 @@ void run_kernel(sim::Task& t, Cluster& c, int gpu, KernelWork w) {
     KernelWork w = k->w;
     w.alone_s /= g.speed();
     switch (w.cls) {
-      case KernelClass::grid: return run_grid(task, c, g, w.alone_s, w.hbm_bytes, w.shape, nullptr, 0);
-      case KernelClass::persistent_static: return run_static(task, c, g, w);
-      case KernelClass::persistent_dynamic: return run_dynamic(task, c, g, w);
+      case KernelClass::grid:
+        return run_grid(task, c, g, w.alone_s, w.hbm_bytes, w.shape, nullptr, 0);
+      case KernelClass::persistent_static:
+        return run_static(task, c, g, w);
+      case KernelClass::persistent_dynamic:
+        return run_dynamic(task, c, g, w);
     }
   };
 }
@@ -164,7 +186,8 @@ struct FusedCall {
 void run_fused(sim::Task& t, Cluster& c, int gpu, std::span<const KernelPart> parts) {
   auto* copy = static_cast<KernelPart*>(c.allocate(parts.size_bytes(), alignof(KernelPart)));
   std::copy(parts.begin(), parts.end(), copy);
-  t.on_ready = [k = c.make<FusedCall>(&c, gpu, copy, static_cast<std::uint32_t>(parts.size()))](sim::Task& task) {
+  t.on_ready = [k = c.make<FusedCall>(&c, gpu, copy, static_cast<std::uint32_t>(parts.size()))](
+                   sim::Task& task) {
     double alone = 0;
     for (std::uint32_t i = 0; i < k->n; ++i) alone += k->parts[i].alone_s;
     Gpu& g = k->c->gpu(k->gpu);
@@ -200,7 +223,8 @@ void run_cpu(sim::Task& t, Cluster& c, int gpu, double core_s, double max_cores)
 
 void run_delay(sim::Task& t, Cluster& c, sim::Time d) {
   t.on_ready = [&c, d](sim::Task& task) {
-    c.engine().after(d, [&task] { task.finish(); }, sim::Priority::completion);
+    c.engine().after(
+        d, [&task] { task.finish(); }, sim::Priority::completion);
   };
 }
 

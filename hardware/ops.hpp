@@ -31,13 +31,14 @@ struct KernelWork {
   double alone_s = 0;    // time alone on the whole, idle GPU
   double hbm_bytes = 0;  // bytes it moves through HBM
   KernelClass cls = KernelClass::grid;
-  KernelShape shape{};   // how it slows while SMs are held (contention.hpp)
+  KernelShape shape{};  // how it slows while SMs are held (contention.hpp)
 };
 
 enum class CopyDir { h2d, d2h, d2d };
 
 void run_kernel(sim::Task& t, Cluster& c, int gpu, KernelWork w);
-// Grid kernels run back to back as one task: with s free SMs it runs at Σ t_i / Σ t_i·slowdown_i(s).
+// Grid kernels run back to back as one task: with s free SMs it runs at Σ t_i / Σ
+// t_i·slowdown_i(s).
 void run_fused(sim::Task& t, Cluster& c, int gpu, std::span<const KernelPart> parts);
 void run_copy(sim::Task& t, Cluster& c, int gpu, CopyDir dir, double bytes);
 // `core_s` core·seconds of work using at most `max_cores` of the rank's cores at once.

@@ -16,32 +16,39 @@ namespace twin::hardware {
 const sim::Schema<PlacementOptions>& placement_schema() {
   static const sim::Schema<PlacementOptions> s = [] {
     sim::Schema<PlacementOptions> s;
-    s.enumeration("policy", sim::names(kPlacementPolicyNames),
-             "where the job's nodes sit: packed into as few Dragonfly+ groups as possible, spread "
-             "round-robin over groups, a random sample, the nodes of node_list_file, or as Slurm "
-             "places it on a busy machine (shared.busy_fraction): one group if one has room, else "
-             "spilled over the groups with the most free nodes",
-             [](auto& p) -> auto& { return p.policy; })
-        .text("node_list_file",
-              "Slurm node list (names, bracket ranges; relative to the scenario file) for "
-              "policy \"file\"",
-              [](auto& p) -> auto& { return p.node_list_file; })
-        .integer("racks_per_group", "racks", 1, 1000,
-                 "racks per Dragonfly+ group, to map node names (rack, slot) to groups",
-                 [](auto& p) -> auto& { return p.racks_per_group; })
-        .integer("seed", "", 0, 9.0e15, "seed of the random placement",
-                 [](auto& p) -> auto& { return p.seed; })
-        .enumeration("routing", sim::names(kRoutingNames),
-                "inter-group routing: minimal paths, Valiant (via every other group), or "
-                "adaptive (a fixed share of traffic non-minimal)",
-                [](auto& p) -> auto& { return p.routing; })
-        .real("adaptive_nonminimal_fraction", "", 0, 1,
-              "adaptive routing: share of inter-group traffic sent through other groups [est]",
-              [](auto& p) -> auto& { return p.adaptive_nonminimal_fraction; })
-        .boolean("simulate_all_replicas",
-                 "simulate every data-parallel replica's ranks instead of one replica standing "
-                 "for all (exact, but dp times the work)",
-                 [](auto& p) -> auto& { return p.simulate_all_replicas; });
+    s.enumeration(
+         "policy", sim::names(kPlacementPolicyNames),
+         "where the job's nodes sit: packed into as few Dragonfly+ groups as possible, spread "
+         "round-robin over groups, a random sample, the nodes of node_list_file, or as Slurm "
+         "places it on a busy machine (shared.busy_fraction): one group if one has room, else "
+         "spilled over the groups with the most free nodes",
+         [](auto& p) -> auto& { return p.policy; })
+        .text(
+            "node_list_file",
+            "Slurm node list (names, bracket ranges; relative to the scenario file) for "
+            "policy \"file\"",
+            [](auto& p) -> auto& { return p.node_list_file; })
+        .integer(
+            "racks_per_group", "racks", 1, 1000,
+            "racks per Dragonfly+ group, to map node names (rack, slot) to groups",
+            [](auto& p) -> auto& { return p.racks_per_group; })
+        .integer(
+            "seed", "", 0, 9.0e15, "seed of the random placement",
+            [](auto& p) -> auto& { return p.seed; })
+        .enumeration(
+            "routing", sim::names(kRoutingNames),
+            "inter-group routing: minimal paths, Valiant (via every other group), or "
+            "adaptive (a fixed share of traffic non-minimal)",
+            [](auto& p) -> auto& { return p.routing; })
+        .real(
+            "adaptive_nonminimal_fraction", "", 0, 1,
+            "adaptive routing: share of inter-group traffic sent through other groups [est]",
+            [](auto& p) -> auto& { return p.adaptive_nonminimal_fraction; })
+        .boolean(
+            "simulate_all_replicas",
+            "simulate every data-parallel replica's ranks instead of one replica standing "
+            "for all (exact, but dp times the work)",
+            [](auto& p) -> auto& { return p.simulate_all_replicas; });
     return s;
   }();
   return s;
@@ -85,21 +92,24 @@ std::vector<std::string> expand_hostlist(const std::string& text) {
       const std::string item = inner.substr(at, comma - at);
       at = comma + 1;
       const auto dash = item.find('-');
-      const std::string lo = item.substr(0, dash), hi = dash == std::string::npos ? lo : item.substr(dash + 1);
+      const std::string lo = item.substr(0, dash),
+                        hi = dash == std::string::npos ? lo : item.substr(dash + 1);
       if (lo.empty() || hi.empty() || lo.size() > 9 || hi.size() > 9 ||
           lo.find_first_not_of("0123456789") != std::string::npos ||
           hi.find_first_not_of("0123456789") != std::string::npos)
         throw std::invalid_argument("bad range '" + item + "' in a node list");
       // An empty range (hi < lo) is refused: every range then adds names, so the bound on the
       // names also bounds the work (found by fuzzing: [0-999999][5-4] looped without output).
-      if (std::stol(hi) < std::stol(lo)) throw std::invalid_argument("empty range '" + item + "' in a node list");
+      if (std::stol(hi) < std::stol(lo))
+        throw std::invalid_argument("empty range '" + item + "' in a node list");
       if (std::stol(hi) - std::stol(lo) > kMaxNames || out.size() > kMaxNames)
         throw std::invalid_argument("node list longer than any machine");
       for (long v = std::stol(lo); v <= std::stol(hi); ++v)
         for (const auto& x : expand_hostlist(head + fmt::format("{:0{}}", v, lo.size()) + tail)) {
           out.push_back(x);
           // The product of several ranges, not only each range, is bounded (issue #23, item 2).
-          if (out.size() > kMaxNames) throw std::invalid_argument("node list longer than any machine");
+          if (out.size() > kMaxNames)
+            throw std::invalid_argument("node list longer than any machine");
         }
     }
   }
@@ -109,20 +119,27 @@ std::vector<std::string> expand_hostlist(const std::string& text) {
 int node_from_name(const std::string& name, const NetworkSpec& net, std::int64_t racks_per_group) {
   std::vector<long> nums;
   for (std::size_t i = 0; i < name.size();) {
-    if (!std::isdigit(static_cast<unsigned char>(name[i]))) { ++i; continue; }
+    if (!std::isdigit(static_cast<unsigned char>(name[i]))) {
+      ++i;
+      continue;
+    }
     std::size_t j = i;
     while (j < name.size() && std::isdigit(static_cast<unsigned char>(name[j]))) ++j;
     if (j - i > 9) throw std::invalid_argument("node name '" + name + "': number too long");
     nums.push_back(std::stol(name.substr(i, j - i)));
     i = j;
   }
-  if (nums.size() < 2) throw std::invalid_argument("node name '" + name + "' has no rack and slot numbers");
+  if (nums.size() < 2)
+    throw std::invalid_argument("node name '" + name + "' has no rack and slot numbers");
   const long per_rack = static_cast<long>(net.nodes_per_group / racks_per_group);
   const long rack = nums.front(), slot = nums.back();
   if (slot < 1 || slot > per_rack)
-    throw std::invalid_argument(fmt::format("node '{}': slot {} outside 1–{}", name, slot, per_rack));
-  const long id = (rack / racks_per_group) * net.nodes_per_group + (rack % racks_per_group) * per_rack + slot - 1;
-  if (id >= net.nodes_total) throw std::invalid_argument("node '" + name + "' is beyond the machine");
+    throw std::invalid_argument(
+        fmt::format("node '{}': slot {} outside 1–{}", name, slot, per_rack));
+  const long id = (rack / racks_per_group) * net.nodes_per_group +
+                  (rack % racks_per_group) * per_rack + slot - 1;
+  if (id >= net.nodes_total)
+    throw std::invalid_argument("node '" + name + "' is beyond the machine");
   return static_cast<int>(id);
 }
 
@@ -132,17 +149,21 @@ namespace {
 // has room (best fit: the fullest such group), else the groups with the most free nodes first,
 // each group's free nodes in order (leaf by leaf).
 std::vector<int> place_slurm(int nodes, const PlacementOptions& o, const NetworkSpec& net) {
-  const int total = static_cast<int>(net.nodes_total), per_group = static_cast<int>(net.nodes_per_group);
-  const int busy = std::min(static_cast<int>(std::lround(o.shared.busy_fraction * total)), total - nodes);
+  const int total = static_cast<int>(net.nodes_total),
+            per_group = static_cast<int>(net.nodes_per_group);
+  const int busy =
+      std::min(static_cast<int>(std::lround(o.shared.busy_fraction * total)), total - nodes);
   std::vector<int> all(static_cast<std::size_t>(total));
   std::iota(all.begin(), all.end(), 0);
   sim::Rng rng(sample_seed(o.shared, o.seed));
   for (int k = 0; k < busy; ++k)
-    std::swap(all[static_cast<std::size_t>(k)], all[static_cast<std::size_t>(k + static_cast<int>(rng.below(total - k)))]);
+    std::swap(all[static_cast<std::size_t>(k)],
+              all[static_cast<std::size_t>(k + static_cast<int>(rng.below(total - k)))]);
   const int groups = (total + per_group - 1) / per_group;
   std::vector<std::vector<int>> free(static_cast<std::size_t>(groups));
   std::sort(all.begin() + busy, all.end());
-  for (auto it = all.begin() + busy; it != all.end(); ++it) free[static_cast<std::size_t>(*it / per_group)].push_back(*it);
+  for (auto it = all.begin() + busy; it != all.end(); ++it)
+    free[static_cast<std::size_t>(*it / per_group)].push_back(*it);
   std::vector<int> order(static_cast<std::size_t>(groups));
   std::iota(order.begin(), order.end(), 0);
   auto size = [&](int g) { return static_cast<int>(free[static_cast<std::size_t>(g)].size()); };
@@ -162,7 +183,8 @@ std::vector<int> place_slurm(int nodes, const PlacementOptions& o, const Network
 }
 }  // namespace
 
-std::vector<int> groups_per_block(const std::vector<int>& nodes, int block, const NetworkSpec& net) {
+std::vector<int> groups_per_block(const std::vector<int>& nodes, int block,
+                                  const NetworkSpec& net) {
   std::vector<int> out;
   for (std::size_t at = 0; at < nodes.size(); at += static_cast<std::size_t>(block)) {
     std::set<long> g;
@@ -174,7 +196,8 @@ std::vector<int> groups_per_block(const std::vector<int>& nodes, int block, cons
 }
 
 std::vector<int> place_nodes(int nodes, const PlacementOptions& o, const NetworkSpec& net) {
-  const int total = static_cast<int>(net.nodes_total), per_group = static_cast<int>(net.nodes_per_group);
+  const int total = static_cast<int>(net.nodes_total),
+            per_group = static_cast<int>(net.nodes_per_group);
   if (o.policy == PlacementPolicy::file) {
     std::vector<int> ids;
     std::set<int> seen;
@@ -184,11 +207,14 @@ std::vector<int> place_nodes(int nodes, const PlacementOptions& o, const Network
       ids.push_back(id);
     }
     if (static_cast<int>(ids.size()) < nodes)
-      throw std::invalid_argument(fmt::format("the node list has {} nodes; the job needs {}", ids.size(), nodes));
+      throw std::invalid_argument(
+          fmt::format("the node list has {} nodes; the job needs {}", ids.size(), nodes));
     ids.resize(static_cast<std::size_t>(nodes));
     return ids;
   }
-  if (nodes > total) throw std::invalid_argument(fmt::format("the job needs {} nodes; the machine has {}", nodes, total));
+  if (nodes > total)
+    throw std::invalid_argument(
+        fmt::format("the job needs {} nodes; the machine has {}", nodes, total));
   if (o.policy == PlacementPolicy::slurm) return place_slurm(nodes, o, net);
   std::vector<int> ids(static_cast<std::size_t>(nodes));
   if (o.policy == PlacementPolicy::packed) {
@@ -209,7 +235,8 @@ std::vector<int> place_nodes(int nodes, const PlacementOptions& o, const Network
     sim::Rng rng(static_cast<std::uint64_t>(o.seed));
     for (int k = 0; k < nodes; ++k) {
       const int j = k + static_cast<int>(rng.uniform() * (total - k));
-      std::swap(all[static_cast<std::size_t>(k)], all[static_cast<std::size_t>(std::min(j, total - 1))]);
+      std::swap(all[static_cast<std::size_t>(k)],
+                all[static_cast<std::size_t>(std::min(j, total - 1))]);
     }
     ids.assign(all.begin(), all.begin() + nodes);
   }

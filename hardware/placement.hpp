@@ -19,24 +19,26 @@ namespace twin::hardware {
 // one group if one has room (`--switches=1`, best fit), else — the wait for it is enforced for
 // minutes only (SPEC.md §2.2) — over the groups with the most free nodes first.
 enum class PlacementPolicy { packed, spread, random, file, slurm };
-inline constexpr sim::Named<PlacementPolicy> kPlacementPolicyNames[] = {{PlacementPolicy::packed, "packed"},
-                                                                        {PlacementPolicy::spread, "spread"},
-                                                                        {PlacementPolicy::random, "random"},
-                                                                        {PlacementPolicy::file, "file"},
-                                                                        {PlacementPolicy::slurm, "slurm"}};
+inline constexpr sim::Named<PlacementPolicy> kPlacementPolicyNames[] = {
+    {PlacementPolicy::packed, "packed"},
+    {PlacementPolicy::spread, "spread"},
+    {PlacementPolicy::random, "random"},
+    {PlacementPolicy::file, "file"},
+    {PlacementPolicy::slurm, "slurm"}};
 
 struct PlacementOptions {
   PlacementPolicy policy = PlacementPolicy::packed;
-  std::string node_list_file;            // Slurm node names (bracket ranges allowed)
-  std::vector<std::string> node_names;   // filled by the loader from node_list_file
-  std::int64_t racks_per_group = 5;      // node names carry the rack (SPEC.md §2.2: 5 racks/group)
+  std::string node_list_file;           // Slurm node names (bracket ranges allowed)
+  std::vector<std::string> node_names;  // filled by the loader from node_list_file
+  std::int64_t racks_per_group = 5;     // node names carry the rack (SPEC.md §2.2: 5 racks/group)
   std::int64_t seed = 1;
   Routing routing = Routing::adaptive;
   double adaptive_nonminimal_fraction = 0.5;
   // false: simulate one replica and let it stand for every replica (their flows share the fabric
   // with the same timing); true: simulate every replica's ranks.
   bool simulate_all_replicas = false;
-  SharedMachine shared;  // other jobs: busy nodes, background traffic, stragglers (scenario key "shared")
+  SharedMachine
+      shared;  // other jobs: busy nodes, background traffic, stragglers (scenario key "shared")
 };
 
 const sim::Schema<PlacementOptions>& placement_schema();

@@ -19,8 +19,8 @@ struct GpuSpec {
   double hbm_bw_GBps = 0;        // achieved, counting read + write
   double bf16_dense_TFLOPs = 0;  // vendor peak, dense
   double fp8_dense_TFLOPs = 0;
-  double speed_spread = 0;       // GPU g computes at (1 − speed_spread·u_g) of nominal speed
-  double cuda_context_GiB = 0;   // HBM the CUDA context and libraries take outside the allocator
+  double speed_spread = 0;      // GPU g computes at (1 − speed_spread·u_g) of nominal speed
+  double cuda_context_GiB = 0;  // HBM the CUDA context and libraries take outside the allocator
   // cudaFree of cached segments (an allocator retry): per segment + per GiB released
   double cuda_free_ms_per_segment = 0;
   double cuda_free_ms_per_GiB = 0;
@@ -44,7 +44,7 @@ struct HostSpec {
 
 struct NodeSpec {
   std::int64_t gpus = 0;
-  double host_h2d_GBps = 0;     // GPU reading host memory (C2C or PCIe), achieved
+  double host_h2d_GBps = 0;  // GPU reading host memory (C2C or PCIe), achieved
   double host_d2h_GBps = 0;
   double nvlink_pair_GBps = 0;  // per direction between one pair of GPUs
   double nvlink_gpu_GBps = 0;   // per direction, all NVLink of one GPU together
@@ -56,20 +56,20 @@ struct NetworkSpec {
   std::int64_t nodes_per_group = 0;  // Dragonfly+ group (a two-level fat tree)
   std::int64_t nodes_per_leaf = 0;
   std::int64_t spines_per_group = 0;
-  double leaf_spine_GBps = 0;                // per leaf–spine pair, per direction
+  double leaf_spine_GBps = 0;  // per leaf–spine pair, per direction
   std::int64_t global_links_per_group_pair = 0;
-  double global_link_GBps = 0;               // one global link, per direction
+  double global_link_GBps = 0;  // one global link, per direction
 };
 
 // NCCL's behaviour on this machine (SPEC.md §8).
 struct NcclSpec {
-  double cta_nvlink_GBps = 0;  // bandwidth one CTA (channel) moves over NVLink
-  double cta_net_GBps = 0;     // bandwidth one CTA moves over the network
-  double base_latency_us = 0;  // per collective launch
-  double hop_latency_nvlink_us = 0;  // per ring step between GPUs of a node
-  double hop_latency_net_us = 0;     // per ring step crossing the network
-  double hbm_traffic_factor = 0;     // HBM bytes moved per byte a collective sends over NVLink
-  double buffer_per_channel_MiB = 0; // device buffers per channel of a communicator
+  double cta_nvlink_GBps = 0;         // bandwidth one CTA (channel) moves over NVLink
+  double cta_net_GBps = 0;            // bandwidth one CTA moves over the network
+  double base_latency_us = 0;         // per collective launch
+  double hop_latency_nvlink_us = 0;   // per ring step between GPUs of a node
+  double hop_latency_net_us = 0;      // per ring step crossing the network
+  double hbm_traffic_factor = 0;      // HBM bytes moved per byte a collective sends over NVLink
+  double buffer_per_channel_MiB = 0;  // device buffers per channel of a communicator
   // One CTA's share of its SM (what small compute blocks fit beside it: contention.hpp, 5.).
   std::int64_t cta_threads = 0;
   std::int64_t cta_registers = 0;  // per thread
@@ -79,13 +79,13 @@ struct NcclSpec {
 // Global efficiencies of the kernel cost model (kernel_cost.hpp). Each is either measured by
 // twin-calibrate or fitted to a figure SPEC.md marks (cal); the profile's `source` says which.
 struct EfficiencySpec {
-  double gemm_peak_fraction = 0;   // large bf16 GEMMs reach this fraction of dense peak
-  double gemm_half_rows = 0;       // a GEMM with this many rows (tokens) reaches half of it
+  double gemm_peak_fraction = 0;  // large bf16 GEMMs reach this fraction of dense peak
+  double gemm_half_rows = 0;      // a GEMM with this many rows (tokens) reaches half of it
   // Persistent grouped GEMMs (one kernel over a GPU's experts; kernel_cost.hpp):
   double grouped_gemm_peak_fraction = 0;  // of dense peak, on rows padded to whole tiles
   double grouped_gemm_tile_rows = 0;      // each expert's rows run as whole tiles of this many
   double grouped_gemm_half_k = 0;         // a tile's fixed cost, in steps of K
-  double attention_fwd_fraction = 0;  // FlashAttention forward, fraction of dense peak
+  double attention_fwd_fraction = 0;      // FlashAttention forward, fraction of dense peak
   double attention_bwd_fraction = 0;
   // A document of L attended tokens (L = min(length, window)) reaches L/(L + h) of the fraction:
   // short documents fill the kernel's causal tiles poorly (fitted per pass, attention_bench.py).
@@ -112,7 +112,8 @@ struct Profile {
   NetworkSpec network;
   NcclSpec nccl;
   EfficiencySpec efficiency;
-  ContentionModel contention;  // SM contention per kernel family (contention.hpp); sm_count from gpu
+  ContentionModel
+      contention;  // SM contention per kernel family (contention.hpp); sm_count from gpu
   std::map<std::string, std::string> sources;  // key → source note, filled by the loader
   std::string provenance_json;                 // measured profiles: where, when, versions
 };

@@ -10,39 +10,48 @@ namespace twin::hardware {
 const sim::Schema<SharedMachine>& shared_machine_schema() {
   static const sim::Schema<SharedMachine> s = [] {
     sim::Schema<SharedMachine> s;
-    s.integer("sample", "", 0, 9.0e15,
-              "which draw of busy nodes, background traffic and jitter (twin run/plan-dp --samples "
-              "N run 0 … N−1)",
-              [](auto& m) -> auto& { return m.sample; })
-        .real("busy_fraction", "", 0, 0.99,
-              "share of every group's nodes other jobs hold; placement.policy \"slurm\" places the "
-              "job on the rest [est: JUPITER runs near full; 0 = an idle machine]",
-              [](auto& m) -> auto& { return m.busy_fraction; })
-        .real("background_global_load", "", 0, 0.95,
-              "mean share of each global-link bundle (and group aggregate) other jobs' traffic "
-              "uses, drawn per link and sample [est; De Sensi et al., SC24, arXiv:2408.14090: up "
-              "to 50% of all-reduce goodput lost on Leonardo's Dragonfly+]",
-              [](auto& m) -> auto& { return m.background_global_load; })
-        .real("background_leaf_load", "", 0, 0.95,
-              "mean share of each leaf's uplink/downlink bundle other jobs' traffic uses [est]",
-              [](auto& m) -> auto& { return m.background_leaf_load; })
-        .real("slow_node_fraction", "", 0, 1,
-              "share of the machine's nodes that are always slow (the same nodes every step) "
-              "[est: recurring slow nodes in public JUPITER training logs]",
-              [](auto& m) -> auto& { return m.slow_node_fraction; })
-        .real("slow_node_speed", "", 0.1, 1, "speed of a slow node's GPUs, relative to nominal [est]",
-              [](auto& m) -> auto& { return m.slow_node_speed; })
-        .real("step_jitter", "", 0, 0.2,
-              "standard deviation of every GPU's per-step speed [est: ~9% node-to-node step-time "
-              "spread in public JUPITER training logs]",
-              [](auto& m) -> auto& { return m.step_jitter; });
+    s.integer(
+         "sample", "", 0, 9.0e15,
+         "which draw of busy nodes, background traffic and jitter (twin run/plan-dp --samples "
+         "N run 0 … N−1)",
+         [](auto& m) -> auto& { return m.sample; })
+        .real(
+            "busy_fraction", "", 0, 0.99,
+            "share of every group's nodes other jobs hold; placement.policy \"slurm\" places the "
+            "job on the rest [est: JUPITER runs near full; 0 = an idle machine]",
+            [](auto& m) -> auto& { return m.busy_fraction; })
+        .real(
+            "background_global_load", "", 0, 0.95,
+            "mean share of each global-link bundle (and group aggregate) other jobs' traffic "
+            "uses, drawn per link and sample [est; De Sensi et al., SC24, arXiv:2408.14090: up "
+            "to 50% of all-reduce goodput lost on Leonardo's Dragonfly+]",
+            [](auto& m) -> auto& { return m.background_global_load; })
+        .real(
+            "background_leaf_load", "", 0, 0.95,
+            "mean share of each leaf's uplink/downlink bundle other jobs' traffic uses [est]",
+            [](auto& m) -> auto& { return m.background_leaf_load; })
+        .real(
+            "slow_node_fraction", "", 0, 1,
+            "share of the machine's nodes that are always slow (the same nodes every step) "
+            "[est: recurring slow nodes in public JUPITER training logs]",
+            [](auto& m) -> auto& { return m.slow_node_fraction; })
+        .real(
+            "slow_node_speed", "", 0.1, 1, "speed of a slow node's GPUs, relative to nominal [est]",
+            [](auto& m) -> auto& { return m.slow_node_speed; })
+        .real(
+            "step_jitter", "", 0, 0.2,
+            "standard deviation of every GPU's per-step speed [est: ~9% node-to-node step-time "
+            "spread in public JUPITER training logs]",
+            [](auto& m) -> auto& { return m.step_jitter; });
     return s;
   }();
   return s;
 }
 
 namespace {
-std::uint64_t mix(std::uint64_t a, std::uint64_t b) { return sim::Rng(a * 0x9e3779b97f4a7c15ULL ^ b).next(); }
+std::uint64_t mix(std::uint64_t a, std::uint64_t b) {
+  return sim::Rng(a * 0x9e3779b97f4a7c15ULL ^ b).next();
+}
 }  // namespace
 
 std::uint64_t sample_seed(const SharedMachine& m, std::int64_t placement_seed) {

@@ -18,13 +18,13 @@
 namespace twin::hardware {
 
 struct SharedMachine {
-  std::int64_t sample = 0;          // which draw (with placement.seed)
-  double busy_fraction = 0;         // share of every group's nodes held by other jobs
+  std::int64_t sample = 0;            // which draw (with placement.seed)
+  double busy_fraction = 0;           // share of every group's nodes held by other jobs
   double background_global_load = 0;  // mean share of a global link (bundle) used by other jobs
   double background_leaf_load = 0;    // mean share of a leaf's uplink/downlink bundle
-  double slow_node_fraction = 0;    // nodes that are always slow
-  double slow_node_speed = 0.9;     // their speed relative to nominal
-  double step_jitter = 0;           // per-GPU, per-step relative speed noise (standard deviation)
+  double slow_node_fraction = 0;      // nodes that are always slow
+  double slow_node_speed = 0.9;       // their speed relative to nominal
+  double step_jitter = 0;             // per-GPU, per-step relative speed noise (standard deviation)
   bool any_traffic() const { return background_global_load > 0 || background_leaf_load > 0; }
 };
 

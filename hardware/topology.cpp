@@ -1,17 +1,24 @@
 #include "hardware/topology.hpp"
 
-#include <boost/graph/adjacency_list.hpp>
-#include <boost/graph/breadth_first_search.hpp>
 #include <fmt/format.h>
 
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/breadth_first_search.hpp>
 #include <stdexcept>
 
 namespace twin::hardware {
 
-Dragonfly::Dragonfly(sim::Fluid& fluid, const NetworkSpec& spec, double node_nic_GBps, Routing routing,
-                     double adaptive_fraction, const SharedMachine& shared, std::uint64_t seed)
-    : fluid_(fluid), spec_(spec), shared_(shared), seed_(seed), routing_(routing), adaptive_fraction_(adaptive_fraction),
-      groups_(static_cast<int>((spec.nodes_total + spec.nodes_per_group - 1) / spec.nodes_per_group)),
+Dragonfly::Dragonfly(sim::Fluid& fluid, const NetworkSpec& spec, double node_nic_GBps,
+                     Routing routing, double adaptive_fraction, const SharedMachine& shared,
+                     std::uint64_t seed)
+    : fluid_(fluid),
+      spec_(spec),
+      shared_(shared),
+      seed_(seed),
+      routing_(routing),
+      adaptive_fraction_(adaptive_fraction),
+      groups_(
+          static_cast<int>((spec.nodes_total + spec.nodes_per_group - 1) / spec.nodes_per_group)),
       nodes_per_group_(static_cast<int>(spec.nodes_per_group)),
       nodes_per_leaf_(static_cast<int>(spec.nodes_per_leaf)),
       leaves_per_group_((nodes_per_group_ + nodes_per_leaf_ - 1) / nodes_per_leaf_),
@@ -26,26 +33,30 @@ Dragonfly::Dragonfly(sim::Fluid& fluid, const NetworkSpec& spec, double node_nic
   if (spec.global_links_per_group_pair > 0)
     for (int a = 0; a < groups_; ++a)
       for (int b = a + 1; b < groups_; ++b) boost::add_edge(a, b, g);
-  hops_.assign(static_cast<std::size_t>(groups_), std::vector<int>(static_cast<std::size_t>(groups_), -1));
+  hops_.assign(static_cast<std::size_t>(groups_),
+               std::vector<int>(static_cast<std::size_t>(groups_), -1));
   for (int s = 0; s < groups_; ++s) {
     std::vector<int> dist(static_cast<std::size_t>(groups_), 0);
-    boost::breadth_first_search(
-        g, boost::vertex(static_cast<std::size_t>(s), g),
-        boost::visitor(boost::make_bfs_visitor(boost::record_distances(dist.data(), boost::on_tree_edge()))));
+    boost::breadth_first_search(g, boost::vertex(static_cast<std::size_t>(s), g),
+                                boost::visitor(boost::make_bfs_visitor(
+                                    boost::record_distances(dist.data(), boost::on_tree_edge()))));
     for (int t = 0; t < groups_; ++t) hops_[s][t] = (t == s || dist[t] > 0) ? dist[t] : -1;
   }
 }
 
-int Dragonfly::group_hops(int g, int h) const { return hops_[static_cast<std::size_t>(g)][static_cast<std::size_t>(h)]; }
+int Dragonfly::group_hops(int g, int h) const {
+  return hops_[static_cast<std::size_t>(g)][static_cast<std::size_t>(h)];
+}
 
 sim::Fluid::ResourceId Dragonfly::leaf(int node, bool up) {
   const int l = leaf_of(node);
   auto [it, fresh] = leaves_.try_emplace({l, up}, 0);
   if (fresh) {
     const std::string n = fmt::format("leaf{}.{}", l, up ? "up" : "down");
-    it->second = fluid_.add_resource(left(static_cast<double>(spec_.spines_per_group) * spec_.leaf_spine_GBps,
-                                          shared_.background_leaf_load, 2 * static_cast<std::uint64_t>(l) + up),
-                                     n);
+    it->second = fluid_.add_resource(
+        left(static_cast<double>(spec_.spines_per_group) * spec_.leaf_spine_GBps,
+             shared_.background_leaf_load, 2 * static_cast<std::uint64_t>(l) + up),
+        n);
     names_[it->second] = n;
   }
   return it->second;
@@ -55,10 +66,11 @@ sim::Fluid::ResourceId Dragonfly::global(int g, int h) {
   auto [it, fresh] = globals_.try_emplace({g, h}, 0);
   if (fresh) {
     const std::string n = fmt::format("global.group{}->group{}", g, h);
-    it->second = fluid_.add_resource(left(static_cast<double>(spec_.global_links_per_group_pair) * spec_.global_link_GBps,
-                                          shared_.background_global_load,
-                                          (1ULL << 40) + static_cast<std::uint64_t>(g * groups_ + h)),
-                                     n);
+    it->second = fluid_.add_resource(
+        left(static_cast<double>(spec_.global_links_per_group_pair) * spec_.global_link_GBps,
+             shared_.background_global_load,
+             (1ULL << 40) + static_cast<std::uint64_t>(g * groups_ + h)),
+        n);
     names_[it->second] = n;
   }
   return it->second;
@@ -68,12 +80,12 @@ sim::Fluid::ResourceId Dragonfly::aggregate(int g, bool egress) {
   auto [it, fresh] = aggregates_.try_emplace({g, egress}, 0);
   if (fresh) {
     const std::string n = fmt::format("global.group{}.{}", g, egress ? "egress" : "ingress");
-    it->second = fluid_.add_resource(left(static_cast<double>(groups_ - 1) *
-                                              static_cast<double>(spec_.global_links_per_group_pair) *
-                                              spec_.global_link_GBps,
-                                          shared_.background_global_load,
-                                          (2ULL << 40) + 2 * static_cast<std::uint64_t>(g) + egress),
-                                     n);
+    it->second = fluid_.add_resource(
+        left(static_cast<double>(groups_ - 1) *
+                 static_cast<double>(spec_.global_links_per_group_pair) * spec_.global_link_GBps,
+             shared_.background_global_load,
+             (2ULL << 40) + 2 * static_cast<std::uint64_t>(g) + egress),
+        n);
     names_[it->second] = n;
   }
   return it->second;
@@ -81,7 +93,8 @@ sim::Fluid::ResourceId Dragonfly::aggregate(int g, bool egress) {
 
 void Dragonfly::route(int a, int b, double scale, RouteSum& sum) {
   if (a == b || leaf_of(a) == leaf_of(b) || scale <= 0) return;
-  auto& r = routes_[static_cast<std::size_t>(leaf_of(a)) * static_cast<std::size_t>(groups_ * leaves_per_group_) +
+  auto& r = routes_[static_cast<std::size_t>(leaf_of(a)) *
+                        static_cast<std::size_t>(groups_ * leaves_per_group_) +
                     static_cast<std::size_t>(leaf_of(b))];
   if (r.empty() && !(leaves_nonblocking_ && group_of(a) == group_of(b))) {
     if (!leaves_nonblocking_) {
@@ -93,8 +106,8 @@ void Dragonfly::route(int a, int b, double scale, RouteSum& sum) {
       if (group_hops(ga, gb) != 1)
         throw std::invalid_argument(fmt::format("groups {} and {} have no global link", ga, gb));
       const double nonmin = routing_ == Routing::minimal || groups_ < 3 ? 0.0
-                            : routing_ == Routing::valiant           ? 1.0
-                                                                     : adaptive_fraction_;
+                            : routing_ == Routing::valiant              ? 1.0
+                                                                        : adaptive_fraction_;
       r.emplace_back(aggregate(ga, true), 1.0);
       r.emplace_back(aggregate(gb, false), 1.0);
       if (nonmin < 1) r.emplace_back(global(ga, gb), 1 - nonmin);
@@ -103,7 +116,8 @@ void Dragonfly::route(int a, int b, double scale, RouteSum& sum) {
   for (const auto& [res, w] : r) sum.add(res, scale * w);
 }
 
-void Dragonfly::record(sim::Fluid::ResourceId r, double bytes, std::int64_t from_ns, std::int64_t to_ns) {
+void Dragonfly::record(sim::Fluid::ResourceId r, double bytes, std::int64_t from_ns,
+                       std::int64_t to_ns) {
   auto& u = usage_[r];
   u.bytes += bytes;
   u.busy_ns.emplace_back(from_ns, to_ns);

@@ -6,7 +6,9 @@
 namespace k = twin::kernels;
 
 namespace {
-cudaStream_t stream(void* s) { return static_cast<cudaStream_t>(s); }
+cudaStream_t stream(void* s) {
+  return static_cast<cudaStream_t>(s);
+}
 }  // namespace
 
 extern "C" {
@@ -17,7 +19,8 @@ int twin_sm_hold(int blocks, long long ns, void* s) {
 
 int twin_sm_hold_until(int blocks, int* started, int* smids, const int* stop, long long max_ns,
                        int smem_bytes, void* s) {
-  return static_cast<int>(k::launch_sm_hold_until(blocks, started, smids, stop, max_ns, smem_bytes, stream(s)));
+  return static_cast<int>(
+      k::launch_sm_hold_until(blocks, started, smids, stop, max_ns, smem_bytes, stream(s)));
 }
 
 int twin_sm_hold_shaped(int blocks, int* started, int* smids, const int* stop, long long max_ns,
@@ -26,9 +29,10 @@ int twin_sm_hold_shaped(int blocks, int* started, int* smids, const int* stop, l
                                                    threads, mode, stream(s)));
 }
 
-int twin_cluster_probe(int cluster, int ctas, unsigned long long* starts, int* smids, long long spin_ns,
-                       int smem_bytes, void* s) {
-  return static_cast<int>(k::launch_cluster_probe(cluster, ctas, starts, smids, spin_ns, smem_bytes, stream(s)));
+int twin_cluster_probe(int cluster, int ctas, unsigned long long* starts, int* smids,
+                       long long spin_ns, int smem_bytes, void* s) {
+  return static_cast<int>(
+      k::launch_cluster_probe(cluster, ctas, starts, smids, spin_ns, smem_bytes, stream(s)));
 }
 
 int twin_clock_observe(const int* mark, unsigned long long* out, long long max_ns, void* s) {
@@ -43,15 +47,22 @@ int twin_wait_count(const int* counter, int target, long long max_ns, void* s) {
 int twin_grouped_gemm(const void* A, const void* B, void* C, const int* row_offset,
                       const int* tile_offset, int groups, int n, int kdim, int* tile_counter,
                       int dynamic, int blocks, void* s) {
-  const k::GroupedGemm g{static_cast<const __nv_bfloat16*>(A), static_cast<const __nv_bfloat16*>(B),
-                         static_cast<__nv_bfloat16*>(C), row_offset, tile_offset, groups, n, kdim,
+  const k::GroupedGemm g{static_cast<const __nv_bfloat16*>(A),
+                         static_cast<const __nv_bfloat16*>(B),
+                         static_cast<__nv_bfloat16*>(C),
+                         row_offset,
+                         tile_offset,
+                         groups,
+                         n,
+                         kdim,
                          tile_counter};
   return static_cast<int>(k::launch_grouped_gemm(g, dynamic != 0, blocks, stream(s)));
 }
 
 int twin_fp8_quantize(const void* in, void* out, float* scales, size_t n, void* s) {
   return static_cast<int>(k::launch_fp8_quantize(static_cast<const __nv_bfloat16*>(in),
-                                                 static_cast<__nv_fp8_e4m3*>(out), scales, n, stream(s)));
+                                                 static_cast<__nv_fp8_e4m3*>(out), scales, n,
+                                                 stream(s)));
 }
 
 int twin_fp8_dequantize(const void* in, const float* scales, void* out, size_t n, void* s) {
@@ -60,8 +71,8 @@ int twin_fp8_dequantize(const void* in, const float* scales, void* out, size_t n
 }
 
 int twin_bf16_sum_fp32(const void* slices, int count, size_t n, float* out, void* s) {
-  return static_cast<int>(k::launch_bf16_sum_fp32(static_cast<const __nv_bfloat16*>(slices), count, n,
-                                                  out, stream(s)));
+  return static_cast<int>(
+      k::launch_bf16_sum_fp32(static_cast<const __nv_bfloat16*>(slices), count, n, out, stream(s)));
 }
 
 }  // extern "C"

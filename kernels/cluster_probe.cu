@@ -25,8 +25,10 @@ __global__ void cluster_probe(unsigned long long* starts, int* smids, long long 
 
 cudaError_t launch_cluster_probe(int cluster, int ctas, unsigned long long* starts, int* smids,
                                  long long spin_ns, int smem_bytes, cudaStream_t s) {
-  cudaError_t e = cudaFuncSetAttribute(cluster_probe, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
-  if (e == cudaSuccess && cluster > 8) e = cudaFuncSetAttribute(cluster_probe, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  cudaError_t e =
+      cudaFuncSetAttribute(cluster_probe, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
+  if (e == cudaSuccess && cluster > 8)
+    e = cudaFuncSetAttribute(cluster_probe, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
   if (e != cudaSuccess) return e;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(ctas / cluster * cluster));

@@ -7,7 +7,8 @@ constexpr int kBlock = 128;  // values per scale (SPEC.md §6.8)
 constexpr float kE4M3Max = 448.f;
 
 // One warp per block of 128 values: 4 values per lane, a warp-wide max for the scale.
-__global__ void quantize(const __nv_bfloat16* in, __nv_fp8_e4m3* out, float* scales, size_t blocks) {
+__global__ void quantize(const __nv_bfloat16* in, __nv_fp8_e4m3* out, float* scales,
+                         size_t blocks) {
   const size_t b = (static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (b >= blocks) return;
@@ -22,7 +23,8 @@ __global__ void quantize(const __nv_bfloat16* in, __nv_fp8_e4m3* out, float* sca
   if (lane == 0) scales[b] = scale;
 }
 
-__global__ void dequantize(const __nv_fp8_e4m3* in, const float* scales, __nv_bfloat16* out, size_t n) {
+__global__ void dequantize(const __nv_fp8_e4m3* in, const float* scales, __nv_bfloat16* out,
+                           size_t n) {
   for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x)
     out[i] = __float2bfloat16(static_cast<float>(in[i]) * scales[i / kBlock]);
@@ -37,13 +39,16 @@ __global__ void sum_fp32(const __nv_bfloat16* slices, int count, size_t n, float
   }
 }
 
-int grid_for(size_t n) { return static_cast<int>(std::min<size_t>((n + 255) / 256, 132 * 16)); }
+int grid_for(size_t n) {
+  return static_cast<int>(std::min<size_t>((n + 255) / 256, 132 * 16));
+}
 }  // namespace
 
 cudaError_t launch_fp8_quantize(const __nv_bfloat16* in, __nv_fp8_e4m3* out, float* scales,
                                 std::size_t n, cudaStream_t s) {
   const size_t blocks = n / kBlock;
-  quantize<<<static_cast<unsigned>((blocks * 32 + 255) / 256), 256, 0, s>>>(in, out, scales, blocks);
+  quantize<<<static_cast<unsigned>((blocks * 32 + 255) / 256), 256, 0, s>>>(in, out, scales,
+                                                                            blocks);
   return cudaGetLastError();
 }
 

@@ -19,7 +19,10 @@ __device__ int find_group(const int* tile_offset, int groups, int tile) {
   int lo = 0, hi = groups - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (tile_offset[mid] <= tile) lo = mid; else hi = mid - 1;
+    if (tile_offset[mid] <= tile)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return lo;
 }
@@ -40,8 +43,9 @@ __device__ void run_tile(const GroupedGemm& g, int tile, __nv_bfloat16* As, __nv
     // Stage A (128×32) and B (32×128) tiles; out-of-range rows/cols are zero.
     for (int i = threadIdx.x; i < kTileM * kBK; i += kThreads) {
       const int r = i / kBK, c = i % kBK, gr = row0 + r, gc = k0 + c;
-      As[r * (kBK + kSmemPad) + c] =
-          (gr < row_end && gc < g.k) ? g.A[static_cast<size_t>(gr) * g.k + gc] : __float2bfloat16(0.f);
+      As[r * (kBK + kSmemPad) + c] = (gr < row_end && gc < g.k)
+                                         ? g.A[static_cast<size_t>(gr) * g.k + gc]
+                                         : __float2bfloat16(0.f);
     }
     for (int i = threadIdx.x; i < kBK * kTileN; i += kThreads) {
       const int r = i / kTileN, c = i % kTileN, gr = k0 + r, gc = col0 + c;
@@ -53,9 +57,11 @@ __device__ void run_tile(const GroupedGemm& g, int tile, __nv_bfloat16* As, __nv
       wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa[4];
       wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> fb[2];
       for (int i = 0; i < 4; ++i)
-        wmma::load_matrix_sync(fa[i], As + (wm * 64 + i * 16) * (kBK + kSmemPad) + kk, kBK + kSmemPad);
+        wmma::load_matrix_sync(fa[i], As + (wm * 64 + i * 16) * (kBK + kSmemPad) + kk,
+                               kBK + kSmemPad);
       for (int j = 0; j < 2; ++j)
-        wmma::load_matrix_sync(fb[j], Bs + kk * (kTileN + kSmemPad) + wn * 32 + j * 16, kTileN + kSmemPad);
+        wmma::load_matrix_sync(fb[j], Bs + kk * (kTileN + kSmemPad) + wn * 32 + j * 16,
+                               kTileN + kSmemPad);
       for (int i = 0; i < 4; ++i)
         for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
     }
@@ -69,7 +75,8 @@ __device__ void run_tile(const GroupedGemm& g, int tile, __nv_bfloat16* As, __nv
       __syncwarp();
       for (int e = threadIdx.x % 32; e < 256; e += 32) {
         const int r = row0 + wm * 64 + i * 16 + e / 16, c = col0 + wn * 32 + j * 16 + e % 16;
-        if (r < row_end && c < g.n) g.C[static_cast<size_t>(r) * g.n + c] = __float2bfloat16(stage[e]);
+        if (r < row_end && c < g.n)
+          g.C[static_cast<size_t>(r) * g.n + c] = __float2bfloat16(stage[e]);
       }
       __syncwarp();
     }
@@ -98,10 +105,13 @@ __global__ void __launch_bounds__(kThreads) grouped_gemm(GroupedGemm g, bool dyn
 
 }  // namespace
 
-int grouped_gemm_smem_bytes() { return kSmemBytes; }
+int grouped_gemm_smem_bytes() {
+  return kSmemBytes;
+}
 
 cudaError_t launch_grouped_gemm(const GroupedGemm& g, bool dynamic, int blocks, cudaStream_t s) {
-  cudaError_t e = cudaFuncSetAttribute(grouped_gemm, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+  cudaError_t e =
+      cudaFuncSetAttribute(grouped_gemm, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   if (e != cudaSuccess) return e;
   grouped_gemm<<<blocks, kThreads, kSmemBytes, s>>>(g, dynamic);
   return cudaGetLastError();

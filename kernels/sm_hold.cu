@@ -84,10 +84,12 @@ cudaError_t hold_smem(const void* kernel, int* bytes) {
   int device = 0;
   cudaFuncAttributes attr{};
   cudaError_t e = cudaGetDevice(&device);
-  if (e == cudaSuccess) e = cudaDeviceGetAttribute(bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  if (e == cudaSuccess)
+    e = cudaDeviceGetAttribute(bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
   if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, kernel);
   if (e == cudaSuccess) *bytes -= static_cast<int>(attr.sharedSizeBytes);
-  if (e == cudaSuccess) e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, *bytes);
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, *bytes);
   return e;
 }
 }  // namespace
@@ -100,9 +102,10 @@ cudaError_t launch_sm_hold_shaped(int blocks, int* started, int* smids, const in
                                   long long max_ns, int smem_bytes, int threads, int mode,
                                   cudaStream_t s) {
   if (blocks <= 0) return cudaSuccess;
-  const void* k = mode == kBarrier  ? reinterpret_cast<const void*>(sm_hold_until<kHoldLiveRegs, true>)
-                  : mode == kDozing ? reinterpret_cast<const void*>(sm_hold_until<kHoldLiveRegs, false>)
-                                    : reinterpret_cast<const void*>(sm_hold_until<1, false>);
+  const void* k =
+      mode == kBarrier  ? reinterpret_cast<const void*>(sm_hold_until<kHoldLiveRegs, true>)
+      : mode == kDozing ? reinterpret_cast<const void*>(sm_hold_until<kHoldLiveRegs, false>)
+                        : reinterpret_cast<const void*>(sm_hold_until<1, false>);
   int most = 0;
   cudaError_t e = hold_smem(k, &most);
   if (e != cudaSuccess) return e;
@@ -122,7 +125,8 @@ cudaError_t launch_sm_hold_until(int blocks, int* started, int* smids, const int
                                smem_bytes > 0 ? smem_bytes : 80 * 1024, kHoldThreads, kBarrier, s);
 }
 
-cudaError_t launch_clock_observe(const int* mark, unsigned long long* out, long long max_ns, cudaStream_t s) {
+cudaError_t launch_clock_observe(const int* mark, unsigned long long* out, long long max_ns,
+                                 cudaStream_t s) {
   clock_observe<<<1, 32, 0, s>>>(mark, out, max_ns);
   return cudaGetLastError();
 }

@@ -17,9 +17,10 @@ cudaError_t launch_sm_hold(int blocks, long long ns, cudaStream_t s);
 // The holder of the contention measurements (calibrate/contention_bench.py): like sm_hold, but
 // each block writes its SM id to smids[block] and adds 1 to *started when it runs, then spins
 // until *stop ≠ 0 (at most max_ns; a block that times out adds 1 << 16 to *started).
-// smem_bytes > 0 replaces the 80 KiB of shared memory (up to the most a block may have). launch_wait_count (one thread) spins until
-// *counter ≥ target: put on the measured stream, it starts the kernel only once every holder
-// block is resident, and smids proves which SMs (and how many distinct ones) were held.
+// smem_bytes > 0 replaces the 80 KiB of shared memory (up to the most a block may have).
+// launch_wait_count (one thread) spins until *counter ≥ target: put on the measured stream, it
+// starts the kernel only once every holder block is resident, and smids proves which SMs (and how
+// many distinct ones) were held.
 cudaError_t launch_sm_hold_until(int blocks, int* started, int* smids, const int* stop,
                                  long long max_ns, int smem_bytes, cudaStream_t s);
 // The same holder with another footprint (threads, shared memory) and way of waiting — mode
@@ -32,7 +33,8 @@ cudaError_t launch_sm_hold_shaped(int blocks, int* started, int* smids, const in
 cudaError_t launch_wait_count(const int* counter, int target, long long max_ns, cudaStream_t s);
 // One warp that records (global ns, SM clock cycles) in out[0..1] when *mark turns 1 and in
 // out[2..3] when it turns 2 (the SM clock over a measured span; calibrate/contention_bench.py).
-cudaError_t launch_clock_observe(const int* mark, unsigned long long* out, long long max_ns, cudaStream_t s);
+cudaError_t launch_clock_observe(const int* mark, unsigned long long* out, long long max_ns,
+                                 cudaStream_t s);
 
 // The residency probe (calibrate/cluster_probe.py): `ctas` CTAs (rounded down to whole
 // clusters) in clusters of `cluster`, one per SM (`smem_bytes` of shared memory each); each
@@ -50,10 +52,10 @@ struct GroupedGemm {
   const __nv_bfloat16* A;
   const __nv_bfloat16* B;
   __nv_bfloat16* C;
-  const int* row_offset;  // device, groups + 1 entries
-  const int* tile_offset; // device, groups + 1 entries: prefix sums of tiles per group
+  const int* row_offset;   // device, groups + 1 entries
+  const int* tile_offset;  // device, groups + 1 entries: prefix sums of tiles per group
   int groups, n, k;
-  int* tile_counter;      // device, dynamic only
+  int* tile_counter;  // device, dynamic only
 };
 constexpr int kTileM = 128, kTileN = 128;
 cudaError_t launch_grouped_gemm(const GroupedGemm& g, bool dynamic, int blocks, cudaStream_t s);
@@ -64,11 +66,11 @@ int grouped_gemm_smem_bytes();
 // scale = max|x| / 448, q = x / scale. n must be a multiple of 128.
 cudaError_t launch_fp8_quantize(const __nv_bfloat16* in, __nv_fp8_e4m3* out, float* scales,
                                 std::size_t n, cudaStream_t s);
-cudaError_t launch_fp8_dequantize(const __nv_fp8_e4m3* in, const float* scales,
-                                  __nv_bfloat16* out, std::size_t n, cudaStream_t s);
+cudaError_t launch_fp8_dequantize(const __nv_fp8_e4m3* in, const float* scales, __nv_bfloat16* out,
+                                  std::size_t n, cudaStream_t s);
 
 // out[i] = Σ_j float(slices[j·n + i]) for j < count (the bf16 gradient all-to-all's local sum).
-cudaError_t launch_bf16_sum_fp32(const __nv_bfloat16* slices, int count, std::size_t n,
-                                 float* out, cudaStream_t s);
+cudaError_t launch_bf16_sum_fp32(const __nv_bfloat16* slices, int count, std::size_t n, float* out,
+                                 cudaStream_t s);
 
 }  // namespace twin::kernels

@@ -4,8 +4,7 @@
 
 namespace twin::model {
 
-namespace {
-}
+namespace {}
 
 double attention_params(const AttentionKind& a, std::int64_t hidden) {
   const double h = static_cast<double>(hidden);
@@ -23,7 +22,8 @@ double expert_params(const ModelArch& m) {
 ParamCounts count_params(const ModelArch& m) {
   ParamCounts c;
   const double h = static_cast<double>(m.hidden);
-  for (std::int64_t l = 0; l < m.layers; ++l) c.attention += attention_params(m.attention(l), m.hidden);
+  for (std::int64_t l = 0; l < m.layers; ++l)
+    c.attention += attention_params(m.attention(l), m.hidden);
   c.router = static_cast<double>(m.layers) * h * static_cast<double>(m.experts);
   c.experts = static_cast<double>(m.layers * m.experts) * expert_params(m);
   c.norms = static_cast<double>(2 * m.layers + 1) * h;
@@ -48,7 +48,9 @@ StepFlops step_flops(const Job& job, const std::vector<Row>& rows) {
   const double tokens = static_cast<double>(job.tokens_per_step());
   const double h = static_cast<double>(m.hidden);
   const Checkpointing ac = job.training.activation_checkpointing;
-  const double mm_recompute = ac == Checkpointing::full ? 1.0 : ac == Checkpointing::selective ? 0.5 : 0.0;
+  const double mm_recompute = ac == Checkpointing::full        ? 1.0
+                              : ac == Checkpointing::selective ? 0.5
+                                                               : 0.0;
   const double core_recompute = ac == Checkpointing::full ? 1.0 : 0.0;
   StepFlops f;
   auto add_matmul = [&](const std::string& cat, double fwd, bool in_layer) {
@@ -81,17 +83,20 @@ double saved_bytes_per_token_layer(const ModelArch& m, std::int64_t layer, Check
   const double k = static_cast<double>(m.top_k), fe = static_cast<double>(m.expert_hidden);
   // Matmul outputs per token: the dense ones (aten.mm: q, k, v, o, router logits in fp32 ⇒ 2
   // bf16 units) and the experts' (grouped GEMMs or the MoE kernel's own: gate, up, down).
-  const double dense_mm = static_cast<double>(a.q_heads * a.qk_head_dim + a.kv_heads * a.qk_head_dim +
-                                              a.kv_heads * a.v_head_dim) +
-                          h + 2.0 * static_cast<double>(m.experts);
+  const double dense_mm =
+      static_cast<double>(a.q_heads * a.qk_head_dim + a.kv_heads * a.qk_head_dim +
+                          a.kv_heads * a.v_head_dim) +
+      h + 2.0 * static_cast<double>(m.experts);
   const double expert_mm = 2 * k * fe + k * h;
   const double attn_out = static_cast<double>(a.q_heads * a.v_head_dim + 2 * a.q_heads);  // + lse
   // selective, TorchTitan's per-op policy (torchtitan/distributed/activation_checkpoint.py): the
   // layer input, every second aten.mm output and the attention outputs with their log-sum-exp;
   // its save list has no grouped GEMM nor custom MoE kernel, so the experts' outputs are
-  // recomputed (step_costs.cpp). none: every matmul output and input, plus the SwiGLU product [est].
-  const double elems = mode == Checkpointing::selective ? h + 0.5 * dense_mm + attn_out
-                                                        : 2 * (dense_mm + expert_mm) + attn_out + k * fe + 2 * h;
+  // recomputed (step_costs.cpp). none: every matmul output and input, plus the SwiGLU product
+  // [est].
+  const double elems = mode == Checkpointing::selective
+                           ? h + 0.5 * dense_mm + attn_out
+                           : 2 * (dense_mm + expert_mm) + attn_out + k * fe + 2 * h;
   return elems * kBf16;
 }
 

@@ -19,10 +19,10 @@ inline constexpr double kBf16 = 2, kFp32 = 4;  // bytes per value
 struct ParamCounts {
   double attention = 0;  // q, k, v, o projections of every layer
   double router = 0;
-  double experts = 0;    // routed experts, all layers
-  double norms = 0;      // two RMSNorm weights per layer + the final norm
+  double experts = 0;  // routed experts, all layers
+  double norms = 0;    // two RMSNorm weights per layer + the final norm
   double embedding = 0;
-  double head = 0;       // LM head (0 when tied)
+  double head = 0;  // LM head (0 when tied)
   double total() const { return attention + router + experts + norms + embedding + head; }
   double dense() const { return total() - experts; }  // FSDP-sharded over all ranks
 };

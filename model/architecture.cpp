@@ -17,23 +17,30 @@ std::int64_t ModelArch::rope_layers() const {
 const sim::Schema<AttentionKind>& attention_schema(bool sliding) {
   static const auto make = [](bool swa) {
     sim::Schema<AttentionKind> s;
-    s.integer("q_heads", "", 1, 4096, std::nullopt, "query heads",
-              [](auto& a) -> auto& { return a.q_heads; })
-        .integer("kv_heads", "", 1, 4096, std::nullopt, "key/value heads (GQA groups)",
-                 [](auto& a) -> auto& { return a.kv_heads; })
-        .integer("qk_head_dim", "", 1, 4096, std::nullopt, "query/key head dimension",
-                 [](auto& a) -> auto& { return a.qk_head_dim; })
-        .integer("v_head_dim", "", 1, 4096, std::nullopt, "value head dimension",
-                 [](auto& a) -> auto& { return a.v_head_dim; })
-        .integer("rope_dim", "", 0, 4096, std::nullopt,
-                 "q/k dimensions carrying rotary embedding (RoPE cache width)",
-                 [](auto& a) -> auto& { return a.rope_dim; })
-        .boolean("rope", std::nullopt, "whether layers of this kind apply RoPE",
-                 [](auto& a) -> auto& { return a.rope; });
+    s.integer(
+         "q_heads", "", 1, 4096, std::nullopt, "query heads",
+         [](auto& a) -> auto& { return a.q_heads; })
+        .integer(
+            "kv_heads", "", 1, 4096, std::nullopt, "key/value heads (GQA groups)",
+            [](auto& a) -> auto& { return a.kv_heads; })
+        .integer(
+            "qk_head_dim", "", 1, 4096, std::nullopt, "query/key head dimension",
+            [](auto& a) -> auto& { return a.qk_head_dim; })
+        .integer(
+            "v_head_dim", "", 1, 4096, std::nullopt, "value head dimension",
+            [](auto& a) -> auto& { return a.v_head_dim; })
+        .integer(
+            "rope_dim", "", 0, 4096, std::nullopt,
+            "q/k dimensions carrying rotary embedding (RoPE cache width)",
+            [](auto& a) -> auto& { return a.rope_dim; })
+        .boolean(
+            "rope", std::nullopt, "whether layers of this kind apply RoPE",
+            [](auto& a) -> auto& { return a.rope; });
     if (swa)
-      s.integer("window_tokens", "tokens", 1, 1e9, std::nullopt,
-                "sliding window: each query attends to at most this many keys (itself included)",
-                [](auto& a) -> auto& { return a.window_tokens; });
+      s.integer(
+          "window_tokens", "tokens", 1, 1e9, std::nullopt,
+          "sliding window: each query attends to at most this many keys (itself included)",
+          [](auto& a) -> auto& { return a.window_tokens; });
     return s;
   };
   static const auto full_s = make(false);
@@ -44,34 +51,44 @@ const sim::Schema<AttentionKind>& attention_schema(bool sliding) {
 const sim::Schema<ModelArch>& model_schema() {
   static const sim::Schema<ModelArch> s = [] {
     sim::Schema<ModelArch> s;
-    s.text("name", std::nullopt, "model name", [](auto& m) -> auto& { return m.name; })
-        .integer("layers", "", 1, 100000, std::nullopt, "transformer blocks",
-                 [](auto& m) -> auto& { return m.layers; })
-        .integer("hidden", "", 1, 1 << 20, std::nullopt, "model (residual) width",
-                 [](auto& m) -> auto& { return m.hidden; })
-        .integer("vocab", "", 1, 1e8, std::nullopt, "vocabulary size",
-                 [](auto& m) -> auto& { return m.vocab; })
-        .boolean("tied_embedding", std::nullopt,
-                 "one matrix for input embedding and LM head (false: two matrices)",
-                 [](auto& m) -> auto& { return m.tied_embedding; })
-        .include("attention.full", attention_schema(false),
-                 [](auto& m) -> auto& { return m.full; })
-        .include("attention.sliding", attention_schema(true),
-                 [](auto& m) -> auto& { return m.sliding; })
-        .text("attention.pattern", std::nullopt,
-              "layer kinds, cycled over the layers: 'F' full, 'S' sliding window "
-              "(\"SF\": layers 0,2,4… sliding, 1,3,5… full)",
-              [](auto& m) -> auto& { return m.pattern; })
-        .integer("experts", "", 1, 1 << 20, std::nullopt, "routed experts per layer",
-                 [](auto& m) -> auto& { return m.experts; })
-        .integer("top_k", "", 1, 1024, std::nullopt, "experts chosen per token",
-                 [](auto& m) -> auto& { return m.top_k; })
-        .integer("expert_hidden", "", 1, 1 << 20, std::nullopt,
-                 "expert intermediate width (SwiGLU: three matrices per expert)",
-                 [](auto& m) -> auto& { return m.expert_hidden; })
-        .integer("rope_caches", "", 0, 1024, std::nullopt,
-                 "distinct RoPE (cos, sin) caches the implementation needs",
-                 [](auto& m) -> auto& { return m.rope_caches; });
+    s.text(
+         "name", std::nullopt, "model name", [](auto& m) -> auto& { return m.name; })
+        .integer(
+            "layers", "", 1, 100000, std::nullopt, "transformer blocks",
+            [](auto& m) -> auto& { return m.layers; })
+        .integer(
+            "hidden", "", 1, 1 << 20, std::nullopt, "model (residual) width",
+            [](auto& m) -> auto& { return m.hidden; })
+        .integer(
+            "vocab", "", 1, 1e8, std::nullopt, "vocabulary size",
+            [](auto& m) -> auto& { return m.vocab; })
+        .boolean(
+            "tied_embedding", std::nullopt,
+            "one matrix for input embedding and LM head (false: two matrices)",
+            [](auto& m) -> auto& { return m.tied_embedding; })
+        .include(
+            "attention.full", attention_schema(false), [](auto& m) -> auto& { return m.full; })
+        .include(
+            "attention.sliding", attention_schema(true), [](auto& m) -> auto& { return m.sliding; })
+        .text(
+            "attention.pattern", std::nullopt,
+            "layer kinds, cycled over the layers: 'F' full, 'S' sliding window "
+            "(\"SF\": layers 0,2,4… sliding, 1,3,5… full)",
+            [](auto& m) -> auto& { return m.pattern; })
+        .integer(
+            "experts", "", 1, 1 << 20, std::nullopt, "routed experts per layer",
+            [](auto& m) -> auto& { return m.experts; })
+        .integer(
+            "top_k", "", 1, 1024, std::nullopt, "experts chosen per token",
+            [](auto& m) -> auto& { return m.top_k; })
+        .integer(
+            "expert_hidden", "", 1, 1 << 20, std::nullopt,
+            "expert intermediate width (SwiGLU: three matrices per expert)",
+            [](auto& m) -> auto& { return m.expert_hidden; })
+        .integer(
+            "rope_caches", "", 0, 1024, std::nullopt,
+            "distinct RoPE (cos, sin) caches the implementation needs",
+            [](auto& m) -> auto& { return m.rope_caches; });
     return s;
   }();
   return s;
@@ -79,8 +96,9 @@ const sim::Schema<ModelArch>& model_schema() {
 
 void validate(const ModelArch& m) {
   if (m.pattern.empty() || m.pattern.find_first_not_of("FS") != std::string::npos)
-    throw sim::ParamError("attention.pattern",
-                          fmt::format("\"{}\" must be a non-empty string of 'F' and 'S'", m.pattern));
+    throw sim::ParamError(
+        "attention.pattern",
+        fmt::format("\"{}\" must be a non-empty string of 'F' and 'S'", m.pattern));
   if (m.top_k > m.experts)
     throw sim::ParamError("top_k", fmt::format("top_k {} exceeds experts {}", m.top_k, m.experts));
   for (const auto* k : {&m.full, &m.sliding})

@@ -34,8 +34,8 @@ struct ModelArch {
   std::string pattern;
   std::int64_t experts = 0;  // routed experts per layer
   std::int64_t top_k = 0;
-  std::int64_t expert_hidden = 0;   // SwiGLU: gate and up (hidden→expert_hidden), down (back)
-  std::int64_t rope_caches = 0;     // distinct RoPE caches the implementation builds
+  std::int64_t expert_hidden = 0;  // SwiGLU: gate and up (hidden→expert_hidden), down (back)
+  std::int64_t rope_caches = 0;    // distinct RoPE caches the implementation builds
 
   const AttentionKind& attention(std::int64_t layer) const;
   std::int64_t rope_layers() const;

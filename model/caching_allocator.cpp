@@ -6,7 +6,9 @@
 namespace twin::model {
 
 namespace {
-std::int64_t round_up(std::int64_t x, std::int64_t m) { return (x + m - 1) / m * m; }
+std::int64_t round_up(std::int64_t x, std::int64_t m) {
+  return (x + m - 1) / m * m;
+}
 }  // namespace
 
 CachingAllocator::CachingAllocator(Options opts, int streams)
@@ -48,7 +50,8 @@ std::int64_t CachingAllocator::find_free(bool small, int stream, std::int64_t si
 }
 
 std::int64_t CachingAllocator::new_segment(bool small, int stream, std::int64_t size) {
-  const std::int64_t seg = opts_.expandable_segments ? round_up(size, kRoundLarge) : segment_size(size);
+  const std::int64_t seg =
+      opts_.expandable_segments ? round_up(size, kRoundLarge) : segment_size(size);
   if (total_.reserved + seg > opts_.capacity_bytes) return -1;
   blocks_.push_back({next_addr_, seg, stream, small, false, -1, -1});
   note(TraceEvent::segment_alloc, blocks_.back());
@@ -123,7 +126,8 @@ CachingAllocator::Result CachingAllocator::malloc(std::int64_t bytes, int stream
 }
 
 void CachingAllocator::free(std::int64_t id) {
-  if (id < 0 || static_cast<std::size_t>(id) >= blocks_.size() || !blocks_[static_cast<std::size_t>(id)].allocated)
+  if (id < 0 || static_cast<std::size_t>(id) >= blocks_.size() ||
+      !blocks_[static_cast<std::size_t>(id)].allocated)
     throw std::invalid_argument("free of a block that is not allocated");
   Block& b = blocks_[static_cast<std::size_t>(id)];
   b.allocated = false;
@@ -155,14 +159,16 @@ std::vector<CachingAllocator::SegmentView> CachingAllocator::segments() const {
     const Block& head = blocks_[i];
     if (head.size == 0 || head.prev >= 0) continue;  // merged away, or not a segment's first block
     SegmentView seg{head.addr, 0, head.stream, head.small, {}};
-    for (auto id = static_cast<std::int64_t>(i); id >= 0; id = blocks_[static_cast<std::size_t>(id)].next) {
+    for (auto id = static_cast<std::int64_t>(i); id >= 0;
+         id = blocks_[static_cast<std::size_t>(id)].next) {
       const Block& b = blocks_[static_cast<std::size_t>(id)];
       seg.blocks.push_back({id, b.addr, b.size, b.allocated});
       seg.size += b.size;
     }
     out.push_back(std::move(seg));
   }
-  std::sort(out.begin(), out.end(), [](const SegmentView& a, const SegmentView& b) { return a.addr < b.addr; });
+  std::sort(out.begin(), out.end(),
+            [](const SegmentView& a, const SegmentView& b) { return a.addr < b.addr; });
   return out;
 }
 

@@ -63,7 +63,8 @@ double causal_pairs(std::int64_t n, std::int64_t window) {
   return w * (w + 1) / 2 + (nn - w) * w;
 }
 
-double mask_blocks(const std::vector<std::int64_t>& segments, std::int64_t window, std::int64_t block) {
+double mask_blocks(const std::vector<std::int64_t>& segments, std::int64_t window,
+                   std::int64_t block) {
   std::int64_t tokens = 0;
   for (auto n : segments) tokens += n;
   double total = 0;

@@ -40,6 +40,7 @@ double row_pairs(const Row& row, std::int64_t window);
 // back to the block of the first key its first query sees, max(its document's start, q − w + 1):
 // i − ⌊that / block⌋ + 1 blocks. FlexAttention's default block is 128 (torch.nn.attention.
 // flex_attention, _DEFAULT_SPARSE_BLOCK_SIZE); calibrate/attention_bench.py counts alike.
-double mask_blocks(const std::vector<std::int64_t>& segments, std::int64_t window, std::int64_t block);
+double mask_blocks(const std::vector<std::int64_t>& segments, std::int64_t window,
+                   std::int64_t block);
 
 }  // namespace twin::model

@@ -16,8 +16,10 @@ using sim::kMiB;
 // hold the block, so one rank holds whole experts' matrices.
 std::vector<double> shard_tensors(const Job& job) {
   const auto& m = job.model;
-  const double R = static_cast<double>(job.parallel.replica_gpus), h = static_cast<double>(m.hidden);
-  const double e_gpu = static_cast<double>(m.experts / job.parallel.ep), f = static_cast<double>(m.expert_hidden);
+  const double R = static_cast<double>(job.parallel.replica_gpus),
+               h = static_cast<double>(m.hidden);
+  const double e_gpu = static_cast<double>(m.experts / job.parallel.ep),
+               f = static_cast<double>(m.expert_hidden);
   const double expert_pg = R / static_cast<double>(job.parallel.ep);
   auto dim0 = [&](double rows, double cols) { return std::ceil(rows / R) * cols; };
   std::vector<double> t;
@@ -33,7 +35,8 @@ std::vector<double> shard_tensors(const Job& job) {
     t.push_back(dim0(static_cast<double>(m.experts), h));  // router
     t.push_back(dim0(h, 1));
     t.push_back(dim0(h, 1));
-    for (int k = 0; k < 3; ++k) t.push_back(std::ceil(e_gpu / expert_pg) * f * h);  // gate, up, down
+    for (int k = 0; k < 3; ++k)
+      t.push_back(std::ceil(e_gpu / expert_pg) * f * h);  // gate, up, down
   }
   return t;
 }
@@ -75,7 +78,8 @@ HostMemory host_memory(const Job& job, const hardware::Profile& p) {
     double qkv = 0;  // the full fused QKV weight of every layer, fp32
     for (std::int64_t l = 0; l < job.model.layers; ++l) {
       const auto& a = job.model.attention(l);
-      qkv += static_cast<double>(job.model.hidden * (a.q_heads * a.qk_head_dim + a.kv_heads * (a.qk_head_dim + a.v_head_dim)));
+      qkv += static_cast<double>(job.model.hidden * (a.q_heads * a.qk_head_dim +
+                                                     a.kv_heads * (a.qk_head_dim + a.v_head_dim)));
     }
     add("checkpoint_replicated_qkv", kFp32 * qkv);
   }
@@ -96,8 +100,10 @@ double socket_short_probability(double headroom_GiB, const hardware::HostSpec& h
   if (headroom_GiB <= 0) return 1;
   if (h.unattributed_median_GiB <= 0) return 0;
   const double sigma = std::log(std::max(h.unattributed_p90_GiB, h.unattributed_median_GiB) /
-                                h.unattributed_median_GiB) / 1.2816;
-  if (sigma <= 0) return headroom_GiB < h.unattributed_median_GiB ? h.unattributed_kept_fraction : 0;
+                                h.unattributed_median_GiB) /
+                       1.2816;
+  if (sigma <= 0)
+    return headroom_GiB < h.unattributed_median_GiB ? h.unattributed_kept_fraction : 0;
   const double z = (std::log(headroom_GiB) - std::log(h.unattributed_median_GiB)) / sigma;
   return h.unattributed_kept_fraction * 0.5 * std::erfc(z / std::sqrt(2.0));
 }

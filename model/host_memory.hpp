@@ -17,10 +17,10 @@ struct HostPart {
 };
 
 struct HostMemory {
-  std::vector<HostPart> parts;   // each component, in bytes (pinned rounding is its own part)
-  double total_bytes = 0;        // Σ parts
-  double capacity_bytes = 0;     // host.memory_per_gpu_GiB
-  double headroom_bytes = 0;     // capacity − total (before memory unattributed at job start)
+  std::vector<HostPart> parts;  // each component, in bytes (pinned rounding is its own part)
+  double total_bytes = 0;       // Σ parts
+  double capacity_bytes = 0;    // host.memory_per_gpu_GiB
+  double headroom_bytes = 0;    // capacity − total (before memory unattributed at job start)
   double pinned_rounding_bytes = 0;
   // Offload-arena pages that land in HBM (arena not prefaulted and Grace short of room).
   double hbm_spill_bytes = 0;

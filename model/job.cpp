@@ -7,15 +7,17 @@ namespace twin::model {
 const sim::Schema<ParallelPlan>& parallel_schema() {
   static const sim::Schema<ParallelPlan> s = [] {
     sim::Schema<ParallelPlan> s;
-    s.integer("replica_gpus", "GPUs", 1, 1e6, std::nullopt,
-              "GPUs of one replica: the FSDP shard group of dense weights (384 on JUPITER)",
-              [](auto& p) -> auto& { return p.replica_gpus; })
-        .integer("ep", "GPUs", 1, 1024,
-                 "expert parallelism inside a node: each GPU owns experts/ep experts per layer",
-                 [](auto& p) -> auto& { return p.ep; })
-        .integer("dp", "", 1, 100000,
-                 "data-parallel replicas (HSDP); total GPUs = replica_gpus × dp",
-                 [](auto& p) -> auto& { return p.dp; });
+    s.integer(
+         "replica_gpus", "GPUs", 1, 1e6, std::nullopt,
+         "GPUs of one replica: the FSDP shard group of dense weights (384 on JUPITER)",
+         [](auto& p) -> auto& { return p.replica_gpus; })
+        .integer(
+            "ep", "GPUs", 1, 1024,
+            "expert parallelism inside a node: each GPU owns experts/ep experts per layer",
+            [](auto& p) -> auto& { return p.ep; })
+        .integer(
+            "dp", "", 1, 100000, "data-parallel replicas (HSDP); total GPUs = replica_gpus × dp",
+            [](auto& p) -> auto& { return p.dp; });
     return s;
   }();
   return s;
@@ -24,119 +26,150 @@ const sim::Schema<ParallelPlan>& parallel_schema() {
 const sim::Schema<TrainingOptions>& training_schema() {
   static const sim::Schema<TrainingOptions> s = [] {
     sim::Schema<TrainingOptions> s;
-    s.integer("seq_len", "tokens", 1, 1 << 24, "tokens per sequence (row)",
-              [](auto& t) -> auto& { return t.seq_len; })
-        .integer("rows_per_gpu", "rows", 1, 4096, "sequences per GPU per step",
-                 [](auto& t) -> auto& { return t.rows_per_gpu; })
-        .enumeration("activation_checkpointing", sim::names(kCheckpointingNames),
-                "none: keep every activation; selective: TorchTitan's per-op policy (attention "
-                "outputs and every second dense matmul output saved; expert GEMMs, elementwise work "
-                "and EP all-to-alls recomputed); full: keep only each layer's output (rung 1)",
-                [](auto& t) -> auto& { return t.activation_checkpointing; })
-        .real("offload_fraction", "", 0, 1,
-              "share of layers whose checkpointed output is offloaded to the host over C2C (rung 2)",
-              [](auto& t) -> auto& { return t.offload_fraction; })
-        .enumeration("optimizer", sim::names(kOptimizerNames),
-                "adamw for everything, or Muon for matrices except the router + AdamW (rung 3)",
-                [](auto& t) -> auto& { return t.optimizer; })
-        .boolean("cpu_offload",
-                 "FSDP2 CPUOffloadPolicy: sharded params, grads and optimizer states on the host",
-                 [](auto& t) -> auto& { return t.cpu_offload; })
-        .enumeration("newton_schulz", sim::names(kDeviceNames),
-                "where Muon's Newton–Schulz runs; gpu: expert matrices whole on their owner (rung 4)",
-                [](auto& t) -> auto& { return t.newton_schulz; })
-        .enumeration("dense_ns_all_to_all", sim::names(kAllToAllModeNames),
-                "all-to-alls gathering dense matrices to their Newton–Schulz owner: blocking the "
-                "CPU thread, or overlapping expert work (rung 4)",
-                [](auto& t) -> auto& { return t.dense_ns_all_to_all; })
-        .enumeration("newton_schulz_kernels", sim::names(kNsKernelsNames),
-                "Newton–Schulz on the GPU as written in Muon's reference code (unfused: three GEMMs "
-                "and five elementwise kernels per iteration, measured 24% elementwise on our H200), "
-                "or with the scaled sums in the GEMMs' epilogues (torch.baddbmm: three GEMMs)",
-                [](auto& t) -> auto& { return t.newton_schulz_kernels; })
-        .enumeration("moe_kernel", sim::names(kMoeKernelNames),
-                "expert GEMMs: SonicMoE's persistent grouped GEMMs, or a plain per-expert loop",
-                [](auto& t) -> auto& { return t.moe_kernel; })
-        .enumeration("moe_tile_scheduler", sim::names(kTileSchedulerNames),
-                "SonicMoE tile scheduling: static per-block tile lists, or an atomic counter (rung 5)",
-                [](auto& t) -> auto& { return t.moe_tile_scheduler; })
-        .enumeration("elementwise", sim::names(kElementwiseNames),
-                "elementwise ops as their own kernels (PyTorch eager, the project's FP8 and fp32-sum "
-                "kernels: measured bandwidth and contention per family), or each as one vectorized "
-                "bf16 kernel moving its bytes (the micro-step harness's stand-in)",
-                [](auto& t) -> auto& { return t.elementwise; })
-        .enumeration("expert_rows", sim::names(kExpertRowsNames),
-                "tokens per expert within a GPU: spread (routing gives each expert its own count; a "
-                "grouped GEMM pads half a tile per expert on average) or equal (every expert the same "
-                "rows, padded to whole tiles: the micro-step harness)",
-                [](auto& t) -> auto& { return t.expert_rows; })
-        .enumeration("routing", sim::names(kExpertRoutingNames),
-                "unconstrained top-k (EP ranks get unequal tokens) or 2 experts per group of 96 "
-                "(exactly balanced, rung 7)",
-                [](auto& t) -> auto& { return t.routing; })
-        .real("routing_imbalance_cv", "", 0, 2,
-              "topk routing: coefficient of variation of an EP rank's share of its node's "
-              "token-expert pairs, per layer [est]",
-              [](auto& t) -> auto& { return t.routing_imbalance_cv; })
-        .enumeration("expert_gather_dtype", sim::names(kGatherDtypeNames),
-                "expert weight all-gather in bf16, or FP8 E4M3 blocks of 128 with an fp32 scale "
-                "(rung 8)",
-                [](auto& t) -> auto& { return t.expert_gather_dtype; })
-        .enumeration("grad_reduce", sim::names(kGradReduceNames),
-                "expert gradient reduction: fp32 ring reduce-scatter, or a bf16 all-to-all "
-                "summed locally in fp32 (rung 9)",
-                [](auto& t) -> auto& { return t.grad_reduce; })
-        .enumeration("dense_reshard", sim::names(kDenseReshardNames),
-                "dense weights after forward: resharded over all ranks (re-gathered over "
-                "InfiniBand) or 4-way in the node (re-gathered over NVLink, rung 10)",
-                [](auto& t) -> auto& { return t.dense_reshard; })
-        .enumeration("grad_norm", sim::names(kGradNormNames),
-                "gradient norm on the CPU after backward (+ gloo all-reduce), or accumulated "
-                "during backward with one NCCL all-reduce (rung 11a)",
-                [](auto& t) -> auto& { return t.grad_norm; })
-        .boolean("embedding_regather",
-                 "re-gather the embedding weight in backward (rung 11b removes it)",
-                 [](auto& t) -> auto& { return t.embedding_regather; })
-        .boolean("shared_rope_cache",
-                 "one RoPE cache per distinct cache instead of a copy per RoPE layer (rung 11c)",
-                 [](auto& t) -> auto& { return t.shared_rope_cache; })
-        .boolean("release_grads_early",
-                 "with the gradient-norm hook registered, free each reduced gradient two layers "
-                 "later instead of at the end of backward (rung 12a)",
-                 [](auto& t) -> auto& { return t.release_grads_early; })
-        .boolean("unshard_async_op",
-                 "all-gather set-up (input, flat output, FP8 buffers) on the compute stream, so "
-                 "from its pool, instead of FSDP2's copy-in side stream (rung 12b)",
-                 [](auto& t) -> auto& { return t.unshard_async_op; })
-        .enumeration("grad_a2a_recv_pool", sim::names(kRecvPoolNames),
-                "pool of the bf16 gradient all-to-all receive buffer: the reduce-scatter side "
-                "stream's, or the compute stream's (rung 12c)",
-                [](auto& t) -> auto& { return t.grad_a2a_recv_pool; })
-        .boolean("expandable_segments",
-                 "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (segments grow by pages)",
-                 [](auto& t) -> auto& { return t.expandable_segments; })
-        .integer("allocator_warm_steps", "steps", 0, 8,
-                 "identical steps replayed through the caching allocator before the reported one: "
-                 "its pools keep their cached blocks across steps (0: the first step, from an "
-                 "empty cache; README, Memory)",
-                 [](auto& t) -> auto& { return t.allocator_warm_steps; })
-        .real("pinned_round_threshold_MiB", "MiB", 0, 1e6,
-              "pinned host allocations above this keep their size "
-              "(pinned_max_round_threshold_mb); below it, and always when 0, they round up to "
-              "a power of two (README, Memory)",
-              [](auto& t) -> auto& { return t.pinned_round_threshold_MiB; })
-        .boolean("offload_arena_prefault",
-                 "the CPU touches every page of the activation-offload arena at start; if not, "
-                 "pages first written by GPU copies may land in HBM when Grace is full (README, Memory)",
-                 [](auto& t) -> auto& { return t.offload_arena_prefault; })
-        .boolean("checkpoint_replicated_qkv",
-                 "the checkpoint state_dict hook gathers the full fused QKV weight on every rank "
-                 "and the checkpointer caches it (README, Memory)",
-                 [](auto& t) -> auto& { return t.checkpoint_replicated_qkv; })
-        .real("thp_leak_GiB", "GiB", 0, 1e6,
-              "host memory per rank lost to an allocator backing arenas with transparent huge "
-              "pages (mimalloc without MIMALLOC_ALLOW_THP=0; README, Memory); its size is not published",
-              [](auto& t) -> auto& { return t.thp_leak_GiB; });
+    s.integer(
+         "seq_len", "tokens", 1, 1 << 24, "tokens per sequence (row)",
+         [](auto& t) -> auto& { return t.seq_len; })
+        .integer(
+            "rows_per_gpu", "rows", 1, 4096, "sequences per GPU per step",
+            [](auto& t) -> auto& { return t.rows_per_gpu; })
+        .enumeration(
+            "activation_checkpointing", sim::names(kCheckpointingNames),
+            "none: keep every activation; selective: TorchTitan's per-op policy (attention "
+            "outputs and every second dense matmul output saved; expert GEMMs, elementwise work "
+            "and EP all-to-alls recomputed); full: keep only each layer's output (rung 1)",
+            [](auto& t) -> auto& { return t.activation_checkpointing; })
+        .real(
+            "offload_fraction", "", 0, 1,
+            "share of layers whose checkpointed output is offloaded to the host over C2C (rung 2)",
+            [](auto& t) -> auto& { return t.offload_fraction; })
+        .enumeration(
+            "optimizer", sim::names(kOptimizerNames),
+            "adamw for everything, or Muon for matrices except the router + AdamW (rung 3)",
+            [](auto& t) -> auto& { return t.optimizer; })
+        .boolean(
+            "cpu_offload",
+            "FSDP2 CPUOffloadPolicy: sharded params, grads and optimizer states on the host",
+            [](auto& t) -> auto& { return t.cpu_offload; })
+        .enumeration(
+            "newton_schulz", sim::names(kDeviceNames),
+            "where Muon's Newton–Schulz runs; gpu: expert matrices whole on their owner (rung 4)",
+            [](auto& t) -> auto& { return t.newton_schulz; })
+        .enumeration(
+            "dense_ns_all_to_all", sim::names(kAllToAllModeNames),
+            "all-to-alls gathering dense matrices to their Newton–Schulz owner: blocking the "
+            "CPU thread, or overlapping expert work (rung 4)",
+            [](auto& t) -> auto& { return t.dense_ns_all_to_all; })
+        .enumeration(
+            "newton_schulz_kernels", sim::names(kNsKernelsNames),
+            "Newton–Schulz on the GPU as written in Muon's reference code (unfused: three GEMMs "
+            "and five elementwise kernels per iteration, measured 24% elementwise on our H200), "
+            "or with the scaled sums in the GEMMs' epilogues (torch.baddbmm: three GEMMs)",
+            [](auto& t) -> auto& { return t.newton_schulz_kernels; })
+        .enumeration(
+            "moe_kernel", sim::names(kMoeKernelNames),
+            "expert GEMMs: SonicMoE's persistent grouped GEMMs, or a plain per-expert loop",
+            [](auto& t) -> auto& { return t.moe_kernel; })
+        .enumeration(
+            "moe_tile_scheduler", sim::names(kTileSchedulerNames),
+            "SonicMoE tile scheduling: static per-block tile lists, or an atomic counter (rung 5)",
+            [](auto& t) -> auto& { return t.moe_tile_scheduler; })
+        .enumeration(
+            "elementwise", sim::names(kElementwiseNames),
+            "elementwise ops as their own kernels (PyTorch eager, the project's FP8 and fp32-sum "
+            "kernels: measured bandwidth and contention per family), or each as one vectorized "
+            "bf16 kernel moving its bytes (the micro-step harness's stand-in)",
+            [](auto& t) -> auto& { return t.elementwise; })
+        .enumeration(
+            "expert_rows", sim::names(kExpertRowsNames),
+            "tokens per expert within a GPU: spread (routing gives each expert its own count; a "
+            "grouped GEMM pads half a tile per expert on average) or equal (every expert the same "
+            "rows, padded to whole tiles: the micro-step harness)",
+            [](auto& t) -> auto& { return t.expert_rows; })
+        .enumeration(
+            "routing", sim::names(kExpertRoutingNames),
+            "unconstrained top-k (EP ranks get unequal tokens) or 2 experts per group of 96 "
+            "(exactly balanced, rung 7)",
+            [](auto& t) -> auto& { return t.routing; })
+        .real(
+            "routing_imbalance_cv", "", 0, 2,
+            "topk routing: coefficient of variation of an EP rank's share of its node's "
+            "token-expert pairs, per layer [est]",
+            [](auto& t) -> auto& { return t.routing_imbalance_cv; })
+        .enumeration(
+            "expert_gather_dtype", sim::names(kGatherDtypeNames),
+            "expert weight all-gather in bf16, or FP8 E4M3 blocks of 128 with an fp32 scale "
+            "(rung 8)",
+            [](auto& t) -> auto& { return t.expert_gather_dtype; })
+        .enumeration(
+            "grad_reduce", sim::names(kGradReduceNames),
+            "expert gradient reduction: fp32 ring reduce-scatter, or a bf16 all-to-all "
+            "summed locally in fp32 (rung 9)",
+            [](auto& t) -> auto& { return t.grad_reduce; })
+        .enumeration(
+            "dense_reshard", sim::names(kDenseReshardNames),
+            "dense weights after forward: resharded over all ranks (re-gathered over "
+            "InfiniBand) or 4-way in the node (re-gathered over NVLink, rung 10)",
+            [](auto& t) -> auto& { return t.dense_reshard; })
+        .enumeration(
+            "grad_norm", sim::names(kGradNormNames),
+            "gradient norm on the CPU after backward (+ gloo all-reduce), or accumulated "
+            "during backward with one NCCL all-reduce (rung 11a)",
+            [](auto& t) -> auto& { return t.grad_norm; })
+        .boolean(
+            "embedding_regather",
+            "re-gather the embedding weight in backward (rung 11b removes it)",
+            [](auto& t) -> auto& { return t.embedding_regather; })
+        .boolean(
+            "shared_rope_cache",
+            "one RoPE cache per distinct cache instead of a copy per RoPE layer (rung 11c)",
+            [](auto& t) -> auto& { return t.shared_rope_cache; })
+        .boolean(
+            "release_grads_early",
+            "with the gradient-norm hook registered, free each reduced gradient two layers "
+            "later instead of at the end of backward (rung 12a)",
+            [](auto& t) -> auto& { return t.release_grads_early; })
+        .boolean(
+            "unshard_async_op",
+            "all-gather set-up (input, flat output, FP8 buffers) on the compute stream, so "
+            "from its pool, instead of FSDP2's copy-in side stream (rung 12b)",
+            [](auto& t) -> auto& { return t.unshard_async_op; })
+        .enumeration(
+            "grad_a2a_recv_pool", sim::names(kRecvPoolNames),
+            "pool of the bf16 gradient all-to-all receive buffer: the reduce-scatter side "
+            "stream's, or the compute stream's (rung 12c)",
+            [](auto& t) -> auto& { return t.grad_a2a_recv_pool; })
+        .boolean(
+            "expandable_segments",
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (segments grow by pages)",
+            [](auto& t) -> auto& { return t.expandable_segments; })
+        .integer(
+            "allocator_warm_steps", "steps", 0, 8,
+            "identical steps replayed through the caching allocator before the reported one: "
+            "its pools keep their cached blocks across steps (0: the first step, from an "
+            "empty cache; README, Memory)",
+            [](auto& t) -> auto& { return t.allocator_warm_steps; })
+        .real(
+            "pinned_round_threshold_MiB", "MiB", 0, 1e6,
+            "pinned host allocations above this keep their size "
+            "(pinned_max_round_threshold_mb); below it, and always when 0, they round up to "
+            "a power of two (README, Memory)",
+            [](auto& t) -> auto& { return t.pinned_round_threshold_MiB; })
+        .boolean(
+            "offload_arena_prefault",
+            "the CPU touches every page of the activation-offload arena at start; if not, "
+            "pages first written by GPU copies may land in HBM when Grace is full (README, Memory)",
+            [](auto& t) -> auto& { return t.offload_arena_prefault; })
+        .boolean(
+            "checkpoint_replicated_qkv",
+            "the checkpoint state_dict hook gathers the full fused QKV weight on every rank "
+            "and the checkpointer caches it (README, Memory)",
+            [](auto& t) -> auto& { return t.checkpoint_replicated_qkv; })
+        .real(
+            "thp_leak_GiB", "GiB", 0, 1e6,
+            "host memory per rank lost to an allocator backing arenas with transparent huge "
+            "pages (mimalloc without MIMALLOC_ALLOW_THP=0; README, Memory); its size is not "
+            "published",
+            [](auto& t) -> auto& { return t.thp_leak_GiB; });
     return s;
   }();
   return s;
@@ -145,22 +178,27 @@ const sim::Schema<TrainingOptions>& training_schema() {
 const sim::Schema<DataOptions>& data_schema() {
   static const sim::Schema<DataOptions> s = [] {
     sim::Schema<DataOptions> s;
-    s.text("doc_lengths_file",
-           "file of document lengths in tokens (whitespace-separated integers, relative to the "
-           "scenario file); empty: the built-in log-normal",
-           [](auto& d) -> auto& { return d.doc_lengths_file; })
-        .real("doc_length_median_tokens", "tokens", 1, 1e9,
-              "median of the built-in log-normal document-length distribution [est]",
-              [](auto& d) -> auto& { return d.doc_length_median_tokens; })
-        .real("doc_length_sigma", "", 0, 10,
-              "sigma (of ln length) of the built-in log-normal distribution [est]",
-              [](auto& d) -> auto& { return d.doc_length_sigma; })
-        .integer("seed", "", 0, 9.0e15, "seed of document sampling and shuffling",
-                 [](auto& d) -> auto& { return d.seed; })
-        .boolean("balance_attention",
-                 "sort packed rows into narrow attention-cost bands so a step's rows cost the "
-                 "same (rung 6)",
-                 [](auto& d) -> auto& { return d.balance_attention; });
+    s.text(
+         "doc_lengths_file",
+         "file of document lengths in tokens (whitespace-separated integers, relative to the "
+         "scenario file); empty: the built-in log-normal",
+         [](auto& d) -> auto& { return d.doc_lengths_file; })
+        .real(
+            "doc_length_median_tokens", "tokens", 1, 1e9,
+            "median of the built-in log-normal document-length distribution [est]",
+            [](auto& d) -> auto& { return d.doc_length_median_tokens; })
+        .real(
+            "doc_length_sigma", "", 0, 10,
+            "sigma (of ln length) of the built-in log-normal distribution [est]",
+            [](auto& d) -> auto& { return d.doc_length_sigma; })
+        .integer(
+            "seed", "", 0, 9.0e15, "seed of document sampling and shuffling",
+            [](auto& d) -> auto& { return d.seed; })
+        .boolean(
+            "balance_attention",
+            "sort packed rows into narrow attention-cost bands so a step's rows cost the "
+            "same (rung 6)",
+            [](auto& d) -> auto& { return d.balance_attention; });
     return s;
   }();
   return s;
@@ -170,16 +208,17 @@ void validate(const Job& job, std::int64_t gpus_per_node) {
   const auto& p = job.parallel;
   const auto& m = job.model;
   if (m.experts % p.ep != 0)
-    throw sim::ParamError("model.experts", "parallel.ep",
-                          fmt::format("experts ({}) must be divisible by ep ({})", m.experts, p.ep));
+    throw sim::ParamError(
+        "model.experts", "parallel.ep",
+        fmt::format("experts ({}) must be divisible by ep ({})", m.experts, p.ep));
   if (gpus_per_node % p.ep != 0)
     throw sim::ParamError("parallel.ep", fmt::format("ep ({}) must divide the GPUs of a node ({}): "
                                                      "expert parallelism stays inside a node",
                                                      p.ep, gpus_per_node));
   if (p.replica_gpus % gpus_per_node != 0)
-    throw sim::ParamError("parallel.replica_gpus",
-                          fmt::format("{} GPUs cannot be tiled by nodes of {} GPUs",
-                                      p.replica_gpus, gpus_per_node));
+    throw sim::ParamError(
+        "parallel.replica_gpus",
+        fmt::format("{} GPUs cannot be tiled by nodes of {} GPUs", p.replica_gpus, gpus_per_node));
 }
 
 }  // namespace twin::model

@@ -30,30 +30,37 @@ enum class GradNorm { cpu, accumulated };
 enum class RecvPool { side, compute };
 
 inline constexpr sim::Named<Checkpointing> kCheckpointingNames[] = {
-    {Checkpointing::none, "none"}, {Checkpointing::selective, "selective"}, {Checkpointing::full, "full"}};
-inline constexpr sim::Named<Optimizer> kOptimizerNames[] = {{Optimizer::adamw, "adamw"}, {Optimizer::muon, "muon"}};
+    {Checkpointing::none, "none"},
+    {Checkpointing::selective, "selective"},
+    {Checkpointing::full, "full"}};
+inline constexpr sim::Named<Optimizer> kOptimizerNames[] = {{Optimizer::adamw, "adamw"},
+                                                            {Optimizer::muon, "muon"}};
 inline constexpr sim::Named<Device> kDeviceNames[] = {{Device::cpu, "cpu"}, {Device::gpu, "gpu"}};
-inline constexpr sim::Named<AllToAllMode> kAllToAllModeNames[] = {{AllToAllMode::blocking, "blocking"},
-                                                                  {AllToAllMode::async, "async"}};
+inline constexpr sim::Named<AllToAllMode> kAllToAllModeNames[] = {
+    {AllToAllMode::blocking, "blocking"}, {AllToAllMode::async, "async"}};
 inline constexpr sim::Named<MoeKernel> kMoeKernelNames[] = {{MoeKernel::sonicmoe, "sonicmoe"},
                                                             {MoeKernel::plain, "plain"}};
-inline constexpr sim::Named<TileScheduler> kTileSchedulerNames[] = {{TileScheduler::static_lists, "static"},
-                                                                    {TileScheduler::dynamic, "dynamic"}};
-inline constexpr sim::Named<Elementwise> kElementwiseNames[] = {{Elementwise::eager, "eager"},
-                                                                {Elementwise::stand_in, "stand_in"}};
+inline constexpr sim::Named<TileScheduler> kTileSchedulerNames[] = {
+    {TileScheduler::static_lists, "static"}, {TileScheduler::dynamic, "dynamic"}};
+inline constexpr sim::Named<Elementwise> kElementwiseNames[] = {
+    {Elementwise::eager, "eager"}, {Elementwise::stand_in, "stand_in"}};
 inline constexpr sim::Named<NsKernels> kNsKernelsNames[] = {{NsKernels::unfused, "unfused"},
                                                             {NsKernels::baddbmm, "baddbmm"}};
 inline constexpr sim::Named<ExpertRows> kExpertRowsNames[] = {{ExpertRows::spread, "spread"},
                                                               {ExpertRows::equal, "equal"}};
-inline constexpr sim::Named<ExpertRouting> kExpertRoutingNames[] = {{ExpertRouting::topk, "topk"},
-                                                                    {ExpertRouting::group_limited, "group_limited"}};
-inline constexpr sim::Named<GatherDtype> kGatherDtypeNames[] = {{GatherDtype::bf16, "bf16"}, {GatherDtype::fp8, "fp8"}};
-inline constexpr sim::Named<GradReduce> kGradReduceNames[] = {{GradReduce::fp32_reduce_scatter, "fp32_reduce_scatter"},
-                                                              {GradReduce::bf16_all_to_all, "bf16_all_to_all"}};
-inline constexpr sim::Named<DenseReshard> kDenseReshardNames[] = {{DenseReshard::global, "global"},
-                                                                  {DenseReshard::node_local, "node_local"}};
-inline constexpr sim::Named<GradNorm> kGradNormNames[] = {{GradNorm::cpu, "cpu"}, {GradNorm::accumulated, "accumulated"}};
-inline constexpr sim::Named<RecvPool> kRecvPoolNames[] = {{RecvPool::side, "side"}, {RecvPool::compute, "compute"}};
+inline constexpr sim::Named<ExpertRouting> kExpertRoutingNames[] = {
+    {ExpertRouting::topk, "topk"}, {ExpertRouting::group_limited, "group_limited"}};
+inline constexpr sim::Named<GatherDtype> kGatherDtypeNames[] = {{GatherDtype::bf16, "bf16"},
+                                                                {GatherDtype::fp8, "fp8"}};
+inline constexpr sim::Named<GradReduce> kGradReduceNames[] = {
+    {GradReduce::fp32_reduce_scatter, "fp32_reduce_scatter"},
+    {GradReduce::bf16_all_to_all, "bf16_all_to_all"}};
+inline constexpr sim::Named<DenseReshard> kDenseReshardNames[] = {
+    {DenseReshard::global, "global"}, {DenseReshard::node_local, "node_local"}};
+inline constexpr sim::Named<GradNorm> kGradNormNames[] = {{GradNorm::cpu, "cpu"},
+                                                          {GradNorm::accumulated, "accumulated"}};
+inline constexpr sim::Named<RecvPool> kRecvPoolNames[] = {{RecvPool::side, "side"},
+                                                          {RecvPool::compute, "compute"}};
 
 struct ParallelPlan {
   std::int64_t replica_gpus = 0;  // GPUs of one replica = the FSDP shard group of dense weights
@@ -65,36 +72,36 @@ struct ParallelPlan {
 };
 
 struct TrainingOptions {
-  std::int64_t seq_len = 65536;        // tokens per row (sequence)
-  std::int64_t rows_per_gpu = 1;       // sequences per GPU per step
+  std::int64_t seq_len = 65536;   // tokens per row (sequence)
+  std::int64_t rows_per_gpu = 1;  // sequences per GPU per step
   Checkpointing activation_checkpointing = Checkpointing::full;
-  double offload_fraction = 0.86;      // share of layers whose checkpointed output goes to host
+  double offload_fraction = 0.86;  // share of layers whose checkpointed output goes to host
   Optimizer optimizer = Optimizer::muon;
   bool cpu_offload = true;             // FSDP2 CPUOffloadPolicy: params, grads, states on host
-  Device newton_schulz = Device::gpu;               // rung 4
+  Device newton_schulz = Device::gpu;  // rung 4
   AllToAllMode dense_ns_all_to_all = AllToAllMode::async;  // rung 4
-  NsKernels newton_schulz_kernels = NsKernels::unfused;     // hardware/kernel_shapes.hpp
+  NsKernels newton_schulz_kernels = NsKernels::unfused;    // hardware/kernel_shapes.hpp
   MoeKernel moe_kernel = MoeKernel::sonicmoe;
   TileScheduler moe_tile_scheduler = TileScheduler::dynamic;  // rung 5
-  Elementwise elementwise = Elementwise::eager;  // step_costs.hpp
-  ExpertRows expert_rows = ExpertRows::spread;   // hardware/kernel_cost.hpp
-  ExpertRouting routing = ExpertRouting::group_limited;  // rung 7
-  double routing_imbalance_cv = 0.15;          // topk: spread of an EP rank's token share
-  GatherDtype expert_gather_dtype = GatherDtype::fp8;  // rung 8
+  Elementwise elementwise = Elementwise::eager;               // step_costs.hpp
+  ExpertRows expert_rows = ExpertRows::spread;                // hardware/kernel_cost.hpp
+  ExpertRouting routing = ExpertRouting::group_limited;       // rung 7
+  double routing_imbalance_cv = 0.15;                    // topk: spread of an EP rank's token share
+  GatherDtype expert_gather_dtype = GatherDtype::fp8;    // rung 8
   GradReduce grad_reduce = GradReduce::bf16_all_to_all;  // rung 9
   DenseReshard dense_reshard = DenseReshard::node_local;  // rung 10
-  GradNorm grad_norm = GradNorm::accumulated;    // rung 11a
-  bool embedding_regather = false;             // re-gather the embedding in backward (rung 11b)
-  bool shared_rope_cache = true;               // one RoPE cache per distinct cache (rung 11c)
-  bool release_grads_early = true;             // free reduced grads two layers later (rung 12a)
-  bool unshard_async_op = true;                // all-gather buffers from the compute pool (rung 12b)
+  GradNorm grad_norm = GradNorm::accumulated;             // rung 11a
+  bool embedding_regather = false;  // re-gather the embedding in backward (rung 11b)
+  bool shared_rope_cache = true;    // one RoPE cache per distinct cache (rung 11c)
+  bool release_grads_early = true;  // free reduced grads two layers later (rung 12a)
+  bool unshard_async_op = true;     // all-gather buffers from the compute pool (rung 12b)
   RecvPool grad_a2a_recv_pool = RecvPool::compute;  // rung 12c
-  bool expandable_segments = false;            // PYTORCH_CUDA_ALLOC_CONF expandable_segments
-  std::int64_t allocator_warm_steps = 1;       // steps the allocator's caches saw before this one
-  double pinned_round_threshold_MiB = 1;       // pinned_max_round_threshold_mb; 0 = always round
-  bool offload_arena_prefault = true;          // CPU touches the offload arena first (SPEC §7)
-  bool checkpoint_replicated_qkv = false;      // the state_dict hook's full QKV copy (SPEC §7)
-  double thp_leak_GiB = 0;                     // host memory lost to the mimalloc THP leak
+  bool expandable_segments = false;                 // PYTORCH_CUDA_ALLOC_CONF expandable_segments
+  std::int64_t allocator_warm_steps = 1;   // steps the allocator's caches saw before this one
+  double pinned_round_threshold_MiB = 1;   // pinned_max_round_threshold_mb; 0 = always round
+  bool offload_arena_prefault = true;      // CPU touches the offload arena first (SPEC §7)
+  bool checkpoint_replicated_qkv = false;  // the state_dict hook's full QKV copy (SPEC §7)
+  double thp_leak_GiB = 0;                 // host memory lost to the mimalloc THP leak
 };
 
 // Where the document lengths come from (SPEC.md §6.6). Lengths are drawn from a log-normal
@@ -104,7 +111,7 @@ struct DataOptions {
   double doc_length_median_tokens = 600;
   double doc_length_sigma = 1.6;
   std::int64_t seed = 1;
-  bool balance_attention = true;  // sort rows into attention-cost bands (rung 6)
+  bool balance_attention = true;          // sort rows into attention-cost bands (rung 6)
   std::vector<std::int64_t> doc_lengths;  // filled by the loader from doc_lengths_file
 };
 

@@ -1,17 +1,17 @@
 #include "model/memory_replay.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <stdexcept>
 #include <tuple>
 
-#include <fmt/format.h>
-
+#include "hardware/cluster.hpp"
 #include "hardware/collective.hpp"
 #include "hardware/ops.hpp"
 #include "model/step_costs.hpp"
 #include "sim/task.hpp"
-#include "hardware/cluster.hpp"
 #include "sim/units.hpp"
 
 namespace twin::model {
@@ -26,7 +26,8 @@ std::vector<AllocEvent> alloc_sequence(const BufferLog& log, std::int64_t rank) 
     std::uint32_t seq;
     std::uint32_t buffer_alloc;  // buffer index · 2 + (1: allocation, 0: free)
   };
-  if (bufs.size() >= (std::size_t{1} << 31)) throw std::length_error("too many buffers on one rank");
+  if (bufs.size() >= (std::size_t{1} << 31))
+    throw std::length_error("too many buffers on one rank");
   std::vector<Key> ev;
   ev.reserve(2 * bufs.size());
   for (std::size_t i = 0; i < bufs.size(); ++i) {
@@ -48,7 +49,8 @@ namespace {
 // Tags the allocator's actions since `from` with the event's time and buffer.
 void tag_actions(AllocatorTrace& t, const std::vector<CachingAllocator::TraceEvent>& actions,
                  std::size_t from, std::int64_t time_ns, const char* buffer) {
-  for (std::size_t i = from; i < actions.size(); ++i) t.events.push_back({actions[i], time_ns, buffer});
+  for (std::size_t i = from; i < actions.size(); ++i)
+    t.events.push_back({actions[i], time_ns, buffer});
 }
 }  // namespace
 
@@ -89,13 +91,15 @@ HbmReplay replay_hbm(const BufferLog& log, std::int64_t rank, const CachingAlloc
       }
       if (r.block < 0 && !out.oom) {
         out.oom = true;
-        out.failed = fmt::format("{} ({:.2f} GiB, {} pool)", b.name, b.bytes / kGiB, pool_name(b.pool));
+        out.failed =
+            fmt::format("{} ({:.2f} GiB, {} pool)", b.name, b.bytes / kGiB, pool_name(b.pool));
       }
       block[e.buffer] = r.block;
       if (traced) {
         tag_actions(*trace, actions, from, e.time_ns, b.name);
         if (r.block >= 0) {
-          trace->block_buffer.resize(std::max(trace->block_buffer.size(), static_cast<std::size_t>(r.block) + 1), "");
+          trace->block_buffer.resize(
+              std::max(trace->block_buffer.size(), static_cast<std::size_t>(r.block) + 1), "");
           trace->block_buffer[static_cast<std::size_t>(r.block)] = b.name;
         }
       }
@@ -111,7 +115,8 @@ HbmReplay replay_hbm(const BufferLog& log, std::int64_t rank, const CachingAlloc
   return out;
 }
 
-double nccl_buffer_bytes(const Job& job, const hardware::Profile& p, const hardware::NcclOptions& n) {
+double nccl_buffer_bytes(const Job& job, const hardware::Profile& p,
+                         const hardware::NcclOptions& n) {
   using hardware::CollKind;
   const auto& d = n.default_ctas;
   const int sms = static_cast<int>(p.gpu.sm_count);
@@ -123,9 +128,11 @@ double nccl_buffer_bytes(const Job& job, const hardware::Profile& p, const hardw
   // (replicas). A communicator keeps buffers for the most channels any of its collectives uses.
   int channels = ch(CollKind::all_gather, d.dense) + ch(CollKind::all_to_all, d.ep_all_to_all);
   channels += std::max({ch(CollKind::all_gather, d.expert_allgather),
-                        t.grad_reduce == GradReduce::bf16_all_to_all ? ch(CollKind::all_to_all, d.grad_all_to_all)
-                                                           : ch(CollKind::reduce_scatter, d.expert_reduce_scatter)});
-  if (t.dense_reshard == DenseReshard::node_local) channels += ch(CollKind::all_gather, d.nvlink_gather);
+                        t.grad_reduce == GradReduce::bf16_all_to_all
+                            ? ch(CollKind::all_to_all, d.grad_all_to_all)
+                            : ch(CollKind::reduce_scatter, d.expert_reduce_scatter)});
+  if (t.dense_reshard == DenseReshard::node_local)
+    channels += ch(CollKind::all_gather, d.nvlink_gather);
   if (job.parallel.dp > 1) channels += ch(CollKind::all_reduce, d.dense);
   return channels * p.nccl.buffer_per_channel_MiB * 1024 * 1024;
 }
@@ -135,7 +142,6 @@ double allocator_capacity_bytes(const Job& job, const hardware::Profile& p,
   return (p.gpu.hbm_usable_GiB - p.gpu.cuda_context_GiB) * kGiB - nccl_buffer_bytes(job, p, n) -
          host_spill_bytes;
 }
-
 
 void resolve_retries(const sim::TaskGraph& g, std::int32_t lanes_per_rank,
                      std::vector<std::vector<AllocRetry>>& retries_by_rank) {
@@ -157,8 +163,10 @@ void resolve_retries(const sim::TaskGraph& g, std::int32_t lanes_per_rank,
         while (it != lane.begin() && *(it - 1) == a.task) --it;
         if (it == lane.begin()) continue;
         const auto& prev = g[*(it - 1)];
-        if (prev.lane == x.lane) a.stream_prev = prev.id();
-        else a.sync_ns = std::max(a.sync_ns, prev.end_time().count_ns() - a.time_ns);
+        if (prev.lane == x.lane)
+          a.stream_prev = prev.id();
+        else
+          a.sync_ns = std::max(a.sync_ns, prev.end_time().count_ns() - a.time_ns);
       }
     }
 }
@@ -170,8 +178,9 @@ void inject_retries(sim::TaskGraph& g, hardware::Cluster& c,
     for (const AllocRetry& a : rank) {
       sim::Task& x = g[a.task];
       sim::Task& r = g.add("alloc_retry", x.lane, kAllocRetry, x.index);
-      const double free_ms = gpu.cuda_free_ms_per_segment * a.segments_released +
-                             gpu.cuda_free_ms_per_GiB * static_cast<double>(a.bytes_released) / kGiB;
+      const double free_ms =
+          gpu.cuda_free_ms_per_segment * a.segments_released +
+          gpu.cuda_free_ms_per_GiB * static_cast<double>(a.bytes_released) / kGiB;
       hardware::run_delay(r, c, sim::Time::ns(a.sync_ns) + sim::Time::ms(free_ms));
       if (a.stream_prev != AllocRetry::kNone) r.after(g[a.stream_prev]);
       x.after(r);

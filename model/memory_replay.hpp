@@ -73,7 +73,8 @@ HbmReplay replay_hbm(const BufferLog& log, std::int64_t rank, const CachingAlloc
                      std::int64_t warm_steps = 0, AllocatorTrace* trace = nullptr);
 
 // NCCL's device buffers on one rank: per communicator, channels × buffer per channel.
-double nccl_buffer_bytes(const Job& job, const hardware::Profile& p, const hardware::NcclOptions& n);
+double nccl_buffer_bytes(const Job& job, const hardware::Profile& p,
+                         const hardware::NcclOptions& n);
 
 // What cudaMalloc may reserve on one rank.
 double allocator_capacity_bytes(const Job& job, const hardware::Profile& p,

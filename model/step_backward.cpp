@@ -35,8 +35,8 @@ StepBuilder::PerRank StepBuilder::backward_head(const PerRank& last_fwd_end, Bac
   const double h = static_cast<double>(m.hidden), V = static_cast<double>(m.vocab);
   const auto L = static_cast<std::int32_t>(m.layers);
   const auto& ctas = c_.nccl().default_ctas;
-  auto head_ag = collective(dense_pg_, kDensePg, CollKind::all_gather, V * h * 2, ctas.dense, "head_gather",
-                            kCollDenseGather, L);
+  auto head_ag = collective(dense_pg_, kDensePg, CollKind::all_gather, V * h * 2, ctas.dense,
+                            "head_gather", kCollDenseGather, L);
   after_all(head_ag, last_fwd_end);
   std::vector<std::size_t> head_grad(static_cast<std::size_t>(ranks_));
   for (std::int64_t r = 0; r < ranks_; ++r) {
@@ -47,7 +47,8 @@ StepBuilder::PerRank StepBuilder::backward_head(const PerRank& last_fwd_end, Bac
     hf.after(*head_ag[static_cast<std::size_t>(r)]);
     // One task for the loss's forward and backward kernels; it slows as the forward does (the
     // larger of the two, measured ×7.2 with 124 SMs held against ×4.7 for the backward).
-    auto& loss = kernel(r, "loss", kElementwise, elementwise_op(job_, cost_, Family::ew_loss, 3 * T * V * 4), L);
+    auto& loss = kernel(r, "loss", kElementwise,
+                        elementwise_op(job_, cost_, Family::ew_loss, 3 * T * V * 4), L);
     auto& hb = kernel(r, "head_backward", kOtherGemm, grid_work(2 * fwd, head), L);
     note(r, hf, {gemm_launch(T, V, h)});
     note(r, loss, {elementwise_launch(3 * T * V * 4)});
@@ -66,15 +67,16 @@ StepBuilder::PerRank StepBuilder::backward_head(const PerRank& last_fwd_end, Bac
                               "head_grad_reduce_scatter", kCollDenseReduce, L);
   after_all(st.prev_reduce, issue);
   for (std::int64_t r = 0; r < ranks_; ++r)
-    mem_.free(r, head_grad[static_cast<std::size_t>(r)], *st.prev_reduce[static_cast<std::size_t>(r)],
-              BufferLog::kEnd);
+    mem_.free(r, head_grad[static_cast<std::size_t>(r)],
+              *st.prev_reduce[static_cast<std::size_t>(r)], BufferLog::kEnd);
   st.prev_reduce_e.assign(static_cast<std::size_t>(ranks_), nullptr);
   return issue;
 }
 
 // Layer i's activations and weights are fetched when layer i+1's backward starts, so on each
 // PG they queue before layer i+1's reductions (issue order = PG order).
-StepBuilder::Fetch StepBuilder::prefetch_layer(std::int32_t i, const PerRank& issue_at, const PerRank& d2h_all) {
+StepBuilder::Fetch StepBuilder::prefetch_layer(std::int32_t i, const PerRank& issue_at,
+                                               const PerRank& d2h_all) {
   const auto& t = job_.training;
   const auto& ctas = c_.nccl().default_ctas;
   const std::int64_t L = job_.model.layers;
@@ -87,16 +89,16 @@ StepBuilder::Fetch StepBuilder::prefetch_layer(std::int32_t i, const PerRank& is
       x.after(*d2h_all[static_cast<std::size_t>(r * L + i)]);
       x.after(*issue_at[static_cast<std::size_t>(r)]);
       f.h2d[static_cast<std::size_t>(r)] = &x;
-      held_[static_cast<std::size_t>(r * L + i)].push_back(
-          mem_.alloc(r, "reloaded_output", kPoolOffload, work_[r].tokens * h * kBf16, x, BufferLog::kStart));
+      held_[static_cast<std::size_t>(r * L + i)].push_back(mem_.alloc(
+          r, "reloaded_output", kPoolOffload, work_[r].tokens * h * kBf16, x, BufferLog::kStart));
     }
   f.dense = t.dense_reshard == DenseReshard::node_local
-                ? collective(node_pg_, kNodePg, CollKind::all_gather, comm.dense_gather, ctas.nvlink_gather,
-                             "dense_regather_nvlink", kCollDenseGather, i)
-                : collective(dense_pg_, kDensePg, CollKind::all_gather, comm.dense_gather, ctas.dense,
-                             "dense_regather", kCollDenseGather, i);
-  f.expert = collective(expert_pg_, kExpertPg, CollKind::all_gather, comm.expert_gather, ctas.expert_allgather,
-                        "expert_regather", kCollExpertGather, i);
+                ? collective(node_pg_, kNodePg, CollKind::all_gather, comm.dense_gather,
+                             ctas.nvlink_gather, "dense_regather_nvlink", kCollDenseGather, i)
+                : collective(dense_pg_, kDensePg, CollKind::all_gather, comm.dense_gather,
+                             ctas.dense, "dense_regather", kCollDenseGather, i);
+  f.expert = collective(expert_pg_, kExpertPg, CollKind::all_gather, comm.expert_gather,
+                        ctas.expert_allgather, "expert_regather", kCollExpertGather, i);
   after_all(f.dense, issue_at);
   after_all(f.expert, issue_at);
   return f;
@@ -114,15 +116,22 @@ void StepBuilder::layer_boundary_buffers(std::int32_t i, const Fetch& cur, const
     unshard(r, b.dense_flat, b.dense_weights, *cur.dense[ri], *begin[ri], *boundary[ri]);
     unshard(r, b.expert_flat, b.expert_weights, *cur.expert[ri], *begin[ri], *boundary[ri]);
     if (b.dense_local > 0) mem_.free(r, local_shard_[k], *cur.dense[ri], BufferLog::kEnd);
-    const double pass = (t.activation_checkpointing == Checkpointing::none ? 0 : b.attention + b.moe) + b.moe_grad;
-    mem_.free(r, mem_.alloc(r, "recompute_and_grad_workspace", kPoolCompute, pass, *begin[ri], BufferLog::kEnd),
+    const double pass =
+        (t.activation_checkpointing == Checkpointing::none ? 0 : b.attention + b.moe) + b.moe_grad;
+    mem_.free(r,
+              mem_.alloc(r, "recompute_and_grad_workspace", kPoolCompute, pass, *begin[ri],
+                         BufferLog::kEnd),
               *boundary[ri], BufferLog::kStart);
-    st.grads[ri] = mem_.alloc(r, "unsharded_grads", kPoolCompute, b.grad_unsharded, *begin[ri], BufferLog::kEnd);
+    st.grads[ri] = mem_.alloc(r, "unsharded_grads", kPoolCompute, b.grad_unsharded, *begin[ri],
+                              BufferLog::kEnd);
     for (std::size_t hnd : held_[k]) mem_.free(r, hnd, *boundary[ri], BufferLog::kStart);
     // After the wait: the previous layer's reduce-scatter input goes, this layer's comes.
-    if (st.pending_input[ri] != kNone) mem_.free(r, st.pending_input[ri], *boundary[ri], BufferLog::kEnd);
-    st.pending_input[ri] = mem_.alloc(r, "reduce_input", kPoolCompute, b.reduce_input, *boundary[ri], BufferLog::kEnd);
-    for (std::size_t hnd : st.reduced_free_at[ri][i]) mem_.free(r, hnd, *boundary[ri], BufferLog::kEnd);
+    if (st.pending_input[ri] != kNone)
+      mem_.free(r, st.pending_input[ri], *boundary[ri], BufferLog::kEnd);
+    st.pending_input[ri] =
+        mem_.alloc(r, "reduce_input", kPoolCompute, b.reduce_input, *boundary[ri], BufferLog::kEnd);
+    for (std::size_t hnd : st.reduced_free_at[ri][i])
+      mem_.free(r, hnd, *boundary[ri], BufferLog::kEnd);
   }
 }
 
@@ -135,13 +144,14 @@ void StepBuilder::reduce_layer_grads(std::int32_t i, const PerRank& boundary, Ba
   const double R = static_cast<double>(job_.parallel.replica_gpus);
   const double expert_pg = R / static_cast<double>(job_.parallel.ep);
   const auto comm = layer_comm(job_, i);
-  auto rsd = collective(dense_pg_, kDensePg, CollKind::reduce_scatter, comm.dense_reduce, ctas.dense,
-                        "dense_grad_reduce_scatter", kCollDenseReduce, i);
+  auto rsd = collective(dense_pg_, kDensePg, CollKind::reduce_scatter, comm.dense_reduce,
+                        ctas.dense, "dense_grad_reduce_scatter", kCollDenseReduce, i);
   const bool a2a = t.grad_reduce == GradReduce::bf16_all_to_all;
   auto rse = a2a ? collective(expert_pg_, kExpertPg, CollKind::all_to_all, comm.expert_reduce,
                               ctas.grad_all_to_all, "expert_grad_all_to_all", kCollExpertReduce, i)
                  : collective(expert_pg_, kExpertPg, CollKind::reduce_scatter, comm.expert_reduce,
-                              ctas.expert_reduce_scatter, "expert_grad_reduce_scatter", kCollExpertReduce, i);
+                              ctas.expert_reduce_scatter, "expert_grad_reduce_scatter",
+                              kCollExpertReduce, i);
   after_all(rsd, boundary);
   after_all(rse, boundary);
   for (std::int64_t r = 0; r < ranks_; ++r) {
@@ -151,13 +161,14 @@ void StepBuilder::reduce_layer_grads(std::int32_t i, const PerRank& boundary, Ba
     // The owner converts the received bf16 slices to fp32 and sums them.
     const double recv = comm.expert_reduce * (expert_pg - 1) / expert_pg;
     const double sum_bytes = recv + 2 * recv / expert_pg;
-    auto& s = kernel(r, "grad_fp32_sum", kElementwise, elementwise_op(job_, cost_, Family::ew_sum_fp32, sum_bytes),
-                     i, kSideStream);
+    auto& s = kernel(r, "grad_fp32_sum", kElementwise,
+                     elementwise_op(job_, cost_, Family::ew_sum_fp32, sum_bytes), i, kSideStream);
     note(r, s, {elementwise_launch(sum_bytes)});
     s.after(*rse[ri]);
-    const auto rb = mem_.alloc(r, "grad_all_to_all_recv",
-                               t.grad_a2a_recv_pool == RecvPool::compute ? kPoolCompute : kPoolReduceScatter,
-                               comm.expert_reduce, *rse[ri], BufferLog::kStart);
+    const auto rb =
+        mem_.alloc(r, "grad_all_to_all_recv",
+                   t.grad_a2a_recv_pool == RecvPool::compute ? kPoolCompute : kPoolReduceScatter,
+                   comm.expert_reduce, *rse[ri], BufferLog::kStart);
     mem_.free(r, rb, s, BufferLog::kEnd);
     rse[ri] = &s;
   }
@@ -183,8 +194,11 @@ void StepBuilder::reduce_layer_grads(std::int32_t i, const PerRank& boundary, Ba
     const auto red = mem_.alloc(r, "reduced_grad_shard", kPoolReduceScatter, shard_bytes,
                                 *rsd[static_cast<std::size_t>(r)], BufferLog::kStart);
     if (!home) continue;
-    if (t.grad_norm != GradNorm::accumulated) mem_.free(r, red, *home, BufferLog::kEnd);
-    else st.reduced_free_at[static_cast<std::size_t>(r)][t.release_grads_early && i >= 2 ? i - 2 : -1].push_back(red);
+    if (t.grad_norm != GradNorm::accumulated)
+      mem_.free(r, red, *home, BufferLog::kEnd);
+    else
+      st.reduced_free_at[static_cast<std::size_t>(r)][t.release_grads_early && i >= 2 ? i - 2 : -1]
+          .push_back(red);
   }
   st.prev_reduce = rsd;
   st.prev_reduce_e = rse;
@@ -194,8 +208,8 @@ void StepBuilder::reduce_layer_grads(std::int32_t i, const PerRank& boundary, Ba
 // reduce-scatter (SPEC.md §6.11b).
 void StepBuilder::embedding_regather(const PerRank& boundary) {
   const double vh = static_cast<double>(job_.model.vocab) * static_cast<double>(job_.model.hidden);
-  auto emb = collective(dense_pg_, kDensePg, CollKind::all_gather, vh * 2, c_.nccl().default_ctas.dense,
-                        "embedding_regather", kCollDenseGather, -1);
+  auto emb = collective(dense_pg_, kDensePg, CollKind::all_gather, vh * 2,
+                        c_.nccl().default_ctas.dense, "embedding_regather", kCollDenseGather, -1);
   after_all(emb, boundary);
   auto wait = marker(kCompute, "embedding_weight_ready", -1);
   after_all(wait, emb);
@@ -204,21 +218,27 @@ void StepBuilder::embedding_regather(const PerRank& boundary) {
 // Embedding gradient (a scatter-add from the token ids), reduced and sent home; the end of
 // backward frees what was kept to it.
 void StepBuilder::backward_embedding(BackwardState& st, PerRank& grads_home) {
-  const double h = static_cast<double>(job_.model.hidden), V = static_cast<double>(job_.model.vocab);
+  const double h = static_cast<double>(job_.model.hidden),
+               V = static_cast<double>(job_.model.vocab);
   const double R = static_cast<double>(job_.parallel.replica_gpus);
   for (std::int64_t r = 0; r < ranks_; ++r) {
     const double eb = 4 * work_[r].tokens * h;
-    note(r, kernel(r, "embedding_backward", kElementwise, elementwise_op(job_, cost_, Family::ew_scatter_add, eb), -1),
+    note(r,
+         kernel(r, "embedding_backward", kElementwise,
+                elementwise_op(job_, cost_, Family::ew_scatter_add, eb), -1),
          {elementwise_launch(eb)});
   }
-  auto emb_rs = collective(dense_pg_, kDensePg, CollKind::reduce_scatter, V * h * 4, c_.nccl().default_ctas.dense,
-                           "embedding_grad_reduce_scatter", kCollDenseReduce, -1);
+  auto emb_rs = collective(dense_pg_, kDensePg, CollKind::reduce_scatter, V * h * 4,
+                           c_.nccl().default_ctas.dense, "embedding_grad_reduce_scatter",
+                           kCollDenseReduce, -1);
   const auto bw_end = marker(kCompute, "backward_end", -1);
   after_all(emb_rs, bw_end);
   for (std::int64_t r = 0; r < ranks_; ++r) {
     const auto ri = static_cast<std::size_t>(r);
-    if (st.pending_input[ri] != kNone) mem_.free(r, st.pending_input[ri], *bw_end[ri], BufferLog::kEnd);
-    for (std::size_t hnd : st.reduced_free_at[ri][-1]) mem_.free(r, hnd, *bw_end[ri], BufferLog::kEnd);
+    if (st.pending_input[ri] != kNone)
+      mem_.free(r, st.pending_input[ri], *bw_end[ri], BufferLog::kEnd);
+    for (std::size_t hnd : st.reduced_free_at[ri][-1])
+      mem_.free(r, hnd, *bw_end[ri], BufferLog::kEnd);
   }
   if (job_.training.cpu_offload)
     for (std::int64_t r = 0; r < ranks_; ++r) {
@@ -229,7 +249,8 @@ void StepBuilder::backward_embedding(BackwardState& st, PerRank& grads_home) {
   after_all(grads_home, st.prev_reduce);
 }
 
-void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d2h_all, PerRank& grads_home) {
+void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d2h_all,
+                           PerRank& grads_home) {
   const std::int64_t L = job_.model.layers;
   BackwardState st;
   st.pending_input.assign(static_cast<std::size_t>(ranks_), kNone);

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "model/accounting.hpp"
 #include "hardware/kernel_shapes.hpp"
+#include "model/accounting.hpp"
 
 namespace twin::model {
 
@@ -13,29 +13,52 @@ using hardware::grid_work;
 using hardware::grouped_shape;
 
 namespace {
-constexpr const char* kNames[] = {
-    "expert_gemm", "other_gemm", "attention", "elementwise", "optimizer_gpu",
-    "dense_all_gather", "expert_all_gather", "dense_reduce_scatter", "expert_grad_reduce",
-    "ep_all_to_all", "replica_all_reduce", "grad_norm_all_reduce", "optimizer_all_to_all",
-    "copy_d2h", "copy_h2d", "cpu_optimizer", "cpu_other", "marker", "fused_kernels", "alloc_retry"};
+constexpr const char* kNames[] = {"expert_gemm",
+                                  "other_gemm",
+                                  "attention",
+                                  "elementwise",
+                                  "optimizer_gpu",
+                                  "dense_all_gather",
+                                  "expert_all_gather",
+                                  "dense_reduce_scatter",
+                                  "expert_grad_reduce",
+                                  "ep_all_to_all",
+                                  "replica_all_reduce",
+                                  "grad_norm_all_reduce",
+                                  "optimizer_all_to_all",
+                                  "copy_d2h",
+                                  "copy_h2d",
+                                  "cpu_optimizer",
+                                  "cpu_other",
+                                  "marker",
+                                  "fused_kernels",
+                                  "alloc_retry"};
 static_assert(sizeof(kNames) / sizeof(kNames[0]) == kCategoryCount);
 
 using hardware::Family;
 using hardware::KernelClass;
 using hardware::KernelWork;
 
-KernelWork scaled(KernelWork w, double k) { return {w.alone_s * k, w.hbm_bytes * k, w.cls, w.shape}; }
+KernelWork scaled(KernelWork w, double k) {
+  return {w.alone_s * k, w.hbm_bytes * k, w.cls, w.shape};
+}
 }  // namespace
 
-hardware::KernelWork elementwise_op(const Job& job, const hardware::KernelCost& cost, Family f, double bytes) {
-  return hardware::elementwise_work(cost, job.training.elementwise == Elementwise::stand_in ? Family::ew_add : f, bytes);
+hardware::KernelWork elementwise_op(const Job& job, const hardware::KernelCost& cost, Family f,
+                                    double bytes) {
+  return hardware::elementwise_work(
+      cost, job.training.elementwise == Elementwise::stand_in ? Family::ew_add : f, bytes);
 }
 
 const char* category_name(std::int32_t c) {
   return c >= 0 && c < kCategoryCount ? kNames[c] : "?";
 }
-bool is_collective(std::int32_t c) { return c >= kCollDenseGather && c <= kCollOptimizerAllToAll; }
-bool is_gpu_compute(std::int32_t c) { return (c >= kExpertGemm && c <= kOptimizerGpu) || c == kFused; }
+bool is_collective(std::int32_t c) {
+  return c >= kCollDenseGather && c <= kCollOptimizerAllToAll;
+}
+bool is_gpu_compute(std::int32_t c) {
+  return (c >= kExpertGemm && c <= kOptimizerGpu) || c == kFused;
+}
 
 namespace {
 
@@ -51,35 +74,51 @@ struct LayerKernels {
   bool sonic;
   KernelClass expert_cls;
 
-  LayerKernels(const Job& j, const hardware::KernelCost& c, const RankWorkload& rw, std::int64_t layer)
-      : job(j), cost(c), w(rw), a(j.model.attention(layer)), T(rw.tokens), h(static_cast<double>(j.model.hidden)),
-        k(static_cast<double>(j.model.top_k)), f(static_cast<double>(j.model.expert_hidden)),
+  LayerKernels(const Job& j, const hardware::KernelCost& c, const RankWorkload& rw,
+               std::int64_t layer)
+      : job(j),
+        cost(c),
+        w(rw),
+        a(j.model.attention(layer)),
+        T(rw.tokens),
+        h(static_cast<double>(j.model.hidden)),
+        k(static_cast<double>(j.model.top_k)),
+        f(static_cast<double>(j.model.expert_hidden)),
         e_gpu(static_cast<double>(j.model.experts / j.parallel.ep)),
-        pairs(rw.expert_pairs[static_cast<std::size_t>(layer)]), per_expert(pairs / e_gpu),
-        sliding(a.window_tokens > 0 ? 1 : 0), sms(c.sm_count()),
+        pairs(rw.expert_pairs[static_cast<std::size_t>(layer)]),
+        per_expert(pairs / e_gpu),
+        sliding(a.window_tokens > 0 ? 1 : 0),
+        sms(c.sm_count()),
         flops_per_pair(2 * static_cast<double>(a.q_heads * (a.qk_head_dim + a.v_head_dim))),
         // Expert GEMMs: SonicMoE runs each projection as one persistent grouped GEMM over the
         // GPU's experts (SwiGLU fused in the epilogue); a plain implementation loops over experts
         // with one grid kernel each, plus a separate SwiGLU pass.
         sonic(j.training.moe_kernel == MoeKernel::sonicmoe),
         expert_cls(!sonic ? KernelClass::grid
-                   : j.training.moe_tile_scheduler == TileScheduler::dynamic ? KernelClass::persistent_dynamic
-                                                                             : KernelClass::persistent_static) {}
+                   : j.training.moe_tile_scheduler == TileScheduler::dynamic
+                       ? KernelClass::persistent_dynamic
+                       : KernelClass::persistent_static) {}
 
   // A plain MoE loops over experts, one cuBLAS GEMM each: their shape is one expert's.
   Op grouped(const char* name, double n, double kk) const {
-    const double alone = sonic ? cost.grouped_gemm_s(per_expert, n, kk, e_gpu, job.training.expert_rows == ExpertRows::equal)
+    const double alone = sonic ? cost.grouped_gemm_s(per_expert, n, kk, e_gpu,
+                                                     job.training.expert_rows == ExpertRows::equal)
                                : cost.expert_loop_s(per_expert, n, kk, e_gpu);
     const auto shape = sonic ? grouped_shape(sms, expert_cls == KernelClass::persistent_dynamic)
                              : gemm_shape(sms, per_expert, n);
-    return Op{name, kExpertGemm, {alone, 0, expert_cls, shape}, 0, {Launch::kGroupedGemm, per_expert, n, kk, e_gpu}};
+    return Op{name,
+              kExpertGemm,
+              {alone, 0, expert_cls, shape},
+              0,
+              {Launch::kGroupedGemm, per_expert, n, kk, e_gpu}};
   }
   Op gemm(const char* name, double rows, double n, double kk) const {
     return Op{name, kOtherGemm, grid_work(cost.gemm_s(rows, n, kk), gemm_shape(sms, rows, n)), 0,
               gemm_launch(rows, n, kk)};
   }
   Op ew(const char* name, Family fam, double bytes) const {
-    return Op{name, kElementwise, elementwise_op(job, cost, fam, bytes), 0, elementwise_launch(bytes)};
+    return Op{name, kElementwise, elementwise_op(job, cost, fam, bytes), 0,
+              elementwise_launch(bytes)};
   }
   // Attention FLOPs count causal pairs; the weighted pairs also charge short documents (and
   // narrow windows) for the tiles they fill poorly (workload.hpp). A block-sparse kernel
@@ -89,12 +128,14 @@ struct LayerKernels {
     l.sliding = sliding == 1, l.backward = backward;
     const double scale = backward ? 2.5 : 1.0;
     const double flops = scale * flops_per_pair * w.weighted_pairs[sliding][backward ? 1 : 0];
-    const double block_flops = flops_per_pair * static_cast<double>(kAttentionBlock * kAttentionBlock) *
+    const double block_flops = flops_per_pair *
+                               static_cast<double>(kAttentionBlock * kAttentionBlock) *
                                w.mask_blocks[sliding];
-    const double alone = cost.block_attention()
-                             ? cost.block_attention_s(block_flops * scale,
-                                                      w.query_blocks * static_cast<double>(a.q_heads), backward)
-                             : cost.attention_s(flops, backward);
+    const double alone =
+        cost.block_attention()
+            ? cost.block_attention_s(block_flops * scale,
+                                     w.query_blocks * static_cast<double>(a.q_heads), backward)
+            : cost.attention_s(flops, backward);
     return Op{name, kAttention, grid_work(alone, attention_shape(sms, backward)), 0, l};
   }
   Op a2a(const char* name) const { return Op{name, kCollEpAllToAll, {}, T * k * h * 2}; }
@@ -120,8 +161,9 @@ std::vector<Op> forward_ops(const LayerKernels& x, const Op& up, const Op& down)
   std::vector<Op> fw;
   fw.reserve(12);
   fw.push_back(x.ew("attn_norm_rope", Family::ew_norm, x.norms()));
-  fw.push_back(x.gemm("qkv_proj", x.T, static_cast<double>(x.a.q_heads * x.a.qk_head_dim +
-                                                           x.a.kv_heads * (x.a.qk_head_dim + x.a.v_head_dim)),
+  fw.push_back(x.gemm("qkv_proj", x.T,
+                      static_cast<double>(x.a.q_heads * x.a.qk_head_dim +
+                                          x.a.kv_heads * (x.a.qk_head_dim + x.a.v_head_dim)),
                       x.h));
   fw.push_back(x.attention("attention_fwd", false));
   fw.push_back(x.gemm("o_proj", x.T, x.h, static_cast<double>(x.a.q_heads * x.a.v_head_dim)));
@@ -153,7 +195,8 @@ std::vector<Op> recompute_ops(Checkpointing mode, const std::vector<Op>& fw) {
 
 // Backward: matmuls 2× (input and weight gradients), attention with its backward efficiency,
 // elementwise passes 2×; EP all-to-alls mirror the forward ones.
-std::vector<Op> backward_ops(const LayerKernels& x, const std::vector<Op>& fw, const Op& up, const Op& down) {
+std::vector<Op> backward_ops(const LayerKernels& x, const std::vector<Op>& fw, const Op& up,
+                             const Op& down) {
   std::vector<Op> bw;
   bw.reserve(12);
   bw.push_back(x.ew("unpermute_bwd", Family::ew_gather, 2 * x.permute()));
@@ -173,7 +216,8 @@ std::vector<Op> backward_ops(const LayerKernels& x, const std::vector<Op>& fw, c
 
 }  // namespace
 
-LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankWorkload& w, std::int64_t layer) {
+LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankWorkload& w,
+                   std::int64_t layer) {
   const LayerKernels x(job, cost, w, layer);
   const Op up = x.grouped("expert_up", 2 * x.f, x.h), down = x.grouped("expert_down", x.h, x.f);
   LayerOps ops;
@@ -186,15 +230,18 @@ LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankW
 LayerComm layer_comm(const Job& job, std::int64_t layer) {
   const auto& m = job.model;
   const double h = static_cast<double>(m.hidden);
-  const double dense = attention_params(m.attention(layer), m.hidden) + h * static_cast<double>(m.experts) + 2 * h;
+  const double dense =
+      attention_params(m.attention(layer), m.hidden) + h * static_cast<double>(m.experts) + 2 * h;
   LayerComm c;
   c.dense_gather = 2 * dense;
   c.dense_reduce = 4 * dense;
   c.expert_elems = static_cast<double>(m.experts / job.parallel.ep) * expert_params(m);
   // FP8: one byte per value plus one fp32 scale per block of 128 values (SPEC.md §6.8).
-  c.expert_gather = job.training.expert_gather_dtype == GatherDtype::fp8 ? c.expert_elems * (1 + 4.0 / 128)
-                                                               : 2 * c.expert_elems;
-  c.expert_reduce = (job.training.grad_reduce == GradReduce::bf16_all_to_all ? 2 : 4) * c.expert_elems;
+  c.expert_gather = job.training.expert_gather_dtype == GatherDtype::fp8
+                        ? c.expert_elems * (1 + 4.0 / 128)
+                        : 2 * c.expert_elems;
+  c.expert_reduce =
+      (job.training.grad_reduce == GradReduce::bf16_all_to_all ? 2 : 4) * c.expert_elems;
   return c;
 }
 

@@ -15,10 +15,27 @@ namespace twin::model {
 
 // Task categories of the step (reports name them through category_name()).
 enum Category : std::int32_t {
-  kExpertGemm, kOtherGemm, kAttention, kElementwise, kOptimizerGpu,
-  kCollDenseGather, kCollExpertGather, kCollDenseReduce, kCollExpertReduce, kCollEpAllToAll,
-  kCollReplicaAllReduce, kCollNormAllReduce, kCollOptimizerAllToAll,
-  kCopyD2H, kCopyH2D, kCpuOptimizer, kCpuOther, kMarker, kFused, kAllocRetry, kCategoryCount
+  kExpertGemm,
+  kOtherGemm,
+  kAttention,
+  kElementwise,
+  kOptimizerGpu,
+  kCollDenseGather,
+  kCollExpertGather,
+  kCollDenseReduce,
+  kCollExpertReduce,
+  kCollEpAllToAll,
+  kCollReplicaAllReduce,
+  kCollNormAllReduce,
+  kCollOptimizerAllToAll,
+  kCopyD2H,
+  kCopyH2D,
+  kCpuOptimizer,
+  kCpuOther,
+  kMarker,
+  kFused,
+  kAllocRetry,
+  kCategoryCount
 };
 const char* category_name(std::int32_t c);
 bool is_collective(std::int32_t c);
@@ -28,16 +45,23 @@ bool is_gpu_compute(std::int32_t c);
 // (calibrate/micro_step.py) launches these, the twin times them through KernelCost.
 struct Launch {
   enum Kind : std::uint8_t {
-    kNone, kGemm, kGroupedGemm, kAttention, kElementwise, kCollective, kCopyH2D, kCopyD2H
+    kNone,
+    kGemm,
+    kGroupedGemm,
+    kAttention,
+    kElementwise,
+    kCollective,
+    kCopyH2D,
+    kCopyD2H
   };
   Kind kind = kNone;
   double m = 0, n = 0, k = 0;  // GEMM (m×k)·(k×n); grouped: m rows for each of `groups` experts
   double groups = 0;
-  double bytes = 0;            // elementwise: HBM bytes moved; copies: bytes copied
-  int ctas = 0;                // collective: CTAs (SMs) it holds
-  double repeat = 1;           // kernels of this shape (backward 2; selective recompute 0.5)
-  bool sliding = false;        // attention of a sliding-window layer
-  bool backward = false;       // attention backward
+  double bytes = 0;       // elementwise: HBM bytes moved; copies: bytes copied
+  int ctas = 0;           // collective: CTAs (SMs) it holds
+  double repeat = 1;      // kernels of this shape (backward 2; selective recompute 0.5)
+  bool sliding = false;   // attention of a sliding-window layer
+  bool backward = false;  // attention backward
 };
 
 inline Launch gemm_launch(double m, double n, double k, double repeat = 1) {
@@ -55,8 +79,8 @@ inline Launch elementwise_launch(double bytes) {
 // (training.elementwise): "eager", that kernel (its measured bandwidth and contention curve);
 // "stand_in", one vectorized bf16 kernel (ew_add) moving the same bytes — what the micro-step
 // harness (calibrate/micro_step.py) runs for every elementwise op.
-hardware::KernelWork elementwise_op(const Job& job, const hardware::KernelCost& cost, hardware::Family f,
-                                    double bytes);
+hardware::KernelWork elementwise_op(const Job& job, const hardware::KernelCost& cost,
+                                    hardware::Family f, double bytes);
 
 struct Op {
   const char* name;
@@ -75,7 +99,8 @@ struct LayerOps {
 LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankWorkload& w,
                    std::int64_t layer);
 // One part of every rank's ops, moved out (each part is run once).
-inline std::vector<std::vector<Op>> per_rank(std::vector<LayerOps>& ops, std::vector<Op> LayerOps::*part) {
+inline std::vector<std::vector<Op>> per_rank(std::vector<LayerOps>& ops,
+                                             std::vector<Op> LayerOps::*part) {
   std::vector<std::vector<Op>> out;
   out.reserve(ops.size());
   for (auto& o : ops) out.push_back(std::move(o.*part));
@@ -84,11 +109,11 @@ inline std::vector<std::vector<Op>> per_rank(std::vector<LayerOps>& ops, std::ve
 
 // Bytes of the layer's collectives (per rank's view, S of hardware/collective.hpp).
 struct LayerComm {
-  double dense_gather = 0;    // bf16 dense weights of the layer, gathered
-  double dense_reduce = 0;    // fp32 dense gradients (reduce-scatter input)
-  double expert_gather = 0;   // this GPU's expert block, bf16 or FP8 + scales
-  double expert_reduce = 0;   // fp32 reduce-scatter input, or the bf16 all-to-all send buffer
-  double expert_elems = 0;    // parameters of the block
+  double dense_gather = 0;   // bf16 dense weights of the layer, gathered
+  double dense_reduce = 0;   // fp32 dense gradients (reduce-scatter input)
+  double expert_gather = 0;  // this GPU's expert block, bf16 or FP8 + scales
+  double expert_reduce = 0;  // fp32 reduce-scatter input, or the bf16 all-to-all send buffer
+  double expert_elems = 0;   // parameters of the block
 };
 LayerComm layer_comm(const Job& job, std::int64_t layer);
 

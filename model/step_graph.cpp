@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "model/accounting.hpp"
 #include "hardware/kernel_shapes.hpp"
+#include "model/accounting.hpp"
 
 namespace twin::model {
 
@@ -13,16 +13,24 @@ using hardware::grid_work;
 using hardware::CollKind;
 
 namespace {
-constexpr const char* kStreamNames[] = {"compute", "dense_pg", "expert_pg", "ep_pg", "node_pg",
-                                        "replica_pg", "d2h", "h2d", "side", "cpu"};
+constexpr const char* kStreamNames[] = {"compute",    "dense_pg", "expert_pg", "ep_pg", "node_pg",
+                                        "replica_pg", "d2h",      "h2d",       "side",  "cpu"};
 static_assert(sizeof(kStreamNames) / sizeof(kStreamNames[0]) == kStreamCount);
 }  // namespace
 
-const char* stream_name(std::int32_t s) { return s >= 0 && s < kStreamCount ? kStreamNames[s] : "?"; }
+const char* stream_name(std::int32_t s) {
+  return s >= 0 && s < kStreamCount ? kStreamNames[s] : "?";
+}
 
 StepBuilder::StepBuilder(const Job& job, hardware::Cluster& cluster, sim::TaskGraph& graph)
-    : job_(job), c_(cluster), g_(graph), cost_(cluster.profile()), work_(build_workload(job)),
-      ranks_(cluster.gpus()), last_(static_cast<std::size_t>(ranks_)), mem_(ranks_),
+    : job_(job),
+      c_(cluster),
+      g_(graph),
+      cost_(cluster.profile()),
+      work_(build_workload(job)),
+      ranks_(cluster.gpus()),
+      last_(static_cast<std::size_t>(ranks_)),
+      mem_(ranks_),
       held_(static_cast<std::size_t>(ranks_ * job.model.layers)),
       local_shard_(static_cast<std::size_t>(ranks_ * job.model.layers), 0) {
   for (auto& l : last_) l.fill(nullptr);
@@ -99,7 +107,8 @@ void StepBuilder::fuse(std::size_t j0, std::size_t j1, const std::vector<std::ve
     hardware::run_fused(t, c_, static_cast<int>(r), parts);
     if (records(r)) {
       std::vector<Launch> ls;
-      for (std::size_t j = j0; j < j1; ++j) ls.push_back(ops[static_cast<std::size_t>(r)][j].launch);
+      for (std::size_t j = j0; j < j1; ++j)
+        ls.push_back(ops[static_cast<std::size_t>(r)][j].launch);
       note(r, t, std::move(ls));
     }
     if (fused_index_.size() <= t.id()) fused_index_.resize(t.id() + 1, -1);
@@ -132,9 +141,8 @@ sim::Task& StepBuilder::kernels(std::int64_t rank, const char* name, Category c,
 }
 
 StepBuilder::PerRank StepBuilder::collective(const std::vector<std::vector<int>>& groups, Stream s,
-                                             CollKind kind, double bytes,
-                                             std::int64_t default_ctas, const char* name,
-                                             Category c, std::int32_t layer) {
+                                             CollKind kind, double bytes, std::int64_t default_ctas,
+                                             const char* name, Category c, std::int32_t layer) {
   PerRank out(static_cast<std::size_t>(ranks_), nullptr);
   for (const auto& grp : groups) {
     std::vector<sim::Task*> ts;
@@ -144,13 +152,15 @@ StepBuilder::PerRank StepBuilder::collective(const std::vector<std::vector<int>>
       l.ctas = hardware::channels(kind, static_cast<int>(default_ctas), c_.nccl(),
                                   static_cast<int>(c_.profile().gpu.sm_count));
       for (int r : grp) note(r, *out[static_cast<std::size_t>(r)], {l});
-      if (grp.size() > 1 && std::any_of(grp.begin(), grp.end(), [&](int r) { return records(r); })) {
+      if (grp.size() > 1 &&
+          std::any_of(grp.begin(), grp.end(), [&](int r) { return records(r); })) {
         auto& ids = peers_.emplace_back();
         for (const auto* t : ts) ids.push_back(t->id());
       }
     }
-    hardware::run_collective(ts, c_, {kind, grp, bytes, static_cast<int>(default_ctas),
-                                      s == kReplicaPg && replicas_are_copies_});
+    hardware::run_collective(ts, c_,
+                             {kind, grp, bytes, static_cast<int>(default_ctas),
+                              s == kReplicaPg && replicas_are_copies_});
   }
   return out;
 }
@@ -158,7 +168,8 @@ StepBuilder::PerRank StepBuilder::collective(const std::vector<std::vector<int>>
 sim::Task& StepBuilder::copy(std::int64_t rank, bool to_host, const char* name, std::int32_t layer,
                              double bytes) {
   auto& t = task(rank, to_host ? kD2H : kH2D, name, to_host ? kCopyD2H : kCopyH2D, layer);
-  hardware::run_copy(t, c_, static_cast<int>(rank), to_host ? hardware::CopyDir::d2h : hardware::CopyDir::h2d, bytes);
+  hardware::run_copy(t, c_, static_cast<int>(rank),
+                     to_host ? hardware::CopyDir::d2h : hardware::CopyDir::h2d, bytes);
   Launch l{to_host ? Launch::kCopyD2H : Launch::kCopyH2D};
   l.bytes = bytes;
   note(rank, t, {l});
@@ -172,7 +183,8 @@ std::int32_t StepBuilder::gather_pool() const {
 void StepBuilder::unshard(std::int64_t r, double flat, double weights, const sim::Task& gather,
                           const sim::Task& use_begin, const sim::Task& use_end) {
   const auto f = mem_.alloc(r, "all_gather_output", gather_pool(), flat, gather, BufferLog::kStart);
-  const auto w = mem_.alloc(r, "unsharded_weights", kPoolCompute, weights, use_begin, BufferLog::kStart);
+  const auto w =
+      mem_.alloc(r, "unsharded_weights", kPoolCompute, weights, use_begin, BufferLog::kStart);
   mem_.free(r, f, use_begin, BufferLog::kEnd);  // after the copy-out
   mem_.free(r, w, use_end, BufferLog::kEnd);
 }
@@ -184,7 +196,8 @@ void StepBuilder::after_all(PerRank& tasks, const PerRank& preds) {
 
 StepBuilder::PerRank StepBuilder::marker(Stream s, const char* name, std::int32_t layer) {
   PerRank out(static_cast<std::size_t>(ranks_));
-  for (std::int64_t r = 0; r < ranks_; ++r) out[static_cast<std::size_t>(r)] = &task(r, s, name, kMarker, layer);
+  for (std::int64_t r = 0; r < ranks_; ++r)
+    out[static_cast<std::size_t>(r)] = &task(r, s, name, kMarker, layer);
   return out;
 }
 
@@ -198,8 +211,9 @@ void StepBuilder::run_ops(const std::vector<std::vector<Op>>& ops, std::int32_t 
   for (std::size_t j = 0; j < ops[0].size(); ++j) {
     const Op& shape = ops[0][j];
     if (shape.a2a_bytes > 0) {
-      auto ts = collective(ep_pg_, kEpPg, CollKind::all_to_all, shape.a2a_bytes,
-                           c_.nccl().default_ctas.ep_all_to_all, shape.name, kCollEpAllToAll, layer);
+      auto ts =
+          collective(ep_pg_, kEpPg, CollKind::all_to_all, shape.a2a_bytes,
+                     c_.nccl().default_ctas.ep_all_to_all, shape.name, kCollEpAllToAll, layer);
       for (std::int64_t r = 0; r < ranks_; ++r) {
         auto& last = last_[static_cast<std::size_t>(r)][kCompute];
         if (last) ts[static_cast<std::size_t>(r)]->after(*last);
@@ -210,8 +224,8 @@ void StepBuilder::run_ops(const std::vector<std::vector<Op>>& ops, std::int32_t 
     const bool first_expert = shape.category == kExpertGemm && weights_pending;
     const auto fusible = [&](std::size_t k) {
       const Op& o = ops[0][k];
-      return o.a2a_bytes <= 0 && o.work.cls == hardware::KernelClass::grid && o.work.hbm_bytes <= 0 &&
-             !(o.category == kExpertGemm && weights_pending);
+      return o.a2a_bytes <= 0 && o.work.cls == hardware::KernelClass::grid &&
+             o.work.hbm_bytes <= 0 && !(o.category == kExpertGemm && weights_pending);
     };
     if (fusible(j)) {
       std::size_t j1 = j + 1;
@@ -224,8 +238,9 @@ void StepBuilder::run_ops(const std::vector<std::vector<Op>>& ops, std::int32_t 
       if (first_expert && job_.training.expert_gather_dtype == GatherDtype::fp8) {
         // Dequantize: read FP8 values and scales, write bf16 (SPEC.md §6.8).
         const double bytes = comm.expert_gather + 2 * comm.expert_elems;
-        auto& dq = kernel(r, "fp8_dequant", kElementwise,
-                          elementwise_op(job_, cost_, hardware::Family::ew_fp8_dequant, bytes), layer);
+        auto& dq =
+            kernel(r, "fp8_dequant", kElementwise,
+                   elementwise_op(job_, cost_, hardware::Family::ew_fp8_dequant, bytes), layer);
         note(r, dq, {elementwise_launch(bytes)});
         dq.after(*weights_expert[static_cast<std::size_t>(r)]);
       }

@@ -31,7 +31,16 @@
 namespace twin::model {
 
 enum Stream : std::int32_t {
-  kCompute, kDensePg, kExpertPg, kEpPg, kNodePg, kReplicaPg, kD2H, kH2D, kSideStream, kCpu,
+  kCompute,
+  kDensePg,
+  kExpertPg,
+  kEpPg,
+  kNodePg,
+  kReplicaPg,
+  kD2H,
+  kH2D,
+  kSideStream,
+  kCpu,
   kStreamCount
 };
 const char* stream_name(std::int32_t s);
@@ -73,7 +82,8 @@ class StepBuilder {
   void record_launches(const std::vector<std::int64_t>& ranks) {
     for (const auto r : ranks) {
       if (r < 0) continue;
-      if (launch_ranks_.size() <= static_cast<std::size_t>(r)) launch_ranks_.resize(static_cast<std::size_t>(r) + 1);
+      if (launch_ranks_.size() <= static_cast<std::size_t>(r))
+        launch_ranks_.resize(static_cast<std::size_t>(r) + 1);
       launch_ranks_[static_cast<std::size_t>(r)] = true;
     }
   }
@@ -90,16 +100,17 @@ class StepBuilder {
   sim::Task& kernel(std::int64_t rank, const char* name, Category c, hardware::KernelWork w,
                     std::int32_t layer, Stream s = kCompute);
   // Several kernels back to back as one task of category c (ops.hpp's run_fused).
-  sim::Task& kernels(std::int64_t rank, const char* name, Category c, std::span<const hardware::KernelPart> parts,
-                     std::int32_t layer);
+  sim::Task& kernels(std::int64_t rank, const char* name, Category c,
+                     std::span<const hardware::KernelPart> parts, std::int32_t layer);
   // One collective per group of `groups`; returns each participating rank's task (else null).
-  PerRank collective(const std::vector<std::vector<int>>& groups, Stream s,
-                     hardware::CollKind kind, double bytes, std::int64_t default_ctas,
-                     const char* name, Category c, std::int32_t layer);
+  PerRank collective(const std::vector<std::vector<int>>& groups, Stream s, hardware::CollKind kind,
+                     double bytes, std::int64_t default_ctas, const char* name, Category c,
+                     std::int32_t layer);
   void after_all(PerRank& tasks, const PerRank& preds);
 
   void forward(std::vector<PerRank>& begin, std::vector<PerRank>& end, PerRank& d2h);
-  void run_ops(const std::vector<std::vector<Op>>& ops, std::int32_t layer, const PerRank& weights_expert);
+  void run_ops(const std::vector<std::vector<Op>>& ops, std::int32_t layer,
+               const PerRank& weights_expert);
   void backward(const std::vector<PerRank>& fwd_end, const PerRank& d2h, PerRank& grads_home);
   // backward's named steps (step_backward.cpp).
   struct BackwardState;
@@ -108,8 +119,8 @@ class StepBuilder {
   };
   PerRank backward_head(const PerRank& last_fwd_end, BackwardState& st);
   Fetch prefetch_layer(std::int32_t i, const PerRank& issue_at, const PerRank& d2h_all);
-  void layer_boundary_buffers(std::int32_t i, const Fetch& cur, const PerRank& begin, const PerRank& boundary,
-                              BackwardState& st);
+  void layer_boundary_buffers(std::int32_t i, const Fetch& cur, const PerRank& begin,
+                              const PerRank& boundary, BackwardState& st);
   void reduce_layer_grads(std::int32_t i, const PerRank& boundary, BackwardState& st);
   void embedding_regather(const PerRank& boundary);
   void backward_embedding(BackwardState& st, PerRank& grads_home);
@@ -118,11 +129,13 @@ class StepBuilder {
   // build_optimizer's named steps (step_optimizer.cpp).
   void grad_norm(const PerRank& grads_home, double shard);
   void muon_newton_schulz(double muon_elems);
-  void newton_schulz_gpu(std::int64_t r, double owned_expert, std::span<const hardware::KernelPart> dense_parts,
-                         double dense_own, sim::Task& gathered);
+  void newton_schulz_gpu(std::int64_t r, double owned_expert,
+                         std::span<const hardware::KernelPart> dense_parts, double dense_own,
+                         sim::Task& gathered);
   sim::Task& cpu(std::int64_t rank, const char* name, double seconds_alone);
   // A host↔device copy on the D2H or H2D stream.
-  sim::Task& copy(std::int64_t rank, bool to_host, const char* name, std::int32_t layer, double bytes);
+  sim::Task& copy(std::int64_t rank, bool to_host, const char* name, std::int32_t layer,
+                  double bytes);
   // Buffers of gathered weights: the flat all-gather output (allocated when the gather starts,
   // in the all-gather pool) is copied out into the weight tensors when `use_begin` starts
   // (compute pool); those are freed when `use_end` ends (FSDP2 reshard).
@@ -144,11 +157,12 @@ class StepBuilder {
   std::vector<std::int32_t> fused_index_;
   std::vector<std::uint32_t> fused_begin_{0};
   std::vector<std::pair<Category, double>> fused_parts_;
-  std::deque<std::string> names_;          // names of fused tasks (tasks hold const char*)
+  std::deque<std::string> names_;  // names of fused tasks (tasks hold const char*)
   BufferLog mem_;
   std::vector<bool> launch_ranks_;  // ranks whose launches are kept
   bool records(std::int64_t r) const {
-    return r >= 0 && static_cast<std::size_t>(r) < launch_ranks_.size() && launch_ranks_[static_cast<std::size_t>(r)];
+    return r >= 0 && static_cast<std::size_t>(r) < launch_ranks_.size() &&
+           launch_ranks_[static_cast<std::size_t>(r)];
   }
   std::map<std::size_t, std::vector<Launch>> launches_;
   std::vector<std::vector<std::size_t>> peers_;
@@ -157,7 +171,7 @@ class StepBuilder {
   void note(std::int64_t rank, const sim::Task& t, std::vector<Launch> l);
   // Buffers kept from forward to layer i's backward, freed when its backward ends ([r·L + i]).
   std::vector<std::vector<std::size_t>> held_;
-  std::vector<std::size_t> local_shard_;   // node-local dense reshard of layer i, [r·L + i]
+  std::vector<std::size_t> local_shard_;  // node-local dense reshard of layer i, [r·L + i]
   void fuse(std::size_t j0, std::size_t j1, const std::vector<std::vector<Op>>& ops,
             std::int32_t layer);
 };

@@ -13,7 +13,9 @@ constexpr const char* kPoolNames[] = {"compute", "all_gather", "reduce_scatter",
 static_assert(sizeof(kPoolNames) / sizeof(kPoolNames[0]) == kPoolCount);
 }  // namespace
 
-const char* pool_name(std::int32_t p) { return p >= 0 && p < kPoolCount ? kPoolNames[p] : "?"; }
+const char* pool_name(std::int32_t p) {
+  return p >= 0 && p < kPoolCount ? kPoolNames[p] : "?";
+}
 
 LayerBuffers layer_buffers(const Job& job, const RankWorkload& w, std::int64_t layer,
                            std::int64_t gpus_per_node) {
@@ -21,18 +23,22 @@ LayerBuffers layer_buffers(const Job& job, const RankWorkload& w, std::int64_t l
   const auto& t = job.training;
   const auto& a = m.attention(layer);
   const auto comm = layer_comm(job, layer);
-  const double T = w.tokens, h = static_cast<double>(m.hidden), f = static_cast<double>(m.expert_hidden);
+  const double T = w.tokens, h = static_cast<double>(m.hidden),
+               f = static_cast<double>(m.expert_hidden);
   const double P = w.expert_pairs[static_cast<std::size_t>(layer)];
   const double R = static_cast<double>(job.parallel.replica_gpus);
   const double expert_pg = R / static_cast<double>(job.parallel.ep);
   LayerBuffers b;
   b.dense_flat = b.dense_weights = comm.dense_gather;
   // Node-local reshard: each GPU of the node keeps its share of the bf16 dense weights.
-  b.dense_local = t.dense_reshard == DenseReshard::node_local ? comm.dense_gather / static_cast<double>(gpus_per_node) : 0;
+  b.dense_local = t.dense_reshard == DenseReshard::node_local
+                      ? comm.dense_gather / static_cast<double>(gpus_per_node)
+                      : 0;
   b.expert_flat = comm.expert_gather;
   b.expert_weights = kBf16 * comm.expert_elems;
   b.layer_out = T * h * kBf16;
-  b.kept_extra = std::max(0.0, T * saved_bytes_per_token_layer(m, layer, t.activation_checkpointing) - b.layer_out);
+  b.kept_extra = std::max(
+      0.0, T * saved_bytes_per_token_layer(m, layer, t.activation_checkpointing) - b.layer_out);
   // FlashAttention keeps q, k, v, the output and an fp32 log-sum-exp per query head.
   const double qkvo = static_cast<double>(a.q_heads * (a.qk_head_dim + a.v_head_dim) +
                                           a.kv_heads * (a.qk_head_dim + a.v_head_dim));

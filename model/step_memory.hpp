@@ -21,27 +21,31 @@ namespace twin::model {
 // reduced output; everything else allocates on the compute (current) stream unless a switch of
 // rung 12 moves it. Activation reloads allocate on the host-to-device stream.
 enum MemPool : std::int32_t {
-  kPoolCompute, kPoolAllGather, kPoolReduceScatter, kPoolOffload, kPoolCount
+  kPoolCompute,
+  kPoolAllGather,
+  kPoolReduceScatter,
+  kPoolOffload,
+  kPoolCount
 };
 const char* pool_name(std::int32_t p);
 
 // Bytes of one layer's buffers on one rank. Activation sizes are estimates [est] from the ops
 // of step_costs (bf16 unless noted); each formula is in step_memory.cpp.
 struct LayerBuffers {
-  double dense_flat = 0;       // gathered dense weights, flat all-gather output (bf16)
-  double dense_local = 0;      // node-local reshard kept from forward to backward (bf16)
-  double expert_flat = 0;      // gathered expert block, flat (bf16, or FP8 + scales)
-  double expert_weights = 0;   // the expert block as bf16 tensors (dequantized for FP8)
-  double dense_weights = 0;    // dense weights as unsharded tensors (bf16)
-  double layer_out = 0;        // the checkpointed layer output
-  double kept_extra = 0;       // further activations kept forward→backward (none/selective)
-  double attention = 0;        // attention activations of one pass (q, k, v, o, log-sum-exp)
-  double moe = 0;              // MoE activations of one pass (per moe_kernel)
-  double moe_grad = 0;         // gradient workspace of the MoE backward
-  double grad_unsharded = 0;   // the layer's unsharded weight gradients (bf16)
-  double reduce_input = 0;     // reduce-scatter inputs (fp32) or all-to-all send buffer
-  double a2a_recv = 0;         // bf16 gradient all-to-all receive buffer (0 for reduce-scatter)
-  double reduced = 0;          // this rank's reduced gradient shard (fp32)
+  double dense_flat = 0;      // gathered dense weights, flat all-gather output (bf16)
+  double dense_local = 0;     // node-local reshard kept from forward to backward (bf16)
+  double expert_flat = 0;     // gathered expert block, flat (bf16, or FP8 + scales)
+  double expert_weights = 0;  // the expert block as bf16 tensors (dequantized for FP8)
+  double dense_weights = 0;   // dense weights as unsharded tensors (bf16)
+  double layer_out = 0;       // the checkpointed layer output
+  double kept_extra = 0;      // further activations kept forward→backward (none/selective)
+  double attention = 0;       // attention activations of one pass (q, k, v, o, log-sum-exp)
+  double moe = 0;             // MoE activations of one pass (per moe_kernel)
+  double moe_grad = 0;        // gradient workspace of the MoE backward
+  double grad_unsharded = 0;  // the layer's unsharded weight gradients (bf16)
+  double reduce_input = 0;    // reduce-scatter inputs (fp32) or all-to-all send buffer
+  double a2a_recv = 0;        // bf16 gradient all-to-all receive buffer (0 for reduce-scatter)
+  double reduced = 0;         // this rank's reduced gradient shard (fp32)
 };
 LayerBuffers layer_buffers(const Job& job, const RankWorkload& w, std::int64_t layer,
                            std::int64_t gpus_per_node);
@@ -87,7 +91,8 @@ class BufferLog {
 
    private:
     friend class BufferLog;
-    Rank(const sim::Chunked<Buffer, 18>& all, const std::vector<std::uint32_t>& ids) : all_(&all), ids_(&ids) {}
+    Rank(const sim::Chunked<Buffer, 18>& all, const std::vector<std::uint32_t>& ids)
+        : all_(&all), ids_(&ids) {}
     const sim::Chunked<Buffer, 18>* all_;
     const std::vector<std::uint32_t>* ids_;
   };

@@ -4,12 +4,11 @@
 #include <algorithm>
 #include <cmath>
 
-#include "model/accounting.hpp"
 #include "hardware/kernel_shapes.hpp"
+#include "model/accounting.hpp"
 #include "model/step_graph.hpp"
 
 namespace twin::model {
-
 
 using hardware::CollKind;
 
@@ -47,7 +46,8 @@ sim::Task& StepBuilder::cpu(std::int64_t rank, const char* name, double seconds_
 // (SPEC.md §6.11a).
 void StepBuilder::grad_norm(const PerRank& grads_home, double shard) {
   if (job_.training.grad_norm == GradNorm::cpu) {
-    for (std::int64_t r = 0; r < ranks_; ++r) cpu(r, "grad_norm_cpu", cost_.cpu_stream_s(4 * shard));
+    for (std::int64_t r = 0; r < ranks_; ++r)
+      cpu(r, "grad_norm_cpu", cost_.cpu_stream_s(4 * shard));
     for (const auto& grp : dense_pg_) {
       std::vector<sim::Task*> ts;
       for (int r : grp) ts.push_back(&task(r, kCpu, "grad_norm_gloo_all_reduce", kCpuOther, -1));
@@ -66,8 +66,8 @@ void StepBuilder::grad_norm(const PerRank& grads_home, double shard) {
 // expert and dense runs of kernels (as PyTorch launches them: training.newton_schulz_kernels),
 // the results home; the CPU thread waits for them.
 void StepBuilder::newton_schulz_gpu(std::int64_t r, double owned_expert,
-                                    std::span<const hardware::KernelPart> dense_parts, double dense_own,
-                                    sim::Task& gathered) {
+                                    std::span<const hardware::KernelPart> dense_parts,
+                                    double dense_own, sim::Task& gathered) {
   const auto& m = job_.model;
   const double h = static_cast<double>(m.hidden), f = static_cast<double>(m.expert_hidden);
   const double expert_bytes = 4 * owned_expert * h * f;
@@ -82,8 +82,9 @@ void StepBuilder::newton_schulz_gpu(std::int64_t r, double owned_expert,
   auto& down = copy(r, true, "ns_to_host", -1, expert_bytes + 4 * dense_own);
   down.after(nd);
   // Momentum of the owned matrices in HBM while Newton–Schulz runs (allocated by the copy).
-  mem_.free(r, mem_.alloc(r, "newton_schulz_momentum", kPoolOffload, expert_bytes + 4 * dense_own, up,
-                          BufferLog::kStart),
+  mem_.free(r,
+            mem_.alloc(r, "newton_schulz_momentum", kPoolOffload, expert_bytes + 4 * dense_own, up,
+                       BufferLog::kStart),
             down, BufferLog::kEnd);
   auto& wait = task(r, kCpu, "ns_results_on_host", kMarker, -1);
   wait.after(down);
@@ -106,25 +107,28 @@ void StepBuilder::muon_newton_schulz(double muon_elems) {
   const bool epilogues = t.newton_schulz_kernels == NsKernels::baddbmm;
   // The fp32 shards of every dense matrix, to their owners and back.
   auto dense_all_to_all = [&](const char* name) {
-    return collective(dense_pg_, kDensePg, CollKind::all_to_all, 4 * dense_elems / R, c_.nccl().default_ctas.dense,
-                      name, kCollOptimizerAllToAll, -1);
+    return collective(dense_pg_, kDensePg, CollKind::all_to_all, 4 * dense_elems / R,
+                      c_.nccl().default_ctas.dense, name, kCollOptimizerAllToAll, -1);
   };
   auto gather = dense_all_to_all("ns_dense_gather_all_to_all");
   for (std::int64_t r = 0; r < ranks_; ++r) {
     auto& cpu_last = last_[static_cast<std::size_t>(r)][kCpu];
     gather[static_cast<std::size_t>(r)]->after(*cpu_last);
-    if (t.dense_ns_all_to_all != AllToAllMode::async) cpu_last = gather[static_cast<std::size_t>(r)];  // the CPU blocks
+    if (t.dense_ns_all_to_all != AllToAllMode::async)
+      cpu_last = gather[static_cast<std::size_t>(r)];  // the CPU blocks
     double dense_flops = 0, dense_own = 0;
     std::vector<hardware::KernelPart> dense_parts;
     for (std::size_t j = static_cast<std::size_t>(r % job_.parallel.replica_gpus); j < dense.size();
          j += static_cast<std::size_t>(R)) {
       dense_flops += newton_schulz_flops(dense[j].rows, dense[j].cols);
       dense_own += dense[j].rows * dense[j].cols;
-      const auto p = hardware::newton_schulz_parts(cost_, dense[j].rows, dense[j].cols, 1, epilogues);
+      const auto p =
+          hardware::newton_schulz_parts(cost_, dense[j].rows, dense[j].cols, 1, epilogues);
       dense_parts.insert(dense_parts.end(), p.begin(), p.end());
     }
     if (t.newton_schulz == Device::gpu)
-      newton_schulz_gpu(r, owned_expert, dense_parts, dense_own, *gather[static_cast<std::size_t>(r)]);
+      newton_schulz_gpu(r, owned_expert, dense_parts, dense_own,
+                        *gather[static_cast<std::size_t>(r)]);
     else
       cpu(r, "newton_schulz_cpu", cost_.cpu_matmul_s(expert_flops + dense_flops))
           .after(*gather[static_cast<std::size_t>(r)]);
@@ -144,7 +148,8 @@ StepBuilder::PerRank StepBuilder::build_optimizer(const PerRank& grads_home) {
   const double R = static_cast<double>(job_.parallel.replica_gpus);
   const double shard = params.total() / R;
   const bool muon = t.optimizer == Optimizer::muon;
-  const double adam = muon ? (params.embedding + params.head + params.router + params.norms) / R : shard;
+  const double adam =
+      muon ? (params.embedding + params.head + params.router + params.norms) / R : shard;
   const double muon_elems = shard - adam;
   auto start = marker(kCpu, "optimizer_start", -1);
   after_all(start, grads_home);

@@ -1,10 +1,10 @@
 // Forward and backward passes of the step graph (the FSDP2 rules are in step_graph.hpp).
-#include "model/accounting.hpp"
-#include "hardware/kernel_shapes.hpp"
-#include "model/step_graph.hpp"
-
 #include <algorithm>
 #include <map>
+
+#include "hardware/kernel_shapes.hpp"
+#include "model/accounting.hpp"
+#include "model/step_graph.hpp"
 
 namespace twin::model {
 
@@ -16,7 +16,8 @@ using hardware::grid_work;
 using hardware::CollKind;
 using hardware::Family;
 
-void StepBuilder::forward(std::vector<PerRank>& begin, std::vector<PerRank>& end, PerRank& d2h_all) {
+void StepBuilder::forward(std::vector<PerRank>& begin, std::vector<PerRank>& end,
+                          PerRank& d2h_all) {
   const auto& m = job_.model;
   const auto& ctas = c_.nccl().default_ctas;
   const std::int64_t L = m.layers, off = offloaded_layers(job_);
@@ -26,7 +27,8 @@ void StepBuilder::forward(std::vector<PerRank>& begin, std::vector<PerRank>& end
   const double rope = rope_cache_bytes(job_);
   for (std::int64_t r = 0; r < ranks_; ++r) {
     const double eb = 4 * work_[r].tokens * h;
-    auto& k = kernel(r, "embedding", kElementwise, elementwise_op(job_, cost_, Family::ew_gather, eb), -1);
+    auto& k = kernel(r, "embedding", kElementwise,
+                     elementwise_op(job_, cost_, Family::ew_gather, eb), -1);
     note(r, k, {elementwise_launch(eb)});
     k.after(*emb[static_cast<std::size_t>(r)]);
     unshard(r, V * h * kBf16, V * h * kBf16, *emb[static_cast<std::size_t>(r)], k, k);
@@ -58,15 +60,18 @@ void StepBuilder::forward(std::vector<PerRank>& begin, std::vector<PerRank>& end
       // output, and under selective checkpointing some more, is kept for backward).
       const auto act = mem_.alloc(r, "layer_activations", kPoolCompute, b.attention + b.moe,
                                   *begin[i][ri], BufferLog::kEnd);
-      if (job_.training.activation_checkpointing == Checkpointing::none) held_[k].push_back(act);
-      else mem_.free(r, act, *end[i][ri], BufferLog::kStart);
+      if (job_.training.activation_checkpointing == Checkpointing::none)
+        held_[k].push_back(act);
+      else
+        mem_.free(r, act, *end[i][ri], BufferLog::kStart);
       if (b.kept_extra > 0 && job_.training.activation_checkpointing == Checkpointing::selective)
         held_[k].push_back(mem_.alloc(r, "saved_activations", kPoolCompute, b.kept_extra,
                                       *end[i][ri], BufferLog::kEnd));
       if (b.dense_local > 0)
         local_shard_[k] = mem_.alloc(r, "dense_node_local_shard", kPoolCompute, b.dense_local,
                                      *end[i][ri], BufferLog::kEnd);
-      const auto out = mem_.alloc(r, "layer_output", kPoolCompute, b.layer_out, *end[i][ri], BufferLog::kEnd);
+      const auto out =
+          mem_.alloc(r, "layer_output", kPoolCompute, b.layer_out, *end[i][ri], BufferLog::kEnd);
       if (i < off) {
         auto& t = copy(r, true, "offload_activation", i, work_[r].tokens * h * 2);
         t.after(*end[i][ri]);

@@ -14,7 +14,9 @@ double row_cost(const Row& r) {
   return c;
 }
 
-std::int64_t full_window(const ModelArch& m) { return m.full.window_tokens; }
+std::int64_t full_window(const ModelArch& m) {
+  return m.full.window_tokens;
+}
 
 }  // namespace
 
@@ -32,7 +34,8 @@ std::vector<Row> assign_rows(const Job& job) {
   const std::size_t band = kBands / 2;
   std::vector<Row> out;
   for (std::int64_t i = 0; i < rows; ++i)
-    out.push_back(std::move(pool[order[band * static_cast<std::size_t>(rows) + static_cast<std::size_t>(i)]]));
+    out.push_back(std::move(
+        pool[order[band * static_cast<std::size_t>(rows) + static_cast<std::size_t>(i)]]));
   rng.shuffle(out);
   return out;
 }
@@ -63,15 +66,18 @@ std::vector<RankWorkload> build_workload(const Job& job) {
   const bool balanced = job.training.routing == ExpertRouting::group_limited;
   for (std::int64_t g0 = 0; g0 < n; g0 += p.ep) {
     double group_tokens = 0;
-    for (std::int64_t j = 0; j < p.ep; ++j) group_tokens += w[static_cast<std::size_t>(g0 + j)].tokens;
+    for (std::int64_t j = 0; j < p.ep; ++j)
+      group_tokens += w[static_cast<std::size_t>(g0 + j)].tokens;
     const double pairs = group_tokens * static_cast<double>(m.top_k);
     for (std::int64_t l = 0; l < m.layers; ++l) {
       std::vector<double> share(static_cast<std::size_t>(p.ep), 1.0);
       if (!balanced)
-        for (auto& s : share) s = std::max(0.05, 1 + job.training.routing_imbalance_cv * rng.normal());
+        for (auto& s : share)
+          s = std::max(0.05, 1 + job.training.routing_imbalance_cv * rng.normal());
       const double total = std::accumulate(share.begin(), share.end(), 0.0);
       for (std::int64_t j = 0; j < p.ep; ++j)
-        w[static_cast<std::size_t>(g0 + j)].expert_pairs.push_back(pairs * share[static_cast<std::size_t>(j)] / total);
+        w[static_cast<std::size_t>(g0 + j)].expert_pairs.push_back(
+            pairs * share[static_cast<std::size_t>(j)] / total);
     }
   }
   return w;

@@ -9,7 +9,8 @@ namespace twin::reports {
 
 namespace {
 
-constexpr const char* kLibraryFiles[] = {"vega/build/vega.min.js", "vega-lite/build/vega-lite.min.js",
+constexpr const char* kLibraryFiles[] = {"vega/build/vega.min.js",
+                                         "vega-lite/build/vega-lite.min.js",
                                          "vega-embed/build/vega-embed.min.js"};
 
 constexpr const char* kStyle = R"(
@@ -57,8 +58,10 @@ ChartLibraries load_chart_libraries(const std::string& node_modules) {
     const std::string path = node_modules + "/" + f;
     std::string text = read_file(path);
     if (text.empty())
-      throw std::runtime_error(path + ": chart library missing; install them with `npm ci --prefix reports/web` "
-                                      "(./run.sh and ./test.sh do)");
+      throw std::runtime_error(
+          path +
+          ": chart library missing; install them with `npm ci --prefix reports/web` "
+          "(./run.sh and ./test.sh do)");
     libs.scripts.push_back(std::move(text));
   }
   return libs;
@@ -72,7 +75,8 @@ std::string script_safe(std::string text) {
     for (auto& c : next) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     if (next == "script") text.replace(p, 2, "<\\/");
   }
-  for (std::size_t p = 0; (p = text.find("<!--", p)) != std::string::npos;) text.replace(p, 1, "\\x3C");
+  for (std::size_t p = 0; (p = text.find("<!--", p)) != std::string::npos;)
+    text.replace(p, 1, "\\x3C");
   return text;
 }
 
@@ -81,11 +85,20 @@ std::string html_escape(const std::string& text) {
   out.reserve(text.size());
   for (const char c : text) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -98,18 +111,21 @@ std::string html_page(const Page& page, const ChartLibraries& libs) {
   for (const auto& s : libs.scripts) h << "<script>" << script_safe(s) << "</script>\n";
   h << "</head>\n<body>\n<h1>" << html_escape(page.title) << "</h1>\n<div class=\"facts\">\n";
   for (const auto& [label, value] : page.facts)
-    h << "<div class=\"fact\">" << html_escape(label) << "<b>" << html_escape(value) << "</b></div>\n";
+    h << "<div class=\"fact\">" << html_escape(label) << "<b>" << html_escape(value)
+      << "</b></div>\n";
   h << "</div>\n<p class=\"provenance\">" << html_escape(page.provenance) << "</p>\n";
   nlohmann::json specs = nlohmann::json::array();
   for (const auto& section : page.sections) {
     h << "<h2>" << html_escape(section.title) << "</h2>\n";
     for (const auto& c : section.charts) {
-      h << "<h3>" << html_escape(c.title) << "</h3>\n<p class=\"caption\">" << html_escape(c.caption)
-        << "</p>\n<div class=\"chart\" id=\"chart-" << specs.size() << "\"></div>\n";
+      h << "<h3>" << html_escape(c.title) << "</h3>\n<p class=\"caption\">"
+        << html_escape(c.caption) << "</p>\n<div class=\"chart\" id=\"chart-" << specs.size()
+        << "\"></div>\n";
       specs.push_back(c.spec);
     }
   }
-  h << "<script>\nconst TWIN_SPECS = " << script_safe(specs.dump()) << ";\n" << kDriver << "</script>\n";
+  h << "<script>\nconst TWIN_SPECS = " << script_safe(specs.dump()) << ";\n"
+    << kDriver << "</script>\n";
   h << "</body>\n</html>\n";
   return h.str();
 }

@@ -8,7 +8,6 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 #include <vector>
 
@@ -28,7 +27,7 @@ struct Section {
 struct Page {
   std::string title;
   std::vector<std::pair<std::string, std::string>> facts;  // headline label → value
-  std::string provenance;                                   // version, scenario hash, command
+  std::string provenance;                                  // version, scenario hash, command
   std::vector<Section> sections;
 };
 

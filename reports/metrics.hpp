@@ -24,7 +24,8 @@
 //     busy_s = |T|,  utilization_while_busy = B / (C·|T|),  mean_utilization = B / (C·step);
 //     saturated_s = the time the solver found it full (it fixed flows' rates);
 //     links_saturating = links with saturated_s > 1% of the step.
-//   flops                 model_per_step = Σ forward + backward FLOPs of the step (model/accounting.hpp,
+//   flops                 model_per_step = Σ forward + backward FLOPs of the step
+//   (model/accounting.hpp,
 //                         no recomputation); with_recompute_per_step adds recomputation;
 //                         model_TFLOPs_per_gpu = model_per_step / (GPUs · step_time_s) / 10¹²;
 //                         mfu = model_per_step / (GPUs · step_time_s · bf16 dense peak);

@@ -1,10 +1,9 @@
 #include "reports/output.hpp"
 
-#include <zlib.h>
-
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cerrno>
 #include <csignal>
@@ -48,7 +47,8 @@ void remove_stale_temporaries(const fs::path& path) {
     const std::string name = e.path().filename().string();
     if (!name.starts_with(prefix)) continue;
     const std::string pid = name.substr(prefix.size());
-    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos || pid.size() > 9) continue;
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos || pid.size() > 9)
+      continue;
     const int p = std::stoi(pid);
     if (p != ::getpid() && ::kill(p, 0) != 0 && errno == ESRCH) fs::remove(e.path(), ec);
   }
@@ -103,7 +103,8 @@ std::string gzip(const std::string& content) {
 
 std::string gunzip(const std::string& compressed) {
   z_stream z{};
-  if (inflateInit2(&z, 15 + 32) != Z_OK) throw std::runtime_error("gunzip: cannot start zlib");  // gzip or zlib
+  if (inflateInit2(&z, 15 + 32) != Z_OK)
+    throw std::runtime_error("gunzip: cannot start zlib");  // gzip or zlib
   std::string out;
   char buf[1 << 16];
   z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
@@ -120,7 +121,9 @@ std::string gunzip(const std::string& compressed) {
   return out;
 }
 
-bool gzip_named(const fs::path& path) { return path.extension() == ".gz"; }
+bool gzip_named(const fs::path& path) {
+  return path.extension() == ".gz";
+}
 
 std::string output_problem(const fs::path& path, const std::vector<fs::path>& inputs) {
   std::error_code ec;
@@ -134,7 +137,8 @@ std::string output_problem(const fs::path& path, const std::vector<fs::path>& in
   if (::access(dir.c_str(), W_OK) != 0) return "its folder " + dir.string() + " cannot be written";
   if (exists && ::access(path.c_str(), W_OK) != 0) return "the file cannot be written";
   for (const auto& in : inputs)
-    if (exists && fs::exists(in, ec) && fs::equivalent(path, in, ec)) return "it is an input of this command";
+    if (exists && fs::exists(in, ec) && fs::equivalent(path, in, ec))
+      return "it is an input of this command";
   return "";
 }
 

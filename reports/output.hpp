@@ -32,6 +32,7 @@ std::string gunzip(const std::string& compressed);
 // Why `path` cannot be an output — a symbolic link (its target is not replaced), a device, folder
 // or pipe, a folder that does not exist or cannot be written, a file that cannot be written, or
 // one of the command's inputs — or "" if it can. Checked before any work.
-std::string output_problem(const std::filesystem::path& path, const std::vector<std::filesystem::path>& inputs);
+std::string output_problem(const std::filesystem::path& path,
+                           const std::vector<std::filesystem::path>& inputs);
 
 }  // namespace twin::reports

@@ -32,12 +32,17 @@ void Progress::done() {
 
 void Progress::print(bool final) {
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  const double left = done_ > 0 && done_ < total_ ? s / static_cast<double>(done_) * static_cast<double>(total_ - done_) : 0;
-  const std::string line = fmt::format("twin: {} {}/{} ({:.0f}%), {:.0f} s{}", what_, done_, total_,
-                                       100.0 * static_cast<double>(done_) / static_cast<double>(std::max<std::size_t>(total_, 1)),
-                                       s, final ? "" : fmt::format(", ~{:.0f} s left", left));
-  if (tty_) fmt::print(out_, "\r{:<78}{}", line, final ? "\n" : "");
-  else fmt::print(out_, "{}\n", line);
+  const double left = done_ > 0 && done_ < total_
+                          ? s / static_cast<double>(done_) * static_cast<double>(total_ - done_)
+                          : 0;
+  const std::string line = fmt::format(
+      "twin: {} {}/{} ({:.0f}%), {:.0f} s{}", what_, done_, total_,
+      100.0 * static_cast<double>(done_) / static_cast<double>(std::max<std::size_t>(total_, 1)), s,
+      final ? "" : fmt::format(", ~{:.0f} s left", left));
+  if (tty_)
+    fmt::print(out_, "\r{:<78}{}", line, final ? "\n" : "");
+  else
+    fmt::print(out_, "{}\n", line);
   std::fflush(out_);
 }
 

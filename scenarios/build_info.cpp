@@ -9,11 +9,17 @@
 
 namespace twin::scenarios {
 
-const char* twin_version() { return TWIN_VERSION; }
-const char* twin_commit() { return TWIN_COMMIT; }
+const char* twin_version() {
+  return TWIN_VERSION;
+}
+const char* twin_commit() {
+  return TWIN_COMMIT;
+}
 
 Json provenance(const Json& resolved) {
-  return {{"twin", twin_version()}, {"commit", twin_commit()}, {"resolved_fnv1a", content_hash(resolved)}};
+  return {{"twin", twin_version()},
+          {"commit", twin_commit()},
+          {"resolved_fnv1a", content_hash(resolved)}};
 }
 
 }  // namespace twin::scenarios

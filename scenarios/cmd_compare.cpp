@@ -28,7 +28,8 @@ struct Held {
 };
 Json sms_json(const std::vector<Held>& h) {
   std::vector<std::pair<double, int>> edges;
-  for (const auto& x : h) edges.emplace_back(x.start_s, x.ctas), edges.emplace_back(x.end_s, -x.ctas);
+  for (const auto& x : h)
+    edges.emplace_back(x.start_s, x.ctas), edges.emplace_back(x.end_s, -x.ctas);
   std::sort(edges.begin(), edges.end());
   int now = 0, most = 0;
   double busy = 0, weighted = 0, high = 0, last = edges.empty() ? 0 : edges.front().first;
@@ -38,7 +39,9 @@ Json sms_json(const std::vector<Held>& h) {
     if (now >= 64) high += dt;
     now += d, last = t, most = std::max(most, now);
   }
-  return {{"max", most}, {"mean_while_collective", busy > 0 ? weighted / busy : 0.0}, {"seconds_at_or_above_64", high}};
+  return {{"max", most},
+          {"mean_while_collective", busy > 0 ? weighted / busy : 0.0},
+          {"seconds_at_or_above_64", high}};
 }
 
 struct Side {
@@ -56,8 +59,8 @@ struct Side {
         k.first += x.launches, k.second += x.dur_s;
         held.push_back({x.start_s, x.start_s + x.dur_s, x.ctas});
       }
-      streams[x.stream].push_back(
-          {static_cast<std::int64_t>(x.start_s * 1e9), static_cast<std::int64_t>((x.start_s + x.dur_s) * 1e9)});
+      streams[x.stream].push_back({static_cast<std::int64_t>(x.start_s * 1e9),
+                                   static_cast<std::int64_t>((x.start_s + x.dur_s) * 1e9)});
       first_s = std::min(first_s, x.start_s), last_s = std::max(last_s, x.start_s + x.dur_s);
     }
   }
@@ -66,8 +69,10 @@ struct Side {
 Json side_json(const Side& s) {
   Json cats = Json::object(), colls = Json::object(), streams = Json::object();
   for (const auto& [k, v] : s.categories) cats[k] = {{"launches", v.first}, {"seconds", v.second}};
-  for (const auto& [k, v] : s.collectives) colls[k] = {{"launches", v.first}, {"seconds", v.second}};
-  for (auto [k, v] : s.streams) streams[k] = {{"launches", v.size()}, {"busy_s", reports::merge(v)}};
+  for (const auto& [k, v] : s.collectives)
+    colls[k] = {{"launches", v.first}, {"seconds", v.second}};
+  for (auto [k, v] : s.streams)
+    streams[k] = {{"launches", v.size()}, {"busy_s", reports::merge(v)}};
   return {{"step_s", s.last_s > s.first_s ? s.last_s - s.first_s : 0.0},
           {"categories", cats},
           {"collectives", colls},
@@ -84,9 +89,14 @@ Json compare_json(const CommonArgs& args, const CompareArgs& cmp) {
   ro.plan_rank = cmp.rank;
   const auto run = simulate(loaded, ro);
   if (run.plan.is_null())
-    throw InputError("--rank", "", fmt::format("{}: not a rank of the scenario's simulated GPUs", cmp.rank));
-  Json out{{"trace", cmp.kineto}, {"step", real.step}, {"scenario", args.scenario}, {"rank", cmp.rank},
-           {"real", side_json(Side(spans_of(real)))}, {"twin", side_json(Side(spans_of_plan(run.plan)))}};
+    throw InputError("--rank", "",
+                     fmt::format("{}: not a rank of the scenario's simulated GPUs", cmp.rank));
+  Json out{{"trace", cmp.kineto},
+           {"step", real.step},
+           {"scenario", args.scenario},
+           {"rank", cmp.rank},
+           {"real", side_json(Side(spans_of(real)))},
+           {"twin", side_json(Side(spans_of_plan(run.plan)))}};
   out["provenance"] = provenance(loaded.resolved);
   return out;
 }
@@ -103,10 +113,12 @@ int cmd_compare(const CommonArgs& args, const CompareArgs& cmp, std::ostream& ou
              j["step"].get<std::string>(), j["scenario"].get<std::string>(), j["rank"].get<int>());
   auto row = [&](const std::string& name, const Json& a, const Json& b) {
     const double ra = a.value("seconds", 0.0), tb = b.value("seconds", 0.0);
-    fmt::print(out, "{:28s} {:>8.0f} {:>11.2f} {:>8.0f} {:>11.2f} {:>9}\n", name, a.value("launches", 0.0), ra * 1e3,
-               b.value("launches", 0.0), tb * 1e3, ra > 0 && tb > 0 ? fmt::format("{:+.1f}%", 100 * (tb / ra - 1)) : "-");
+    fmt::print(out, "{:28s} {:>8.0f} {:>11.2f} {:>8.0f} {:>11.2f} {:>9}\n", name,
+               a.value("launches", 0.0), ra * 1e3, b.value("launches", 0.0), tb * 1e3,
+               ra > 0 && tb > 0 ? fmt::format("{:+.1f}%", 100 * (tb / ra - 1)) : "-");
   };
-  fmt::print(out, "{:28s} {:>8} {:>11} {:>8} {:>11} {:>9}\n", "category", "real n", "real ms", "twin n", "twin ms", "error");
+  fmt::print(out, "{:28s} {:>8} {:>11} {:>8} {:>11} {:>9}\n", "category", "real n", "real ms",
+             "twin n", "twin ms", "error");
   std::map<std::string, bool> names;
   for (const auto& [k, v] : r["categories"].items()) names[k] = true;
   for (const auto& [k, v] : t["categories"].items()) names[k] = true;
@@ -116,16 +128,21 @@ int cmd_compare(const CommonArgs& args, const CompareArgs& cmp, std::ostream& ou
   for (const auto& [k, v] : r["collectives"].items()) kinds[k] = true;
   for (const auto& [k, v] : t["collectives"].items()) kinds[k] = true;
   for (const auto& [k, v] : kinds)
-    row("  collective " + k, r["collectives"].value(k, Json::object()), t["collectives"].value(k, Json::object()));
-  fmt::print(out, "step (first start to last end): real {:.2f} ms, twin {:.2f} ms\n", r["step_s"].get<double>() * 1e3,
-             t["step_s"].get<double>() * 1e3);
+    row("  collective " + k, r["collectives"].value(k, Json::object()),
+        t["collectives"].value(k, Json::object()));
+  fmt::print(out, "step (first start to last end): real {:.2f} ms, twin {:.2f} ms\n",
+             r["step_s"].get<double>() * 1e3, t["step_s"].get<double>() * 1e3);
   for (const auto* side : {&r, &t}) {
     fmt::print(out, "{} streams:", side == &r ? "real" : "twin");
     for (const auto& [k, v] : (*side)["streams"].items())
-      fmt::print(out, "  {} {:.1f} ms busy ({} launches)", k, v["busy_s"].get<double>() * 1e3, v["launches"].get<std::size_t>());
+      fmt::print(out, "  {} {:.1f} ms busy ({} launches)", k, v["busy_s"].get<double>() * 1e3,
+                 v["launches"].get<std::size_t>());
     const auto& h = (*side)["sms_held_by_collectives"];
-    fmt::print(out, "\n  SMs held by collectives: max {}, mean {:.1f} while any runs, {:.3f} s at 64 or more\n",
-               h["max"].get<int>(), h["mean_while_collective"].get<double>(), h["seconds_at_or_above_64"].get<double>());
+    fmt::print(
+        out,
+        "\n  SMs held by collectives: max {}, mean {:.1f} while any runs, {:.3f} s at 64 or more\n",
+        h["max"].get<int>(), h["mean_while_collective"].get<double>(),
+        h["seconds_at_or_above_64"].get<double>());
   }
   return 0;
 }

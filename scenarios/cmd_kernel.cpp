@@ -11,8 +11,8 @@
 #include "hardware/cluster.hpp"
 #include "hardware/collective.hpp"
 #include "hardware/kernel_cost.hpp"
-#include "hardware/ops.hpp"
 #include "hardware/kernel_shapes.hpp"
+#include "hardware/ops.hpp"
 #include "scenarios/commands.hpp"
 #include "sim/task.hpp"
 
@@ -41,7 +41,8 @@ KernelWork kernel_work(const KernelArgs& k, const hardware::KernelCost& cost, bo
   }
   if (k.kernel == "grouped_static" || k.kernel == "grouped_dynamic") {
     const char* what = "ROWS_PER_EXPERT,N,K,EXPERTS";
-    const double rows = dim(k, 0, what), n = dim(k, 1, what), kk = dim(k, 2, what), e = dim(k, 3, what);
+    const double rows = dim(k, 0, what), n = dim(k, 1, what), kk = dim(k, 2, what),
+                 e = dim(k, 3, what);
     const bool dyn = k.kernel == "grouped_dynamic";
     return {cost.grouped_gemm_s(rows, n, kk, e, equal_rows), 0,
             dyn ? KernelClass::persistent_dynamic : KernelClass::persistent_static,
@@ -49,12 +50,14 @@ KernelWork kernel_work(const KernelArgs& k, const hardware::KernelCost& cost, bo
   }
   if (k.kernel == "attention_fwd" || k.kernel == "attention_bwd")
     return hardware::grid_work(cost.attention_s(dim(k, 0, "FLOPS"), k.kernel == "attention_bwd"),
-                            hardware::attention_shape(sms, k.kernel == "attention_bwd"));
+                               hardware::attention_shape(sms, k.kernel == "attention_bwd"));
   const Family f = hardware::family_of(k.kernel);
   if (f == Family::count || f < Family::ew_add)
-    throw InputError("--kernel", "", fmt::format("unknown kernel \"{}\": gemm, gemm_fp8, grouped_static, "
-                                                  "grouped_dynamic, attention_fwd, attention_bwd or an "
-                                                  "elementwise family (ew_add, ew_norm, …)", k.kernel));
+    throw InputError("--kernel", "",
+                     fmt::format("unknown kernel \"{}\": gemm, gemm_fp8, grouped_static, "
+                                 "grouped_dynamic, attention_fwd, attention_bwd or an "
+                                 "elementwise family (ew_add, ew_norm, …)",
+                                 k.kernel));
   return hardware::elementwise_work(cost, f, dim(k, 0, "BYTES"));
 }
 
@@ -62,8 +65,10 @@ KernelWork kernel_work(const KernelArgs& k, const hardware::KernelCost& cost, bo
 // says: "KIND,BYTES,CTAS" (KIND all_gather | reduce_scatter | all_reduce | all_to_all).
 hardware::CollectiveSpec collective_spec(const std::string& text, int gpus) {
   const auto fail = [&] {
-    return InputError("--beside-collective", "", fmt::format("\"{}\": expected KIND,BYTES,CTAS with KIND "
-                                                             "all_gather, reduce_scatter, all_reduce or all_to_all", text));
+    return InputError("--beside-collective", "",
+                      fmt::format("\"{}\": expected KIND,BYTES,CTAS with KIND "
+                                  "all_gather, reduce_scatter, all_reduce or all_to_all",
+                                  text));
   };
   const auto a = text.find(','), b = text.rfind(',');
   if (a == std::string::npos || a == b) throw fail();
@@ -90,7 +95,8 @@ struct Times {
 
 // The engine's times for the kernel on GPU 0 with `held` SMs taken by an NCCL-like holder
 // throughout, or beside a collective over the node that starts with it.
-Times engine_s(const Scenario& s, const KernelWork& w, int held, const hardware::CollectiveSpec* beside) {
+Times engine_s(const Scenario& s, const KernelWork& w, int held,
+               const hardware::CollectiveSpec* beside) {
   sim::Engine e;
   sim::Fluid f(e);
   sim::TaskGraph g(e);
@@ -120,7 +126,8 @@ int cmd_kernel(const CommonArgs& args, const KernelArgs& k, std::ostream& out) {
   const KernelWork w = kernel_work(k, cost, s.job.training.expert_rows == model::ExpertRows::equal);
   const int sms = static_cast<int>(s.hw.gpu.sm_count) - static_cast<int>(s.nccl.reserved_sms);
   std::optional<hardware::CollectiveSpec> beside;
-  if (!k.beside_collective.empty()) beside = collective_spec(k.beside_collective, static_cast<int>(s.hw.node.gpus));
+  if (!k.beside_collective.empty())
+    beside = collective_spec(k.beside_collective, static_cast<int>(s.hw.node.gpus));
   const double alone = engine_s(s, w, 0, nullptr).kernel_s;
   Json rows = Json::array();
   for (const int held : k.held_sms) {
@@ -128,17 +135,20 @@ int cmd_kernel(const CommonArgs& args, const KernelArgs& k, std::ostream& out) {
       throw InputError("--held-sms", "", fmt::format("{} is out of range [0, {}]", held, sms - 1));
     const double t = engine_s(s, w, held, nullptr).kernel_s;
     if (std::isinf(t))
-      rows.push_back({{"held_sms", held}, {"time_ms", nullptr}, {"slowdown", nullptr}, {"blocked", true}});
+      rows.push_back(
+          {{"held_sms", held}, {"time_ms", nullptr}, {"slowdown", nullptr}, {"blocked", true}});
     else
       rows.push_back({{"held_sms", held}, {"time_ms", t * 1e3}, {"slowdown", t / alone}});
   }
-  Json doc{{"kernel", k.kernel}, {"shape", k.shape}, {"profile", s.hw.name},
-           {"family", std::string(hardware::family_name(w.shape.family))},
-           {"alone_ms", alone * 1e3}, {"points", rows}};
+  Json doc{
+      {"kernel", k.kernel},      {"shape", k.shape},
+      {"profile", s.hw.name},    {"family", std::string(hardware::family_name(w.shape.family))},
+      {"alone_ms", alone * 1e3}, {"points", rows}};
   if (beside) {
     const auto both = engine_s(s, w, 0, &*beside);
     const auto coll = engine_s(s, {}, 0, &*beside);
-    doc["beside_collective"] = {{"collective", k.beside_collective}, {"kernel_ms", both.kernel_s * 1e3},
+    doc["beside_collective"] = {{"collective", k.beside_collective},
+                                {"kernel_ms", both.kernel_s * 1e3},
                                 {"slowdown", both.kernel_s / alone},
                                 {"collective_ms", both.collective_s * 1e3},
                                 {"collective_alone_ms", coll.collective_s * 1e3}};
@@ -152,17 +162,19 @@ int cmd_kernel(const CommonArgs& args, const KernelArgs& k, std::ostream& out) {
   fmt::print(out, "  {:>9} {:>12} {:>9}\n", "SMs held", "time ms", "slowdown");
   for (const auto& r : rows)
     if (r.contains("blocked"))
-      fmt::print(out, "  {:>9} {:>12} {:>9}  (no cluster can start beside the held SMs)\n", r["held_sms"].get<int>(),
-                 "blocked", "-");
+      fmt::print(out, "  {:>9} {:>12} {:>9}  (no cluster can start beside the held SMs)\n",
+                 r["held_sms"].get<int>(), "blocked", "-");
     else
-      fmt::print(out, "  {:>9} {:>12.4f} {:>9.3f}\n", r["held_sms"].get<int>(), r["time_ms"].get<double>(),
-                 r["slowdown"].get<double>());
+      fmt::print(out, "  {:>9} {:>12.4f} {:>9.3f}\n", r["held_sms"].get<int>(),
+                 r["time_ms"].get<double>(), r["slowdown"].get<double>());
   if (beside) {
     const auto& b = doc["beside_collective"];
-    fmt::print(out, "  beside {} over the node's {} GPUs: kernel {:.4f} ms (×{:.3f}), collective "
-                    "{:.4f} ms ({:.4f} alone)\n",
-               k.beside_collective, s.hw.node.gpus, b["kernel_ms"].get<double>(), b["slowdown"].get<double>(),
-               b["collective_ms"].get<double>(), b["collective_alone_ms"].get<double>());
+    fmt::print(out,
+               "  beside {} over the node's {} GPUs: kernel {:.4f} ms (×{:.3f}), collective "
+               "{:.4f} ms ({:.4f} alone)\n",
+               k.beside_collective, s.hw.node.gpus, b["kernel_ms"].get<double>(),
+               b["slowdown"].get<double>(), b["collective_ms"].get<double>(),
+               b["collective_alone_ms"].get<double>());
   }
   return 0;
 }

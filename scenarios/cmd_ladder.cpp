@@ -26,7 +26,8 @@ double metric(const Json& r, const std::string& name) {
     return metric(r, name.substr(0, plus)) + metric(r, prefix + name.substr(plus + 1));
   }
   if (name == "breakdown_s.rank0.compute")
-    return metric(r, "breakdown_s.rank0.compute_only") + metric(r, "breakdown_s.rank0.compute_overlapped");
+    return metric(r, "breakdown_s.rank0.compute_only") +
+           metric(r, "breakdown_s.rank0.compute_overlapped");
   const Json* node = &r;
   std::size_t start = 0;
   while (true) {
@@ -43,18 +44,20 @@ double metric(const Json& r, const std::string& name) {
 }  // namespace
 
 Json ladder_json(const LadderArgs& a) {
-  const fs::path dir = a.data_dir.empty() ? default_data_dir() / "scenarios/ladder" : fs::path(a.data_dir) / "scenarios/ladder";
+  const fs::path dir = a.data_dir.empty() ? default_data_dir() / "scenarios/ladder"
+                                          : fs::path(a.data_dir) / "scenarios/ladder";
   std::vector<fs::path> rungs;
   for (const auto& e : fs::directory_iterator(dir))
-    if (e.path().extension() == ".json" && std::isdigit(static_cast<unsigned char>(e.path().filename().string()[0])))
+    if (e.path().extension() == ".json" &&
+        std::isdigit(static_cast<unsigned char>(e.path().filename().string()[0])))
       rungs.push_back(e.path());
   std::sort(rungs.begin(), rungs.end());
   const Json published = read_json_file(dir / "published.json")["rungs"];
   const LoadOptions lo{a.data_dir.empty() ? default_data_dir() : fs::path(a.data_dir), {}};
   reports::Progress progress("ladder: rungs", rungs.size(), a.progress ? stderr : nullptr);
-  auto results = run_parallel<Json>(rungs.size(), a.jobs, [&](std::size_t i) {
-    return simulate(load_scenario(rungs[i], lo), {}).json;
-  }, &progress);
+  auto results = run_parallel<Json>(
+      rungs.size(), a.jobs,
+      [&](std::size_t i) { return simulate(load_scenario(rungs[i], lo), {}).json; }, &progress);
   Json out = Json::array();
   for (std::size_t i = 0; i < rungs.size(); ++i) {
     const auto& r = results[i];
@@ -68,7 +71,9 @@ Json ladder_json(const LadderArgs& a) {
     if (published.contains(name))
       for (const auto& [k, v] : published[name].items()) {
         const double pred = metric(r, k), pub = v.get<double>();
-        checks.push_back({{"metric", k}, {"predicted", pred}, {"published", pub},
+        checks.push_back({{"metric", k},
+                          {"predicted", pred},
+                          {"published", pub},
                           {"error_pct", 100 * (pred - pub) / pub}});
       }
     row["published"] = checks;

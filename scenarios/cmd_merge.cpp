@@ -19,25 +19,33 @@ namespace {
 Json read_part(const std::string& file) {
   const Json p = read_json_file(file);
   auto need = [&](const char* key, bool ok, const char* what) {
-    if (!ok) throw InputError(file, key, fmt::format("expected {} (a `twin sweep --shard` part)", what));
+    if (!ok)
+      throw InputError(file, key, fmt::format("expected {} (a `twin sweep --shard` part)", what));
   };
   need("twin_sweep_part", p.is_object() && p.value("twin_sweep_part", 0) == 1, "1");
   need("sweep", p.contains("sweep") && p["sweep"].is_object(), "the sweep's arguments");
-  need("shards", p.contains("shards") && p["shards"].is_number_unsigned() && p["shards"].get<std::size_t>() >= 1,
+  need("shards",
+       p.contains("shards") && p["shards"].is_number_unsigned() &&
+           p["shards"].get<std::size_t>() >= 1,
        "the number of shards");
   need("shard", p.contains("shard") && p["shard"].is_number_unsigned() && p["shard"] < p["shards"],
        "this part's shard, below shards");
-  need("points", p.contains("points") && p["points"].is_number_unsigned(), "the sweep's number of points");
+  need("points", p.contains("points") && p["points"].is_number_unsigned(),
+       "the sweep's number of points");
   need("rows", p.contains("rows") && p["rows"].is_array(), "an array of rows");
   const std::size_t shard = p["shard"], shards = p["shards"], points = p["points"];
   std::size_t expect = shard;
   for (std::size_t j = 0; j < p["rows"].size(); ++j, expect += shards) {
     const auto& r = p["rows"][j];
-    if (!r.is_object() || !r.contains("row") || !r["row"].is_object() || r.value("i", Json()) != expect)
-      throw InputError(file, fmt::format("rows[{}]", j), fmt::format("expected {{\"i\": {}, \"row\": {{...}}}}", expect));
+    if (!r.is_object() || !r.contains("row") || !r["row"].is_object() ||
+        r.value("i", Json()) != expect)
+      throw InputError(file, fmt::format("rows[{}]", j),
+                       fmt::format("expected {{\"i\": {}, \"row\": {{...}}}}", expect));
   }
   if (expect < points)
-    throw InputError(file, "rows", fmt::format("point {} of shard {}/{} is missing (an unfinished shard?)", expect, shard, shards));
+    throw InputError(file, "rows",
+                     fmt::format("point {} of shard {}/{} is missing (an unfinished shard?)",
+                                 expect, shard, shards));
   return p;
 }
 
@@ -57,17 +65,21 @@ int cmd_merge(const MergeArgs& args, std::ostream& out) {
       const auto& [first_file, first] = by_shard.begin()->second;
       for (const char* key : {"sweep", "shards", "points"})
         if (p[key] != first[key])
-          throw InputError(file, key, fmt::format("not the sweep of {} ({} differs)", first_file, key));
+          throw InputError(file, key,
+                           fmt::format("not the sweep of {} ({} differs)", first_file, key));
     }
     const std::size_t shard = p["shard"];
     if (by_shard.count(shard))
-      throw InputError(file, "shard", fmt::format("shard {} is also {}", shard, by_shard[shard].first));
+      throw InputError(file, "shard",
+                       fmt::format("shard {} is also {}", shard, by_shard[shard].first));
     by_shard.emplace(shard, std::pair{file, std::move(p)});
   }
-  const std::size_t shards = by_shard.begin()->second.second["shards"], points = by_shard.begin()->second.second["points"];
+  const std::size_t shards = by_shard.begin()->second.second["shards"],
+                    points = by_shard.begin()->second.second["points"];
   for (std::size_t s = 0; s < shards; ++s)
     if (!by_shard.count(s))
-      throw InputError("twin merge", "", fmt::format("shard {}/{} is missing: give every part", s, shards));
+      throw InputError("twin merge", "",
+                       fmt::format("shard {}/{} is missing: give every part", s, shards));
   Json rows = Json::array();
   for (std::size_t i = 0; i < points; ++i)
     rows.push_back(std::move(by_shard[i % shards].second["rows"][i / shards]["row"]));

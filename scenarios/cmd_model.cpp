@@ -1,13 +1,12 @@
 // `twin model`: parameters, FLOPs per step and per-rank memory of the states (model/accounting).
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+#include <unistd.h>
 
 #include <ostream>
 
-#include "model/host_memory.hpp"
 #include "model/accounting.hpp"
-#include <unistd.h>
-
+#include "model/host_memory.hpp"
 #include "reports/output.hpp"
 #include "scenarios/commands.hpp"
 
@@ -27,7 +26,9 @@ RunOptions CommonArgs::run_options() const {
   o.memory_limit_GiB = max_memory_GiB;
   if (o.memory_limit_GiB <= 0) {
     const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-    if (pages > 0 && page > 0) o.memory_limit_GiB = 0.75 * static_cast<double>(pages) * static_cast<double>(page) / (1ull << 30);
+    if (pages > 0 && page > 0)
+      o.memory_limit_GiB =
+          0.75 * static_cast<double>(pages) * static_cast<double>(page) / (1ull << 30);
   }
   return o;
 }
@@ -83,8 +84,7 @@ void print_table(const Scenario& s, const Json& a, std::ostream& out) {
   for (const auto& [k, v] : a["params_by_component"].items())
     fmt::print(out, "  {:<20}{:>18.4g}\n", k, v.get<double>());
   fmt::print(out, "  {:<20}{:>18.4g}\n  {:<20}{:>18.4g}\n\n", "total",
-             a["params_total"].get<double>(), "active per token",
-             a["params_active"].get<double>());
+             a["params_total"].get<double>(), "active per token", a["params_active"].get<double>());
   fmt::print(out, "{:<22}{:>12}{:>12}{:>12}   (PFLOP per step, {} tokens)\n", "FLOPs", "forward",
              "backward", "recompute", a["tokens_per_step"].get<std::int64_t>());
   for (const auto& [k, v] : a["flops_per_step"]["by_category"].items())
@@ -96,15 +96,19 @@ void print_table(const Scenario& s, const Json& a, std::ostream& out) {
   const auto& states = a["states_per_rank"];
   const char* where = states["on_host"].get<bool>() ? "host" : "HBM";
   fmt::print(out, "memory per rank (GiB)\n");
-  fmt::print(out, "  {:<36}{:>8.2f}  {}\n", "fp32 master parameters", m["master_params"].get<double>(), where);
+  fmt::print(out, "  {:<36}{:>8.2f}  {}\n", "fp32 master parameters",
+             m["master_params"].get<double>(), where);
   fmt::print(out, "  {:<36}{:>8.2f}  {}\n", "fp32 gradients", m["grads"].get<double>(), where);
-  fmt::print(out, "  {:<36}{:>8.2f}  {}\n", "optimizer states", m["optimizer_states"].get<double>(), where);
-  fmt::print(out, "  {:<36}{:>8.2f}  HBM\n", "checkpointed activations kept", m["activations_hbm"].get<double>());
-  fmt::print(out, "  {:<36}{:>8.2f}  host ({} layers offloaded)\n", "checkpointed activations offloaded",
-             m["activations_host"].get<double>(), states["offloaded_layers"].get<std::int64_t>());
-  fmt::print(out, "  {:<36}{:>8.2f}  of {:.1f} usable (with the process, pinned rounding: twin memory)\n",
-             "host total", m["host_total"].get<double>(),
-             m["host_capacity"].get<double>());
+  fmt::print(out, "  {:<36}{:>8.2f}  {}\n", "optimizer states", m["optimizer_states"].get<double>(),
+             where);
+  fmt::print(out, "  {:<36}{:>8.2f}  HBM\n", "checkpointed activations kept",
+             m["activations_hbm"].get<double>());
+  fmt::print(out, "  {:<36}{:>8.2f}  host ({} layers offloaded)\n",
+             "checkpointed activations offloaded", m["activations_host"].get<double>(),
+             states["offloaded_layers"].get<std::int64_t>());
+  fmt::print(
+      out, "  {:<36}{:>8.2f}  of {:.1f} usable (with the process, pinned rounding: twin memory)\n",
+      "host total", m["host_total"].get<double>(), m["host_capacity"].get<double>());
 }
 
 }  // namespace

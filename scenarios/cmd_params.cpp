@@ -13,7 +13,8 @@ namespace twin::scenarios {
 namespace {
 
 bool numeric(const sim::ParamSpec& s) {
-  return s.type == sim::ParamType::integer || s.type == sim::ParamType::real || s.type == sim::ParamType::reals;
+  return s.type == sim::ParamType::integer || s.type == sim::ParamType::real ||
+         s.type == sim::ParamType::reals;
 }
 
 // A bound as written: integers whole (1048576, not 1.04858e+06), reals shortest.
@@ -44,22 +45,24 @@ int cmd_help_params(bool json, std::ostream& out) {
     Json arr = Json::array();
     for (const auto& e : entries) {
       const auto& s = e.spec;
-      Json j{{"key", s.key}, {"type", sim::type_name(s.type)}, {"unit", s.unit},
-             {"range", range_json(s)}, {"help", s.help}, {"needs_source", s.sourced}};
+      Json j{{"key", s.key},   {"type", sim::type_name(s.type)},
+             {"unit", s.unit}, {"range", range_json(s)},
+             {"help", s.help}, {"needs_source", s.sourced}};
       j["default"] = s.default_value ? Json::parse(sim::format_value(*s.default_value)) : Json();
       arr.push_back(j);
     }
     out << arr.dump(2) << "\n";
     return 0;
   }
-  fmt::print(out, "Scenario parameters (set in a scenario file or with --set KEY=VALUE).\n"
-                  "Keys without a default are required. Hardware values are written\n"
-                  "{{\"value\": V, \"source\": \"where V comes from\"}}.\n\n");
+  fmt::print(out,
+             "Scenario parameters (set in a scenario file or with --set KEY=VALUE).\n"
+             "Keys without a default are required. Hardware values are written\n"
+             "{{\"value\": V, \"source\": \"where V comes from\"}}.\n\n");
   fmt::print(out, "{:<44} {:<8} {:<8} {:<22} {}\n", "key", "type", "unit", "range", "default");
   for (const auto& e : entries) {
     const auto& s = e.spec;
-    fmt::print(out, "{:<44} {:<8} {:<8} {:<22} {}\n    {}\n", s.key, sim::type_name(s.type),
-               s.unit, range_of(s), s.default_value ? sim::format_value(*s.default_value) : "(required)",
+    fmt::print(out, "{:<44} {:<8} {:<8} {:<22} {}\n    {}\n", s.key, sim::type_name(s.type), s.unit,
+               range_of(s), s.default_value ? sim::format_value(*s.default_value) : "(required)",
                s.help);
   }
   return 0;

@@ -26,7 +26,9 @@ LoadOptions with_replicas(const CommonArgs& args, const PlanDpArgs& plan, int dp
   } else if (!p.empty()) {  // a Slurm node list, relative to where twin runs
     std::error_code ec;
     if (!std::filesystem::exists(p, ec))
-      throw InputError("--placement", "", fmt::format("\"{}\": not packed, spread, random or slurm, and no such file", p));
+      throw InputError(
+          "--placement", "",
+          fmt::format("\"{}\": not packed, spread, random or slurm, and no such file", p));
     lo.sets.push_back("placement.policy=file");
     lo.sets.push_back("placement.node_list_file=" + std::filesystem::absolute(p).string());
   }
@@ -38,10 +40,12 @@ LoadOptions with_replicas(const CommonArgs& args, const PlanDpArgs& plan, int dp
 // machine, + other jobs' traffic, + stragglers (= the scenario as given).
 const std::vector<std::pair<const char*, std::vector<std::string>>>& stages() {
   static const std::vector<std::pair<const char*, std::vector<std::string>>> s = {
-      {"idle", {"placement.policy=packed", "shared.busy_fraction=0", "shared.background_global_load=0",
-                "shared.background_leaf_load=0", "shared.slow_node_fraction=0", "shared.step_jitter=0"}},
-      {"placement", {"shared.background_global_load=0", "shared.background_leaf_load=0",
-                     "shared.slow_node_fraction=0", "shared.step_jitter=0"}},
+      {"idle",
+       {"placement.policy=packed", "shared.busy_fraction=0", "shared.background_global_load=0",
+        "shared.background_leaf_load=0", "shared.slow_node_fraction=0", "shared.step_jitter=0"}},
+      {"placement",
+       {"shared.background_global_load=0", "shared.background_leaf_load=0",
+        "shared.slow_node_fraction=0", "shared.step_jitter=0"}},
       {"traffic", {"shared.slow_node_fraction=0", "shared.step_jitter=0"}},
       {"stragglers", {}}};
   return s;
@@ -56,31 +60,36 @@ Json plan_dp_json(const CommonArgs& args, const PlanDpArgs& plan) {
   const std::size_t n_stages = plan.split ? stages().size() : 1;
   // Load every point first: bad input fails before any run. DP = 1 loads first, so an error of
   // a larger count is the count's (the machine cannot hold it), not the scenario's.
-  std::vector<Loaded> loaded;  // loaded[((count · stages) + stage) · draws + draw]; the last stage is the scenario's
+  std::vector<Loaded> loaded;  // loaded[((count · stages) + stage) · draws + draw]; the last stage
+                               // is the scenario's
   for (int dp : counts)
     for (std::size_t st = stages().size() - n_stages; st < stages().size(); ++st) {
       LoadOptions base = with_replicas(args, plan, dp);
       if (plan.seed >= 0) base.sets.push_back(fmt::format("placement.seed={}", plan.seed));
       for (const auto& set : stages()[st].second) base.sets.push_back(set);
-      for (const auto& lo : plan.samples > 0 ? sample_loads(base, plan.samples) : std::vector{base}) {
+      for (const auto& lo :
+           plan.samples > 0 ? sample_loads(base, plan.samples) : std::vector{base}) {
         try {
           loaded.push_back(load_scenario(args.scenario, lo));
         } catch (const InputError& e) {
           if (dp == 1) throw;
           const bool ours = e.file == "--set" && e.path == "parallel.dp";  // the count we set
-          throw InputError("--replicas", "", fmt::format("{} replicas: {}", dp, ours ? e.message : e.what()));
+          throw InputError("--replicas", "",
+                           fmt::format("{} replicas: {}", dp, ours ? e.message : e.what()));
         }
       }
     }
   // A point that fails to simulate fails the command (exit 2 past --max-events, 1 otherwise);
   // nothing is printed (issue #23, item 5).
-  reports::Progress progress("plan-dp: replica counts × samples", loaded.size(), args.progress ? stderr : nullptr);
-  auto runs = run_parallel<Json>(loaded.size(), plan.jobs, [&](std::size_t i) {
-    return simulate(loaded[i], args.run_options()).json;
-  }, &progress);
+  reports::Progress progress("plan-dp: replica counts × samples", loaded.size(),
+                             args.progress ? stderr : nullptr);
+  auto runs = run_parallel<Json>(
+      loaded.size(), plan.jobs,
+      [&](std::size_t i) { return simulate(loaded[i], args.run_options()).json; }, &progress);
   // One metric over a count's draws (of the scenario's stage, or of stage `st` of the split):
   // its median, and with --samples its p10, p50 and p90.
-  auto over_draws = [&](std::size_t i, Json& row, const std::string& key, std::size_t st = SIZE_MAX) {
+  auto over_draws = [&](std::size_t i, Json& row, const std::string& key,
+                        std::size_t st = SIZE_MAX) {
     const std::size_t block = i * n_stages + std::min(st, n_stages - 1);
     std::vector<const Json*> v;
     for (std::size_t d = 0; d < draws; ++d) v.push_back(&runs[block * draws + d]);
@@ -93,7 +102,8 @@ Json plan_dp_json(const CommonArgs& args, const PlanDpArgs& plan) {
   const double base = over_draws(0, base_row, "tokens_per_s_per_gpu");
   Json rows = Json::array();
   for (std::size_t i = 0; i < counts.size(); ++i) {
-    const std::size_t first = ((i + 1) * n_stages - 1) * draws;  // the scenario's first draw: placement, links
+    const std::size_t first =
+        ((i + 1) * n_stages - 1) * draws;  // the scenario's first draw: placement, links
     const auto& r = runs[first];
     Json row{{"replicas", counts[i]}, {"gpus", loaded[first].scenario.job.parallel.total_gpus()}};
     const auto& net = r["network"];
@@ -122,33 +132,40 @@ Json plan_dp_json(const CommonArgs& args, const PlanDpArgs& plan) {
     row["host_oom_probability"] = r["memory"]["host_oom_probability"];
     rows.push_back(row);
   }
-  return {{"scenario", args.scenario}, {"tokens", plan.tokens}, {"rows", rows},
+  return {{"scenario", args.scenario},
+          {"tokens", plan.tokens},
+          {"rows", rows},
           {"provenance", provenance(loaded[0].resolved)}};  // of DP = 1
 }
 
 namespace {
 
 void print_rows(const Json& j, std::ostream& out) {
-  fmt::print(out, "{:>8} {:>6} {:>6} {:>7} {:>12} {:>8} {:>13} {:>9} {:>9} {:>9} {:>8}  {}\n", "replicas",
-             "GPUs", "nodes", "groups", "tok/s/GPU", "vs DP=1", "B tokens/day", "days", "host OOM",
-             "saturated", "link use", "busiest link");
+  fmt::print(out, "{:>8} {:>6} {:>6} {:>7} {:>12} {:>8} {:>13} {:>9} {:>9} {:>9} {:>8}  {}\n",
+             "replicas", "GPUs", "nodes", "groups", "tok/s/GPU", "vs DP=1", "B tokens/day", "days",
+             "host OOM", "saturated", "link use", "busiest link");
   for (const auto& r : j["rows"]) {
-    fmt::print(out, "{:>8} {:>6} {:>6} {:>7} {:>12.1f} {:>8.3f} {:>13.1f} {:>9.1f} {:>9.2f} {:>8.1f}s {:>8.2f}  {}\n",
-               r["replicas"].get<int>(), r["gpus"].get<std::int64_t>(), r["nodes"].get<std::size_t>(),
-               r["groups"].get<std::size_t>(), r["tokens_per_s_per_gpu"].get<double>(),
-               r["relative_to_dp1"].get<double>(), r["tokens_per_day"].get<double>() / 1e9,
-               r["days_to_tokens"].get<double>(), r["host_oom_probability"].get<double>(),
-               r["busiest_link_saturated_s"].get<double>(), r["busiest_link_utilization"].get<double>(),
-               r["busiest_link"].get<std::string>());
+    fmt::print(out,
+               "{:>8} {:>6} {:>6} {:>7} {:>12.1f} {:>8.3f} {:>13.1f} {:>9.1f} {:>9.2f} {:>8.1f}s "
+               "{:>8.2f}  {}\n",
+               r["replicas"].get<int>(), r["gpus"].get<std::int64_t>(),
+               r["nodes"].get<std::size_t>(), r["groups"].get<std::size_t>(),
+               r["tokens_per_s_per_gpu"].get<double>(), r["relative_to_dp1"].get<double>(),
+               r["tokens_per_day"].get<double>() / 1e9, r["days_to_tokens"].get<double>(),
+               r["host_oom_probability"].get<double>(), r["busiest_link_saturated_s"].get<double>(),
+               r["busiest_link_utilization"].get<double>(), r["busiest_link"].get<std::string>());
   }
 }
 
 void print_samples(const Json& j, std::ostream& out) {
-  fmt::print(out, "\n{} samples of the shared machine (shared.*): tok/s/GPU above is the median\n{:>8} {:>10} {:>10} {:>10} {:>12}\n",
+  fmt::print(out,
+             "\n{} samples of the shared machine (shared.*): tok/s/GPU above is the median\n{:>8} "
+             "{:>10} {:>10} {:>10} {:>12}\n",
              j["rows"][0]["samples"].get<int>(), "replicas", "p10", "p50", "p90", "groups/rep.");
   for (const auto& r : j["rows"])
     fmt::print(out, "{:>8} {:>10.1f} {:>10.1f} {:>10.1f} {:>12}\n", r["replicas"].get<int>(),
-               r["tokens_per_s_per_gpu_p10"].get<double>(), r["tokens_per_s_per_gpu_p50"].get<double>(),
+               r["tokens_per_s_per_gpu_p10"].get<double>(),
+               r["tokens_per_s_per_gpu_p50"].get<double>(),
                r["tokens_per_s_per_gpu_p90"].get<double>(), r["groups_per_replica_max"].get<int>());
 }
 
@@ -167,7 +184,8 @@ void print_columns(const Json& rows, const std::string& field, std::ostream& out
 std::vector<std::string> split_commas(const std::string& s) {
   std::vector<std::string> out;
   std::size_t at = 0;
-  for (std::size_t c; (c = s.find(',', at)) != std::string::npos; at = c + 1) out.push_back(s.substr(at, c - at));
+  for (std::size_t c; (c = s.find(',', at)) != std::string::npos; at = c + 1)
+    out.push_back(s.substr(at, c - at));
   out.push_back(s.substr(at));
   return out;
 }
@@ -183,7 +201,8 @@ Json plan_dp_compare_json(const CommonArgs& args, const PlanDpArgs& plan) {
   }
   const auto& first = by.begin().value()["rows"];
   for (std::size_t i = 0; i < first.size(); ++i) {
-    Json row{{"replicas", first[i]["replicas"]}, {"tokens_per_s_per_gpu_by_placement", Json::object()}};
+    Json row{{"replicas", first[i]["replicas"]},
+             {"tokens_per_s_per_gpu_by_placement", Json::object()}};
     for (const auto& [p, j] : by.items())
       row["tokens_per_s_per_gpu_by_placement"][p] = j["rows"][i]["tokens_per_s_per_gpu"];
     rows.push_back(row);
@@ -195,7 +214,8 @@ int cmd_plan_dp(const CommonArgs& args, const PlanDpArgs& plan, std::ostream& ou
   if (plan.placement.find(',') != std::string::npos) {
     const Json j = plan_dp_compare_json(args, plan);
     if (args.json) return out << j.dump(2) << "\n", 0;
-    fmt::print(out, "tok/s/GPU by placement{}:\n", plan.samples > 0 ? " (median of the samples)" : "");
+    fmt::print(out, "tok/s/GPU by placement{}:\n",
+               plan.samples > 0 ? " (median of the samples)" : "");
     print_columns(j["rows"], "tokens_per_s_per_gpu_by_placement", out);
     return 0;
   }
@@ -207,9 +227,11 @@ int cmd_plan_dp(const CommonArgs& args, const PlanDpArgs& plan, std::ostream& ou
     fmt::print(out, "\nthe shared machine's effects one at a time (tok/s/GPU, median):\n");
     print_columns(j["rows"], "tokens_per_s_per_gpu_by_stage", out);
   }
-  fmt::print(out, "B tokens/day: billions; days: to {:.0f} billion tokens; saturated: time the busiest fabric "
-                  "link was full; link use: its utilization while busy\n",
-             j["tokens"].get<double>() / 1e9);
+  fmt::print(
+      out,
+      "B tokens/day: billions; days: to {:.0f} billion tokens; saturated: time the busiest fabric "
+      "link was full; link use: its utilization while busy\n",
+      j["tokens"].get<double>() / 1e9);
   return 0;
 }
 

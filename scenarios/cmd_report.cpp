@@ -34,31 +34,39 @@ RunResult traced_run(const CommonArgs& args, const Loaded& loaded) {
 }
 
 reports::Section step_section(const RunResult& r, const Json& trace) {
-  return {"The step", {breakdown_chart(r.json), timeline_chart(trace), nccl_sms_chart(trace), gpu_time_chart(r.json)}};
+  return {"The step",
+          {breakdown_chart(r.json), timeline_chart(trace), nccl_sms_chart(trace),
+           gpu_time_chart(r.json)}};
 }
 
 reports::Section memory_section(const RunResult& r, const Json& trace) {
-  return {"Memory", {hbm_pools_chart(trace, false), hbm_pools_chart(trace, true), host_memory_chart(r.json)}};
+  return {"Memory",
+          {hbm_pools_chart(trace, false), hbm_pools_chart(trace, true), host_memory_chart(r.json)}};
 }
 
 std::vector<std::pair<std::string, std::string>> facts(const Json& j) {
   const auto& m = j["memory"];
-  return {{"tokens/s per GPU", fmt::format("{:.0f}", j["tokens_per_s_per_gpu"].get<double>())},
-          {"MFU", fmt::format("{:.1f}% ({:.0f} TFLOP/s per GPU)", 100 * j["flops"]["mfu"].get<double>(),
-                              j["flops"]["model_TFLOPs_per_gpu"].get<double>())},
-          {"step", fmt::format("{:.2f} s", j["step_time_s"].get<double>())},
-          {"waiting on communication (rank 0)", fmt::format("{:.2f} s", j["exposed_comm_s"].get<double>())},
-          {"HBM peak reserved", fmt::format("{:.1f} of {:.1f} GiB", m["hbm_peak_reserved_GiB"].get<double>(),
-                                            m["hbm_capacity_GiB"].get<double>())},
-          {"Grace peak", fmt::format("{:.1f} of {:.1f} GiB", m["host_peak_GiB"].get<double>(),
-                                     m["host_capacity_GiB"].get<double>())},
-          {"runnable", j["runnable"]["ok"].get<bool>() ? "yes" : "NO: " + j["runnable"]["why"].get<std::string>()}};
+  return {
+      {"tokens/s per GPU", fmt::format("{:.0f}", j["tokens_per_s_per_gpu"].get<double>())},
+      {"MFU", fmt::format("{:.1f}% ({:.0f} TFLOP/s per GPU)", 100 * j["flops"]["mfu"].get<double>(),
+                          j["flops"]["model_TFLOPs_per_gpu"].get<double>())},
+      {"step", fmt::format("{:.2f} s", j["step_time_s"].get<double>())},
+      {"waiting on communication (rank 0)",
+       fmt::format("{:.2f} s", j["exposed_comm_s"].get<double>())},
+      {"HBM peak reserved",
+       fmt::format("{:.1f} of {:.1f} GiB", m["hbm_peak_reserved_GiB"].get<double>(),
+                   m["hbm_capacity_GiB"].get<double>())},
+      {"Grace peak", fmt::format("{:.1f} of {:.1f} GiB", m["host_peak_GiB"].get<double>(),
+                                 m["host_capacity_GiB"].get<double>())},
+      {"runnable",
+       j["runnable"]["ok"].get<bool>() ? "yes" : "NO: " + j["runnable"]["why"].get<std::string>()}};
 }
 
 }  // namespace
 
 int cmd_report(const CommonArgs& args, const ReportArgs& rep, std::ostream& out) {
-  if (rep.out.empty()) throw InputError("-o", "", "the report needs an output file (-o report.html)");
+  if (rep.out.empty())
+    throw InputError("-o", "", "the report needs an output file (-o report.html)");
   args.check_output(rep.out, "-o");
   const fs::path data = args.load_options().data_dir;
   const auto libs = reports::load_chart_libraries((data / "reports/web/node_modules").string());
@@ -73,11 +81,12 @@ int cmd_report(const CommonArgs& args, const ReportArgs& rep, std::ostream& out)
   if (!plan_dp.is_null()) {
     bool ok = plan_dp.is_object() && plan_dp.contains("rows") && plan_dp["rows"].is_array();
     for (const auto& r : ok ? plan_dp["rows"] : Json::array())
-      ok = ok && r.is_object() && r.contains("replicas") && r.contains("gpus") && r.contains("tokens_per_s_per_gpu") &&
-           r.contains("relative_to_dp1");
+      ok = ok && r.is_object() && r.contains("replicas") && r.contains("gpus") &&
+           r.contains("tokens_per_s_per_gpu") && r.contains("relative_to_dp1");
     if (!ok)
       throw InputError(rep.plan_dp, "rows",
-                       "expected the output of `twin plan-dp --json` (rows of replicas, gpus, tokens_per_s_per_gpu, "
+                       "expected the output of `twin plan-dp --json` (rows of replicas, gpus, "
+                       "tokens_per_s_per_gpu, "
                        "relative_to_dp1)");
   }
   const auto real = rep.kineto.kineto.empty() ? std::optional<KinetoStep>()
@@ -89,9 +98,10 @@ int cmd_report(const CommonArgs& args, const ReportArgs& rep, std::ostream& out)
   page.title = "twin: " + loaded.resolved.value("name", args.scenario);
   page.facts = facts(run.json);
   const Json prov = run.json["provenance"];
-  page.provenance = fmt::format("twin {} ({}) · {} · resolved scenario fnv1a {} · {}", twin_version(),
-                                twin_commit(), args.scenario, prov["resolved_fnv1a"].get<std::string>(),
-                                loaded.resolved.value("description", ""));
+  page.provenance =
+      fmt::format("twin {} ({}) · {} · resolved scenario fnv1a {} · {}", twin_version(),
+                  twin_commit(), args.scenario, prov["resolved_fnv1a"].get<std::string>(),
+                  loaded.resolved.value("description", ""));
   const Json trace = Json::parse(run.trace);  // parsed once for the step's and memory's charts
   page.sections = {step_section(run, trace), memory_section(run, trace)};
   if (rep.ladder) {
@@ -110,12 +120,16 @@ int cmd_report(const CommonArgs& args, const ReportArgs& rep, std::ostream& out)
     o.plan_rank = rep.kineto.rank;
     const Json plan = simulate(loaded, o).plan;
     if (plan.is_null())
-      throw InputError("--kineto-rank", "", fmt::format("{}: not a rank of the scenario's simulated GPUs", rep.kineto.rank));
+      throw InputError(
+          "--kineto-rank", "",
+          fmt::format("{}: not a rank of the scenario's simulated GPUs", rep.kineto.rank));
     const auto r = spans_of(*real), t = spans_of_plan(plan);
-    page.sections.push_back({"Against a real trace", {compare_timeline_chart(r, t), compare_categories_chart(r, t)}});
+    page.sections.push_back(
+        {"Against a real trace", {compare_timeline_chart(r, t), compare_categories_chart(r, t)}});
   }
   const fs::path fit = data / "reports/calibration/contention/fit.json";
-  if (fs::exists(fit)) page.sections.push_back({"Calibration", {contention_chart(read_json_file(fit))}});
+  if (fs::exists(fit))
+    page.sections.push_back({"Calibration", {contention_chart(read_json_file(fit))}});
 
   std::size_t charts = 0;
   for (const auto& s : page.sections) charts += s.charts.size();

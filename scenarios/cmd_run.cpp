@@ -17,11 +17,12 @@ namespace {
 // The step over draws of the shared machine: p10/p50/p90 of its time and throughput.
 Json samples_json(const CommonArgs& args, const RunArgs& run) {
   std::vector<Loaded> loaded;
-  for (const auto& lo : sample_loads(args.load_options(), run.samples)) loaded.push_back(load_scenario(args.scenario, lo));
+  for (const auto& lo : sample_loads(args.load_options(), run.samples))
+    loaded.push_back(load_scenario(args.scenario, lo));
   reports::Progress progress("run: samples", loaded.size(), args.progress ? stderr : nullptr);
-  const auto runs = run_parallel<Json>(loaded.size(), run.jobs, [&](std::size_t i) {
-    return simulate(loaded[i], args.run_options()).json;
-  }, &progress);
+  const auto runs = run_parallel<Json>(
+      loaded.size(), run.jobs,
+      [&](std::size_t i) { return simulate(loaded[i], args.run_options()).json; }, &progress);
   std::vector<const Json*> all;
   for (const auto& r : runs) all.push_back(&r);
   Json j{{"count", run.samples}};
@@ -36,7 +37,8 @@ int cmd_run(const CommonArgs& args, const RunArgs& run, std::ostream& out) {
   const int gpus = simulated_gpus(loaded.scenario);
   auto check_rank = [&](const char* option, int r) {
     if (r < 0 || r >= gpus)
-      throw InputError(args.scenario, option, fmt::format("rank {} is not simulated (ranks 0–{})", r, gpus - 1));
+      throw InputError(args.scenario, option,
+                       fmt::format("rank {} is not simulated (ranks 0–{})", r, gpus - 1));
   };
   for (const int r : run.trace_ranks) check_rank("--trace-ranks", r);
   std::vector<int> trace_ranks = run.trace_ranks;
@@ -52,7 +54,8 @@ int cmd_run(const CommonArgs& args, const RunArgs& run, std::ostream& out) {
   auto r = simulate(loaded, o);
   if (run.samples > 0) r.json["samples"] = samples_json(args, run);
   if (o.trace)
-    reports::write_atomic(run.trace_file, reports::gzip_named(run.trace_file) ? reports::gzip(r.trace) : r.trace);
+    reports::write_atomic(run.trace_file,
+                          reports::gzip_named(run.trace_file) ? reports::gzip(r.trace) : r.trace);
   if (o.plan_rank >= 0) reports::write_atomic(run.plan_file, r.plan.dump(1) + "\n");
   if (args.json) {
     Json j = r.json;
@@ -62,11 +65,13 @@ int cmd_run(const CommonArgs& args, const RunArgs& run, std::ostream& out) {
     out << summary(r.json);
     if (run.samples > 0) {
       const auto& s = r.json["samples"];
-      fmt::print(out, "  over {} draws of the shared machine: step p10/p50/p90 {:.2f} / {:.2f} / {:.2f} s, "
-                      "tokens/s/GPU {:.1f} / {:.1f} / {:.1f}\n",
-                 run.samples, s["step_time_s_p10"].get<double>(), s["step_time_s_p50"].get<double>(),
-                 s["step_time_s_p90"].get<double>(), s["tokens_per_s_per_gpu_p10"].get<double>(),
-                 s["tokens_per_s_per_gpu_p50"].get<double>(), s["tokens_per_s_per_gpu_p90"].get<double>());
+      fmt::print(
+          out,
+          "  over {} draws of the shared machine: step p10/p50/p90 {:.2f} / {:.2f} / {:.2f} s, "
+          "tokens/s/GPU {:.1f} / {:.1f} / {:.1f}\n",
+          run.samples, s["step_time_s_p10"].get<double>(), s["step_time_s_p50"].get<double>(),
+          s["step_time_s_p90"].get<double>(), s["tokens_per_s_per_gpu_p10"].get<double>(),
+          s["tokens_per_s_per_gpu_p50"].get<double>(), s["tokens_per_s_per_gpu_p90"].get<double>());
     }
     if (o.trace) fmt::print(out, "  trace written to {}\n", run.trace_file);
   }

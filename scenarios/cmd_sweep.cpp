@@ -7,10 +7,9 @@
 // arguments takes the points found there and runs only the others, so its final FILE is the
 // same as an uninterrupted run's. FILE.partial is removed once FILE is written.
 #include <fmt/format.h>
-
-#include <algorithm>
 #include <fmt/ostream.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -18,8 +17,8 @@
 #include <ostream>
 
 #include "reports/output.hpp"
-#include "scenarios/commands.hpp"
 #include "scenarios/build_info.hpp"
+#include "scenarios/commands.hpp"
 #include "scenarios/json_tree.hpp"
 #include "scenarios/parallel.hpp"
 #include "scenarios/scenario.hpp"
@@ -52,7 +51,8 @@ std::vector<Axis> parse_grid(const std::vector<std::string>& grid) {
       start = comma + 1;
     }
     for (const auto& b : axes)
-      if (b.key == a.key) throw InputError("--grid", "", fmt::format("\"{}\" is given twice", a.key));
+      if (b.key == a.key)
+        throw InputError("--grid", "", fmt::format("\"{}\" is given twice", a.key));
     axes.push_back(std::move(a));
   }
   return axes;
@@ -65,7 +65,8 @@ std::size_t grid_points(const std::vector<Axis>& axes) {
   std::size_t points = 1;
   for (const auto& a : axes) {
     if (a.values.size() > kMaxPoints / points)
-      throw InputError("--grid", "", fmt::format("more than {} points; split the sweep", kMaxPoints));
+      throw InputError("--grid", "",
+                       fmt::format("more than {} points; split the sweep", kMaxPoints));
     points *= a.values.size();
   }
   return points;
@@ -81,7 +82,8 @@ namespace {
 // The finished points of an earlier run with the same arguments (header line equal).
 // Rows that are not a point of this grid (a torn last line, a hand-edited file) are ignored: the
 // point runs again.
-std::map<std::size_t, Json> read_progress(const std::string& path, const std::string& header, std::size_t points) {
+std::map<std::size_t, Json> read_progress(const std::string& path, const std::string& header,
+                                          std::size_t points) {
   std::map<std::size_t, Json> done;
   std::ifstream in(path);
   std::string line;
@@ -108,8 +110,11 @@ Json check_inputs(const CommonArgs& args, const std::vector<Axis>& axes) {
   Json resolved = load_scenario(args.scenario, args.load_options()).resolved;
   for (const auto& a : axes) {
     const auto& entries = scenario_schema().entries();
-    if (std::none_of(entries.begin(), entries.end(), [&](const auto& e) { return e.spec.key == a.key; }))
-      throw InputError("--grid", "", fmt::format("\"{}\" is not a scenario key (twin help-params lists them)", a.key));
+    if (std::none_of(entries.begin(), entries.end(),
+                     [&](const auto& e) { return e.spec.key == a.key; }))
+      throw InputError(
+          "--grid", "",
+          fmt::format("\"{}\" is not a scenario key (twin help-params lists them)", a.key));
   }
   return resolved;
 }
@@ -118,8 +123,13 @@ Json check_inputs(const CommonArgs& args, const std::vector<Axis>& axes) {
 // scenario's content and the twin's version. The resume key (the progress file's first line)
 // adds a shard's shard, so that an edited scenario or another shard starts afresh.
 Json identity_of(const CommonArgs& args, const SweepArgs& sw, const Json& resolved) {
-  return {{"twin_sweep", 2}, {"scenario", args.scenario}, {"sets", args.sets}, {"grid", sw.grid},
-          {"max_events", args.max_events}, {"resolved_fnv1a", content_hash(resolved)}, {"twin", TWIN_VERSION}};
+  return {{"twin_sweep", 2},
+          {"scenario", args.scenario},
+          {"sets", args.sets},
+          {"grid", sw.grid},
+          {"max_events", args.max_events},
+          {"resolved_fnv1a", content_hash(resolved)},
+          {"twin", TWIN_VERSION}};
 }
 std::string header_of(const CommonArgs& args, const SweepArgs& sw, const Json& resolved) {
   Json h = identity_of(args, sw, resolved);
@@ -130,9 +140,11 @@ std::string header_of(const CommonArgs& args, const SweepArgs& sw, const Json& r
 // The points a sweep (or its shard) runs, in grid order.
 std::vector<std::size_t> shard_points(std::size_t points, const SweepArgs& sw) {
   if (sw.shards < 1 || sw.shard < 0 || sw.shard >= sw.shards)
-    throw InputError("--shard", "", fmt::format("{}/{}: expected I/N with 0 <= I < N", sw.shard, sw.shards));
+    throw InputError("--shard", "",
+                     fmt::format("{}/{}: expected I/N with 0 <= I < N", sw.shard, sw.shards));
   std::vector<std::size_t> v;
-  for (std::size_t i = static_cast<std::size_t>(sw.shard); i < points; i += static_cast<std::size_t>(sw.shards))
+  for (std::size_t i = static_cast<std::size_t>(sw.shard); i < points;
+       i += static_cast<std::size_t>(sw.shards))
     v.push_back(i);
   return v;
 }
@@ -172,12 +184,12 @@ Json sweep_point(const CommonArgs& args, const std::vector<Axis>& axes, std::siz
     for (const char* o : kOutputs) row[o] = r[o];
     row["nccl_sms_max"] = r["nccl_sms"]["max"];
     const auto& m = r["memory"];
-    for (const char* k : {"hbm_peak_reserved_GiB", "alloc_retries", "oom", "host_peak_GiB",
-                          "host_oom_probability"})
+    for (const char* k :
+         {"hbm_peak_reserved_GiB", "alloc_retries", "oom", "host_peak_GiB", "host_oom_probability"})
       row[k] = m[k];
     // Fits: no HBM out-of-memory, and Grace room on a socket with the median unattributed memory.
-    row["fits"] = !m["oom"].get<bool>() &&
-                  m["host_headroom_GiB"].get<double>() > m["host_unattributed_median_GiB"].get<double>();
+    row["fits"] = !m["oom"].get<bool>() && m["host_headroom_GiB"].get<double>() >
+                                               m["host_unattributed_median_GiB"].get<double>();
     row["error"] = "";
     row["twin"] = fmt::format("{} {}", twin_version(), twin_commit());
     row["resolved_fnv1a"] = content_hash(loaded.resolved);  // this point's scenario
@@ -191,7 +203,9 @@ Json sweep_point(const CommonArgs& args, const std::vector<Axis>& axes, std::siz
 
 }  // namespace
 
-std::size_t sweep_points(const SweepArgs& sw) { return grid_points(parse_grid(sw.grid)); }
+std::size_t sweep_points(const SweepArgs& sw) {
+  return grid_points(parse_grid(sw.grid));
+}
 
 std::string sweep_progress_header(const CommonArgs& args, const SweepArgs& sw) {
   return header_of(args, sw, check_inputs(args, parse_grid(sw.grid)));
@@ -227,22 +241,27 @@ Json sweep_json(const CommonArgs& args, const SweepArgs& sw, const std::string& 
     std::vector<std::size_t> todo;
     for (const auto i : mine)
       if (!resumed(i)) todo.push_back(i);
-    reports::Progress meter("sweep: points", todo.size(), writer && args.progress ? stderr : nullptr);
-    auto got = run_over_mpi(todo, [&](std::size_t i) { return sweep_point(args, axes, i); },
-                            [&](std::size_t i, const Json& row) { keep(i, row), meter.done(); });
+    reports::Progress meter("sweep: points", todo.size(),
+                            writer && args.progress ? stderr : nullptr);
+    auto got = run_over_mpi(
+        todo, [&](std::size_t i) { return sweep_point(args, axes, i); },
+        [&](std::size_t i, const Json& row) { keep(i, row), meter.done(); });
     Json rows = Json::array();
     if (writer)
       for (const auto i : mine) rows.push_back(resumed(i) ? *resumed(i) : std::move(got[i]));
     return rows;
   }
   reports::Progress meter("sweep: points", mine.size(), args.progress ? stderr : nullptr);
-  auto rows = run_parallel<Json>(mine.size(), sw.jobs, [&](std::size_t j) {
-    const std::size_t i = mine[j];
-    if (const Json* r = resumed(i)) return *r;
-    Json row = sweep_point(args, axes, i);
-    keep(i, row);
-    return row;
-  }, &meter);
+  auto rows = run_parallel<Json>(
+      mine.size(), sw.jobs,
+      [&](std::size_t j) {
+        const std::size_t i = mine[j];
+        if (const Json* r = resumed(i)) return *r;
+        Json row = sweep_point(args, axes, i);
+        keep(i, row);
+        return row;
+      },
+      &meter);
   return rows;
 }
 
@@ -291,8 +310,10 @@ std::pair<int, int> parse_shard(const std::string& text) {
   } catch (const std::exception&) {
     i = -1;
   }
-  if (slash == std::string::npos || used_i != slash || used_n != text.size() - slash - 1 || i < 0 || n < 1 || i >= n)
-    throw InputError("--shard", "", fmt::format("\"{}\": expected I/N with 0 <= I < N, e.g. 0/4", text));
+  if (slash == std::string::npos || used_i != slash || used_n != text.size() - slash - 1 || i < 0 ||
+      n < 1 || i >= n)
+    throw InputError("--shard", "",
+                     fmt::format("\"{}\": expected I/N with 0 <= I < N, e.g. 0/4", text));
   return {i, n};
 }
 
@@ -302,9 +323,11 @@ Json part_json(const CommonArgs& args, const SweepArgs& sw, const Json& rows) {
   const auto axes = parse_grid(sw.grid);
   const std::size_t points = grid_points(axes);
   Json part{{"twin_sweep_part", 1}, {"sweep", identity_of(args, sw, check_inputs(args, axes))},
-            {"shard", sw.shard}, {"shards", sw.shards}, {"points", points}, {"rows", Json::array()}};
+            {"shard", sw.shard},    {"shards", sw.shards},
+            {"points", points},     {"rows", Json::array()}};
   const auto mine = shard_points(points, sw);
-  for (std::size_t j = 0; j < rows.size(); ++j) part["rows"].push_back({{"i", mine[j]}, {"row", rows[j]}});
+  for (std::size_t j = 0; j < rows.size(); ++j)
+    part["rows"].push_back({{"i", mine[j]}, {"row", rows[j]}});
   return part;
 }
 }  // namespace
@@ -319,8 +342,8 @@ int cmd_sweep(const CommonArgs& args, const SweepArgs& sw, std::ostream& out) {
   if (mpi_rank() != 0) return 0;  // under MPI, rank 0 writes
   const bool json = args.json || sw.out.ends_with(".json");
   const std::string text = sw.shards > 1 ? part_json(args, sw, rows).dump() + "\n"
-                           : json       ? rows.dump(2) + "\n"
-                                        : to_csv(rows);
+                           : json        ? rows.dump(2) + "\n"
+                                         : to_csv(rows);
   if (sw.out.empty())
     out << text;
   else

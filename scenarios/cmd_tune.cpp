@@ -28,7 +28,8 @@ const std::vector<std::string> kDefaultSpace = {
     "training.moe_tile_scheduler=static,dynamic"};
 
 std::string skip_reason(const Json& row) {
-  if (!row.value("error", std::string()).empty()) return "cannot run: " + row["error"].get<std::string>();
+  if (!row.value("error", std::string()).empty())
+    return "cannot run: " + row["error"].get<std::string>();
   if (row.value("oom", false)) return "out of HBM";
   return "out of Grace memory (less headroom than the median unattributed memory)";
 }
@@ -42,7 +43,9 @@ Json why(const Json& r, const Json& base) {
   std::vector<std::pair<double, std::string>> moved;
   for (const auto& [k, v] : r["gpu_time_s"].items())
     moved.emplace_back(v.get<double>() - base["gpu_time_s"].value(k, 0.0), k);
-  std::stable_sort(moved.begin(), moved.end(), [](const auto& a, const auto& b) { return std::abs(a.first) > std::abs(b.first); });
+  std::stable_sort(moved.begin(), moved.end(), [](const auto& a, const auto& b) {
+    return std::abs(a.first) > std::abs(b.first);
+  });
   w["gpu_time_s"] = Json::object();
   for (std::size_t i = 0; i < std::min<std::size_t>(3, moved.size()); ++i)
     if (moved[i].first != 0) w["gpu_time_s"][moved[i].second] = moved[i].first;
@@ -59,28 +62,35 @@ Json simulate_with(const CommonArgs& args, const std::vector<std::string>& extra
 
 Json tune_json(const CommonArgs& args, const TuneArgs& t) {
   if (t.objective != "tokens_per_s_per_gpu" && t.objective != "tokens_per_day")
-    throw InputError("--objective", "", fmt::format("\"{}\": expected tokens_per_s_per_gpu or tokens_per_day", t.objective));
+    throw InputError(
+        "--objective", "",
+        fmt::format("\"{}\": expected tokens_per_s_per_gpu or tokens_per_day", t.objective));
   SweepArgs sw;
   sw.grid = t.vary.empty() ? kDefaultSpace : t.vary;
   sw.jobs = t.jobs;
   const std::size_t points = sweep_points(sw);
   if (points > t.budget_points)
-    throw InputError("--vary", "", fmt::format("{} configurations exceed --budget-points {}: narrow --vary "
-                                               "(the search is exhaustive)", points, t.budget_points));
+    throw InputError("--vary", "",
+                     fmt::format("{} configurations exceed --budget-points {}: narrow --vary "
+                                 "(the search is exhaustive)",
+                                 points, t.budget_points));
   const Json rows = sweep_json(args, sw);
   if (mpi_rank() != 0) return Json();  // under MPI, the other ranks only ran points
   std::vector<std::size_t> ok;
   std::map<std::string, int> skipped;
   for (std::size_t i = 0; i < rows.size(); ++i)
-    if (rows[i].value("error", std::string()).empty() && (t.any || rows[i].value("fits", false))) ok.push_back(i);
-    else ++skipped[skip_reason(rows[i])];
+    if (rows[i].value("error", std::string()).empty() && (t.any || rows[i].value("fits", false)))
+      ok.push_back(i);
+    else
+      ++skipped[skip_reason(rows[i])];
   // Best first; ties in grid order (stable): the same answer every run.
   std::stable_sort(ok.begin(), ok.end(), [&](std::size_t a, std::size_t b) {
     return rows[a][t.objective].get<double>() > rows[b][t.objective].get<double>();
   });
   const Json base = simulate_with(args, {});
   Json top = Json::array();
-  for (std::size_t n = 0; n < std::min<std::size_t>(static_cast<std::size_t>(std::max(t.top, 0)), ok.size()); ++n) {
+  for (std::size_t n = 0;
+       n < std::min<std::size_t>(static_cast<std::size_t>(std::max(t.top, 0)), ok.size()); ++n) {
     const Json& row = rows[ok[n]];
     Json values = Json::object();
     std::vector<std::string> sets;
@@ -90,14 +100,22 @@ Json tune_json(const CommonArgs& args, const TuneArgs& t) {
       sets.push_back(key + "=" + row[key].get<std::string>());
     }
     const double v = row[t.objective].get<double>();
-    top.push_back({{"values", values}, {t.objective, v}, {"relative_to_baseline", v / base[t.objective].get<double>()},
-                   {"fits", row["fits"]}, {"why", why(simulate_with(args, sets), base)}});
+    top.push_back({{"values", values},
+                   {t.objective, v},
+                   {"relative_to_baseline", v / base[t.objective].get<double>()},
+                   {"fits", row["fits"]},
+                   {"why", why(simulate_with(args, sets), base)}});
   }
   Json skip = Json::object();
   for (const auto& [reason, count] : skipped) skip[reason] = count;
-  return {{"scenario", args.scenario}, {"objective", t.objective}, {"space", sw.grid}, {"configurations", rows.size()},
-          {"ranked", ok.size()}, {"skipped", skip},
-          {"baseline", {{t.objective, base[t.objective]}, {"step_time_s", base["step_time_s"]}}}, {"top", top}};
+  return {{"scenario", args.scenario},
+          {"objective", t.objective},
+          {"space", sw.grid},
+          {"configurations", rows.size()},
+          {"ranked", ok.size()},
+          {"skipped", skip},
+          {"baseline", {{t.objective, base[t.objective]}, {"step_time_s", base["step_time_s"]}}},
+          {"top", top}};
 }
 
 int cmd_tune(const CommonArgs& args, const TuneArgs& t, std::ostream& out) {
@@ -109,22 +127,27 @@ int cmd_tune(const CommonArgs& args, const TuneArgs& t, std::ostream& out) {
   }
   fmt::print(out, "tune {}: {} configurations (exhaustive), {} ranked by {}\n", args.scenario,
              j["configurations"].get<std::size_t>(), j["ranked"].get<std::size_t>(), t.objective);
-  for (const auto& [reason, count] : j["skipped"].items()) fmt::print(out, "  skipped {:4d}: {}\n", count.get<int>(), reason);
+  for (const auto& [reason, count] : j["skipped"].items())
+    fmt::print(out, "  skipped {:4d}: {}\n", count.get<int>(), reason);
   fmt::print(out, "baseline (the scenario as given): {} {:.1f}, step {:.3g} s\n", t.objective,
              j["baseline"][t.objective].get<double>(), j["baseline"]["step_time_s"].get<double>());
   int rank = 0;
   for (const auto& c : j["top"]) {
     std::string values;
-    for (const auto& [k, v] : c["values"].items()) values += fmt::format("{}{}={}", values.empty() ? "" : " ", k, v.get<std::string>());
-    fmt::print(out, "#{} {:.1f} ({:+.1f}% vs baseline){}: {}\n", ++rank, c[t.objective].get<double>(),
-               100 * (c["relative_to_baseline"].get<double>() - 1), c["fits"].get<bool>() ? "" : " [does not fit]", values);
+    for (const auto& [k, v] : c["values"].items())
+      values += fmt::format("{}{}={}", values.empty() ? "" : " ", k, v.get<std::string>());
+    fmt::print(out, "#{} {:.1f} ({:+.1f}% vs baseline){}: {}\n", ++rank,
+               c[t.objective].get<double>(), 100 * (c["relative_to_baseline"].get<double>() - 1),
+               c["fits"].get<bool>() ? "" : " [does not fit]", values);
     const auto& w = c["why"];
     std::string parts;
-    for (const auto& [k, v] : w["breakdown_s"].items()) parts += fmt::format(", {} {:+.3f} s", k, v.get<double>());
+    for (const auto& [k, v] : w["breakdown_s"].items())
+      parts += fmt::format(", {} {:+.3f} s", k, v.get<double>());
     std::string kinds;
-    for (const auto& [k, v] : w["gpu_time_s"].items()) kinds += fmt::format(", {} {:+.3f} s", k, v.get<double>());
-    fmt::print(out, "   step {:+.3f} s (rank 0{}); GPU time moved most: {}\n", w["step_time_s"].get<double>(), parts,
-               kinds.empty() ? "none" : kinds.substr(2));
+    for (const auto& [k, v] : w["gpu_time_s"].items())
+      kinds += fmt::format(", {} {:+.3f} s", k, v.get<double>());
+    fmt::print(out, "   step {:+.3f} s (rank 0{}); GPU time moved most: {}\n",
+               w["step_time_s"].get<double>(), parts, kinds.empty() ? "none" : kinds.substr(2));
   }
   return 0;
 }

@@ -20,9 +20,9 @@ struct CommonArgs {
   std::string data_dir;
   bool json = false;
   std::uint64_t max_events = 2'000'000'000;  // a run past this stops with an error
-  double max_memory_GiB = 0;                  // 0: three quarters of this machine's memory
-  bool progress = false;                      // progress lines on stderr (twin: unless --quiet)
-  bool quiet = false;                         // --quiet
+  double max_memory_GiB = 0;                 // 0: three quarters of this machine's memory
+  bool progress = false;                     // progress lines on stderr (twin: unless --quiet)
+  bool quiet = false;                        // --quiet
   LoadOptions load_options() const;
   // The limits of a run from these arguments (simulate.hpp).
   RunOptions run_options() const;
@@ -35,10 +35,10 @@ struct RunArgs {
   std::string trace_file;
   std::vector<int> trace_ranks;
   bool trace_all_ranks = false;  // --trace-ranks all
-  std::string plan_file;  // write one rank's launch plan here (scenarios/plan.hpp)
+  std::string plan_file;         // write one rank's launch plan here (scenarios/plan.hpp)
   int plan_rank = 0;
-  int samples = 0;        // > 0: also run shared.sample 0 … N−1 and report percentiles
-  int jobs = 1;           // threads for the samples
+  int samples = 0;  // > 0: also run shared.sample 0 … N−1 and report percentiles
+  int jobs = 1;     // threads for the samples
 };
 
 struct LadderArgs {
@@ -64,7 +64,7 @@ std::pair<int, int> parse_shard(const std::string& text);
 struct TuneArgs {
   std::vector<std::string> vary;  // "key=v1,v2,..."; empty: the default plan space (cmd_tune.cpp)
   std::string objective = "tokens_per_s_per_gpu";  // or tokens_per_day
-  bool any = false;              // rank configurations that do not fit too
+  bool any = false;                                // rank configurations that do not fit too
   int top = 5;
   std::size_t budget_points = 1000;  // refuse a larger space (narrow --vary)
   int jobs = 1;
@@ -107,12 +107,13 @@ std::size_t sweep_points(const SweepArgs& sw);
 
 struct PlanDpArgs {
   std::vector<int> replicas{1, 2, 4};
-  std::string placement;  // packed | spread | random | slurm | a node-list file, or several, comma-separated; "" = the scenario's
+  std::string placement;  // packed | spread | random | slurm | a node-list file, or several,
+                          // comma-separated; "" = the scenario's
   double tokens = 15e12;  // token budget for days_to_tokens
   int jobs = 1;
-  int samples = 0;           // > 0: draws of the shared machine (shared.sample 0 … N−1), percentiles
-  std::int64_t seed = -1;    // ≥ 0: placement.seed (the draws' seed)
-  bool split = false;        // also the shared machine's effects one at a time (cumulative)
+  int samples = 0;  // > 0: draws of the shared machine (shared.sample 0 … N−1), percentiles
+  std::int64_t seed = -1;  // ≥ 0: placement.seed (the draws' seed)
+  bool split = false;      // also the shared machine's effects one at a time (cumulative)
 };
 
 struct MemoryArgs {
@@ -122,7 +123,7 @@ struct MemoryArgs {
 };
 
 struct KernelArgs {
-  std::string kernel;         // gemm, gemm_fp8, grouped_static, grouped_dynamic, attention_fwd/bwd, ew_*
+  std::string kernel;  // gemm, gemm_fp8, grouped_static, grouped_dynamic, attention_fwd/bwd, ew_*
   std::vector<double> shape;  // per kernel: M,N,K | ROWS,N,K,EXPERTS | FLOPS | BYTES
   std::vector<int> held_sms{0, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 100, 112, 124};
   std::string beside_collective;  // "KIND,BYTES,CTAS": also run it beside this collective
@@ -132,9 +133,10 @@ struct KernelArgs {
 struct CollectiveArgs {
   std::string kind = "all_gather";  // all_gather | reduce_scatter | all_reduce | all_to_all
   int ranks = 4;
-  std::vector<double> bytes;        // nccl-tests' size: the full buffer
-  int ctas = 16;                    // NCCL's own channel count (capped by nccl.max_ctas)
-  std::vector<std::string> nccl_tests;  // real nccl-tests logs: their rows beside the twin's (kind, ranks, bytes ignored)
+  std::vector<double> bytes;            // nccl-tests' size: the full buffer
+  int ctas = 16;                        // NCCL's own channel count (capped by nccl.max_ctas)
+  std::vector<std::string> nccl_tests;  // real nccl-tests logs: their rows beside the twin's (kind,
+                                        // ranks, bytes ignored)
 };
 Json collective_json(const CommonArgs& args, const CollectiveArgs& a);
 // all_gather | reduce_scatter | all_reduce | all_to_all → its kind; InputError naming `option`.
@@ -145,8 +147,8 @@ struct ReportArgs {
   bool ladder = false;              // add the ladder (simulates every rung)
   std::vector<std::string> sweeps;  // `twin sweep` outputs (CSV or JSON)
   std::string plan_dp;              // `twin plan-dp --json` output
-  CompareArgs kineto;               // a real trace to draw beside the twin (kineto.kineto "" = none)
-  std::string out;                  // the HTML file
+  CompareArgs kineto;  // a real trace to draw beside the twin (kineto.kineto "" = none)
+  std::string out;     // the HTML file
   int jobs = 1;
 };
 

@@ -84,20 +84,31 @@ bool valid_utf8(const std::string& s) {
   // (what nlohmann's writer accepts; anything else would make it throw on output).
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   const auto* end = p + s.size();
-  const auto in = [](unsigned char c, unsigned char lo, unsigned char hi) { return c >= lo && c <= hi; };
+  const auto in = [](unsigned char c, unsigned char lo, unsigned char hi) {
+    return c >= lo && c <= hi;
+  };
   while (p < end) {
     const unsigned char c = *p;
     std::size_t n = 0;
     unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
-    if (c < 0x80) n = 1;
-    else if (in(c, 0xC2, 0xDF)) n = 2;
-    else if (c == 0xE0) n = 3, lo = 0xA0;
-    else if (in(c, 0xE1, 0xEC) || in(c, 0xEE, 0xEF)) n = 3;
-    else if (c == 0xED) n = 3, hi = 0x9F;
-    else if (c == 0xF0) n = 4, lo = 0x90;
-    else if (in(c, 0xF1, 0xF3)) n = 4;
-    else if (c == 0xF4) n = 4, hi = 0x8F;
-    else return false;
+    if (c < 0x80)
+      n = 1;
+    else if (in(c, 0xC2, 0xDF))
+      n = 2;
+    else if (c == 0xE0)
+      n = 3, lo = 0xA0;
+    else if (in(c, 0xE1, 0xEC) || in(c, 0xEE, 0xEF))
+      n = 3;
+    else if (c == 0xED)
+      n = 3, hi = 0x9F;
+    else if (c == 0xF0)
+      n = 4, lo = 0x90;
+    else if (in(c, 0xF1, 0xF3))
+      n = 4;
+    else if (c == 0xF4)
+      n = 4, hi = 0x8F;
+    else
+      return false;
     if (static_cast<std::size_t>(end - p) < n) return false;
     if (n > 1 && !in(p[1], lo, hi)) return false;
     for (std::size_t k = 2; k < n; ++k)
@@ -129,11 +140,16 @@ class TextCheck : public nlohmann::json_sax<nlohmann::json> {
     return true;
   }
   bool key(string_t& k) override {
-    if (k.size() > l_.max_key_bytes) return fail(fmt::format("a key longer than {} bytes", l_.max_key_bytes));
-    if (k.empty()) return fail("an empty key in " + (objects_.back().prefix ? path_.substr(0, objects_.back().prefix) : "the top object"));
+    if (k.size() > l_.max_key_bytes)
+      return fail(fmt::format("a key longer than {} bytes", l_.max_key_bytes));
+    if (k.empty())
+      return fail("an empty key in " + (objects_.back().prefix
+                                            ? path_.substr(0, objects_.back().prefix)
+                                            : "the top object"));
     if (!valid_utf8(k)) return fail("a key that is not UTF-8");
     auto& o = objects_.back();
-    if (o.keys.size() >= l_.max_keys) return fail(fmt::format("an object with more than {} keys", l_.max_keys));
+    if (o.keys.size() >= l_.max_keys)
+      return fail(fmt::format("an object with more than {} keys", l_.max_keys));
     path_.resize(o.prefix);
     path_ = join_path(path_, k);
     if (!o.keys.insert(k).second) return fail(fmt::format("duplicate key {}", path_));
@@ -157,7 +173,8 @@ class TextCheck : public nlohmann::json_sax<nlohmann::json> {
     std::unordered_set<std::string> keys;
   };
   bool open() {
-    return ++depth_ <= l_.max_depth || fail(fmt::format("nested deeper than {} levels", l_.max_depth));
+    return ++depth_ <= l_.max_depth ||
+           fail(fmt::format("nested deeper than {} levels", l_.max_depth));
   }
   bool fail(std::string why) {
     problem = std::move(why);

@@ -3,10 +3,9 @@
 #pragma once
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace twin::scenarios {
 
@@ -38,8 +37,8 @@ void deep_merge(Json& dst, const Json& src, const std::string& path, const std::
 // key order, so it is quadratic in an object's keys; the tree walks recurse).
 struct JsonLimits {
   int max_depth = 64;
-  std::size_t max_keys = 4096;        // per object (a scenario has ~100)
-  std::size_t max_key_bytes = 256;    // the longest key of any schema is ~40
+  std::size_t max_keys = 4096;      // per object (a scenario has ~100)
+  std::size_t max_key_bytes = 256;  // the longest key of any schema is ~40
 };
 // Why `text` may not be parsed — nesting, an object's key count, a key's length, a duplicate key
 // (with its dotted path), a string that is not UTF-8 — or "" if it may. Syntax errors are left

@@ -15,7 +15,9 @@ namespace twin::scenarios {
 
 namespace {
 
-bool has(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
+bool has(std::string_view s, std::string_view part) {
+  return s.find(part) != std::string_view::npos;
+}
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -38,7 +40,8 @@ std::string trace_text(const std::string& file) {
   std::stringstream ss;
   ss << in.rdbuf();
   std::string text = ss.str();
-  if (text.size() >= 2 && static_cast<unsigned char>(text[0]) == 0x1f && static_cast<unsigned char>(text[1]) == 0x8b) {
+  if (text.size() >= 2 && static_cast<unsigned char>(text[0]) == 0x1f &&
+      static_cast<unsigned char>(text[1]) == 0x8b) {
     try {
       text = reports::gunzip(text);
     } catch (const std::exception& e) {
@@ -57,14 +60,16 @@ struct Window {
 std::vector<Window> step_windows(const Json& events) {
   std::vector<Window> out;
   for (const auto& e : events)
-    if (e.value("cat", "") == "user_annotation" && e.value("name", "").rfind("ProfilerStep#", 0) == 0)
+    if (e.value("cat", "") == "user_annotation" &&
+        e.value("name", "").rfind("ProfilerStep#", 0) == 0)
       out.push_back({e["name"], e.value("ts", 0.0), e.value("ts", 0.0) + e.value("dur", 0.0)});
   return out;
 }
 
 }  // namespace
 
-std::string activity_category(std::string_view cat, std::string_view name, std::string& collective) {
+std::string activity_category(std::string_view cat, std::string_view name,
+                              std::string& collective) {
   collective.clear();
   if (cat == "gpu_memcpy")
     return has(name, "DtoH") ? "copy_d2h" : has(name, "HtoD") ? "copy_h2d" : "copy_d2d";
@@ -78,8 +83,10 @@ std::string activity_category(std::string_view cat, std::string_view name, std::
     return "collective";
   }
   const std::string n = lower(name);
-  if (has(name, "GroupProblemShape") || has(n, "grouped_gemm") || has(n, "grouped_mm")) return "expert_gemm";
-  if (has(n, "flash") || has(n, "fmha") || has(n, "sdpa") || has(n, "flex_attention") || has(n, "attention"))
+  if (has(name, "GroupProblemShape") || has(n, "grouped_gemm") || has(n, "grouped_mm"))
+    return "expert_gemm";
+  if (has(n, "flash") || has(n, "fmha") || has(n, "sdpa") || has(n, "flex_attention") ||
+      has(n, "attention"))
     return "attention";
   if (has(n, "nvjet") || has(n, "gemm") || has(n, "xmma") || has(n, "cutlass")) return "other_gemm";
   if (has(n, "multi_tensor_apply") || has(n, "adam")) return "optimizer_gpu";
@@ -89,8 +96,8 @@ std::string activity_category(std::string_view cat, std::string_view name, std::
 std::vector<Span> spans_of(const KinetoStep& step) {
   std::vector<Span> out;
   for (const auto& a : step.activities)
-    out.push_back({fmt::format("stream {}", a.stream), a.category, a.collective, a.name, a.start_us * 1e-6,
-                   a.dur_us * 1e-6, 1, a.collective.empty() ? 0 : a.ctas});
+    out.push_back({fmt::format("stream {}", a.stream), a.category, a.collective, a.name,
+                   a.start_us * 1e-6, a.dur_us * 1e-6, 1, a.collective.empty() ? 0 : a.ctas});
   return out;
 }
 
@@ -116,9 +123,9 @@ std::vector<Span> spans_of_plan(const Json& plan) {
       const std::string cat = l.value("category", "other");
       const bool coll = l.value("kind", "") == "collective";
       const double dur = l.value("twin_s", 0.0);
-      out.push_back({t.value("stream", "?"), coll ? "collective" : cat, coll ? twin_kind(cat, plan) : "",
-                     coll ? cat : t.value("name", ""), at, dur, coll ? 1.0 : l.value("repeat", 1.0),
-                     l.value("ctas", 0)});
+      out.push_back({t.value("stream", "?"), coll ? "collective" : cat,
+                     coll ? twin_kind(cat, plan) : "", coll ? cat : t.value("name", ""), at, dur,
+                     coll ? 1.0 : l.value("repeat", 1.0), l.value("ctas", 0)});
       at += dur;
     }
   }
@@ -139,15 +146,18 @@ KinetoStep read_kineto(const std::string& file, const std::string& step) {
   try {
     return read_events(file, doc, step);
   } catch (const Json::exception& e) {  // an event whose fields have other types than a trace's
-    throw InputError(file, "traceEvents", fmt::format("an event of unexpected shape: {}", e.what()));
+    throw InputError(file, "traceEvents",
+                     fmt::format("an event of unexpected shape: {}", e.what()));
   }
 }
 
 namespace {
 KinetoStep read_events(const std::string& file, const Json& doc, const std::string& step) {
-  const Json* events = doc.is_object() && doc.contains("traceEvents") ? &doc["traceEvents"] : nullptr;
+  const Json* events =
+      doc.is_object() && doc.contains("traceEvents") ? &doc["traceEvents"] : nullptr;
   if (!events || !events->is_array())
-    throw InputError(file, "traceEvents", "expected an array of events (a torch.profiler Chrome trace)");
+    throw InputError(file, "traceEvents",
+                     "expected an array of events (a torch.profiler Chrome trace)");
   KinetoStep out;
   const auto windows = step_windows(*events);
   const Window* w = nullptr;
@@ -156,15 +166,16 @@ KinetoStep read_events(const std::string& file, const Json& doc, const std::stri
   if (!step.empty() && !w) {
     std::string names;
     for (const auto& x : windows) names += (names.empty() ? "" : ", ") + x.name;
-    throw InputError(file, "traceEvents", fmt::format("no step \"{}\" (the trace has: {})", step,
-                                                       names.empty() ? "no ProfilerStep markers" : names));
+    throw InputError(file, "traceEvents",
+                     fmt::format("no step \"{}\" (the trace has: {})", step,
+                                 names.empty() ? "no ProfilerStep markers" : names));
   }
   std::map<std::int64_t, double> launched_at;  // correlation id → the CUDA call's time (CPU)
   for (const auto& e : *events) {
     const auto cat = e.value("cat", "");
-    if ((cat == "cuda_runtime" || cat == "cuda_driver") && e.contains("args") && e["args"].is_object() &&
-        e["args"].contains("correlation") && e["args"]["correlation"].is_number_integer() && e.contains("ts") &&
-        e["ts"].is_number())
+    if ((cat == "cuda_runtime" || cat == "cuda_driver") && e.contains("args") &&
+        e["args"].is_object() && e["args"].contains("correlation") &&
+        e["args"]["correlation"].is_number_integer() && e.contains("ts") && e["ts"].is_number())
       launched_at[e["args"]["correlation"].get<std::int64_t>()] = e["ts"].get<double>();
   }
   for (std::size_t i = 0; i < events->size(); ++i) {
@@ -172,10 +183,12 @@ KinetoStep read_events(const std::string& file, const Json& doc, const std::stri
     const auto cat = e.value("cat", "");
     if (cat != "kernel" && cat != "gpu_memcpy" && cat != "gpu_memset") continue;
     if (!e.contains("ts") || !e.contains("dur") || !e["ts"].is_number() || !e["dur"].is_number())
-      throw InputError(file, fmt::format("traceEvents[{}]", i), "expected a GPU event with numbers ts and dur");
+      throw InputError(file, fmt::format("traceEvents[{}]", i),
+                       "expected a GPU event with numbers ts and dur");
     const Json args = e.value("args", Json::object());
     const auto launch = launched_at.find(args.value("correlation", std::int64_t{-1}));
-    if (w && (launch == launched_at.end() || launch->second < w->begin || launch->second > w->end)) continue;
+    if (w && (launch == launched_at.end() || launch->second < w->begin || launch->second > w->end))
+      continue;
     TraceActivity a;
     if (launch != launched_at.end()) a.launch_us = launch->second;
     if (args.contains("bytes") && args["bytes"].is_number()) a.bytes = args["bytes"].get<double>();
@@ -187,14 +200,16 @@ KinetoStep read_events(const std::string& file, const Json& doc, const std::stri
     if (args.contains("grid") && args["grid"].is_array())
       for (const auto& g : args["grid"]) {
         if (!g.is_number_integer() || g.get<std::int64_t>() < 1)
-          throw InputError(file, fmt::format("traceEvents[{}].args.grid", i), "expected positive whole numbers");
+          throw InputError(file, fmt::format("traceEvents[{}].args.grid", i),
+                           "expected positive whole numbers");
         a.ctas = (a.ctas == 0 ? 1 : a.ctas) * g.get<int>();
       }
     out.activities.push_back(std::move(a));
   }
   if (out.activities.empty())
-    throw InputError(file, "traceEvents", w ? fmt::format("no GPU activity launched in {}", w->name)
-                                            : std::string("no GPU activity (was CUDA profiled?)"));
+    throw InputError(file, "traceEvents",
+                     w ? fmt::format("no GPU activity launched in {}", w->name)
+                       : std::string("no GPU activity (was CUDA profiled?)"));
   std::stable_sort(out.activities.begin(), out.activities.end(),
                    [](const auto& a, const auto& b) { return a.start_us < b.start_us; });
   const double t0 = out.activities.front().start_us;

@@ -22,8 +22,8 @@ namespace twin::scenarios {
 namespace fs = std::filesystem;
 
 InputError::InputError(std::string file_, std::string path_, std::string msg)
-    : std::runtime_error(fmt::format("{}: {}{}", file_, path_.empty() ? "" : "$." + path_ + ": ",
-                                     msg)),
+    : std::runtime_error(
+          fmt::format("{}: {}{}", file_, path_.empty() ? "" : "$." + path_ + ": ", msg)),
       file(std::move(file_)),
       path(std::move(path_)),
       message(std::move(msg)) {}
@@ -33,22 +33,21 @@ fs::path default_data_dir() {
   return TWIN_DATA_DIR;
 }
 
-namespace {
-
-
-}  // namespace
+namespace {}  // namespace
 
 Json read_json_file(const fs::path& file) {
   std::error_code ec;
   if (fs::exists(file, ec) && !fs::is_regular_file(file, ec))
     throw InputError(file.string(), "", "not a regular file");
   std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError(file.string(), "", fmt::format("cannot open: {}", std::strerror(errno)));
+  if (!in)
+    throw InputError(file.string(), "", fmt::format("cannot open: {}", std::strerror(errno)));
   std::stringstream ss;
   ss << in.rdbuf();
   if (in.bad()) throw InputError(file.string(), "", "cannot read the file");
   const std::string text = ss.str();
-  if (const auto why = json_text_problem(text); !why.empty()) throw InputError(file.string(), "", why);
+  if (const auto why = json_text_problem(text); !why.empty())
+    throw InputError(file.string(), "", why);
   try {
     Json j = Json::parse(text);
     if (!j.is_object()) throw InputError(file.string(), "", "expected a JSON object at the top");
@@ -79,7 +78,8 @@ class Resolver {
   Resolver(const fs::path& file, const LoadOptions& opts) : top_(file.string()), opts_(opts) {
     for (const auto& e : scenario_schema().entries()) {
       keys_.push_back(e.spec.key);
-      for (auto p = e.spec.key.rfind('.'); p != std::string::npos; p = e.spec.key.rfind('.', p - 1)) {
+      for (auto p = e.spec.key.rfind('.'); p != std::string::npos;
+           p = e.spec.key.rfind('.', p - 1)) {
         prefixes_.insert(e.spec.key.substr(0, p));
         if (p == 0) break;
       }
@@ -99,7 +99,8 @@ class Resolver {
     check_unknown(tree_, "");
     Loaded out;
     for (const auto& e : scenario_schema().entries()) bind(e, out.scenario);
-    if (const Json* p = find_path(tree_, kProvenanceKey)) out.scenario.hw.provenance_json = p->dump();
+    if (const Json* p = find_path(tree_, kProvenanceKey))
+      out.scenario.hw.provenance_json = p->dump();
     hardware::finish_contention(out.scenario.hw);
     check_cross_fields(out.scenario);
     load_doc_lengths(out.scenario.job.data);
@@ -120,7 +121,8 @@ class Resolver {
       if (*s == canon) {
         std::string chain;
         for (auto t = s; t != stack.end(); ++t) chain += fs::path(*t).filename().string() + " → ";
-        throw InputError(file.string(), "base", "base-scenario cycle: " + chain + file.filename().string());
+        throw InputError(file.string(), "base",
+                         "base-scenario cycle: " + chain + file.filename().string());
       }
     stack.push_back(canon);
     Json j = read_json_file(file);
@@ -144,10 +146,12 @@ class Resolver {
       if (std::find(keys_.begin(), keys_.end(), key) == keys_.end()) {
         const auto near = closest_key(key, keys_);
         throw InputError(kSetOrigin, key,
-                         "no such parameter" + (near.empty() ? "" : " (did you mean " + near + "?)") +
+                         "no such parameter" +
+                             (near.empty() ? "" : " (did you mean " + near + "?)") +
                              "; `twin help-params` lists them");
       }
-      if (const auto why = json_text_problem(text); !why.empty()) throw InputError(kSetOrigin, key, why);
+      if (const auto why = json_text_problem(text); !why.empty())
+        throw InputError(kSetOrigin, key, why);
       Json v = Json::parse(text, nullptr, false);
       if (v.is_discarded()) v = text;  // a bare word is a string
       out.emplace_back(key, std::move(v));
@@ -163,7 +167,8 @@ class Resolver {
 
   void apply_set(const std::string& key, const Json& v) {
     Json& slot = make_path(tree_, key);
-    slot = entry(key).spec.sourced ? Json{{"value", v}, {"source", "--set on the command line"}} : v;
+    slot =
+        entry(key).spec.sourced ? Json{{"value", v}, {"source", "--set on the command line"}} : v;
     origins_.record_tree(slot, key, kSetOrigin);
   }
 
@@ -193,12 +198,15 @@ class Resolver {
 
   // A preset file may name a `base` preset (in its own folder) and override parts of it, as
   // twin-calibrate's measured profiles do.
-  Json read_preset(const fs::path& file, const std::string& key, const std::string& ref, int depth) {
+  Json read_preset(const fs::path& file, const std::string& key, const std::string& ref,
+                   int depth) {
     Json j = read_json_file(file);
-    if (j.contains(ref)) throw InputError(file.string(), key, "a preset file cannot name another preset");
+    if (j.contains(ref))
+      throw InputError(file.string(), key, "a preset file cannot name another preset");
     if (!j.contains("base")) return j;
     if (!j["base"].is_string()) throw InputError(file.string(), "base", "expected a preset name");
-    if (depth > 8) throw InputError(file.string(), "base", "preset bases nested too deep (a cycle?)");
+    if (depth > 8)
+      throw InputError(file.string(), "base", "preset bases nested too deep (a cycle?)");
     const fs::path base = file.parent_path() / (j["base"].get<std::string>() + ".json");
     Json merged = read_preset(base, key, ref, depth + 1);
     j.erase("base");
@@ -245,8 +253,7 @@ class Resolver {
                                    spec.unit.empty() ? "" : " in " + spec.unit, spec.help));
       e.set(s, *spec.default_value);
       Json dv = Json::parse(sim::format_value(*spec.default_value));
-      make_path(tree_, spec.key) =
-          spec.sourced ? Json{{"value", dv}, {"source", "default"}} : dv;
+      make_path(tree_, spec.key) = spec.sourced ? Json{{"value", dv}, {"source", "default"}} : dv;
       return;
     }
     const Json* v = node;
@@ -324,13 +331,16 @@ class Resolver {
       // whole step must leave one, or they never run.
       if (const int r = static_cast<int>(s.nccl.reserved_sms);
           r > 0 && s.hw.contention.usable_sms(hardware::Family::gemm, r, 8) <= 0)
-        throw sim::ParamError("nccl.reserved_sms",
-                              fmt::format("{} SMs reserved leave no cluster of 8 free SMs (hardware.contention."
-                                          "clusters.c8_usable_sms), which cuBLAS's small GEMMs need", r));
+        throw sim::ParamError(
+            "nccl.reserved_sms",
+            fmt::format("{} SMs reserved leave no cluster of 8 free SMs (hardware.contention."
+                        "clusters.c8_usable_sms), which cuBLAS's small GEMMs need",
+                        r));
       const auto nodes = s.job.parallel.total_gpus() / s.hw.node.gpus;
       if (nodes > s.hw.network.nodes_total)
-        throw sim::ParamError("parallel.dp", fmt::format("the job needs {} nodes; the machine has {}",
-                                                         nodes, s.hw.network.nodes_total));
+        throw sim::ParamError("parallel.dp",
+                              fmt::format("the job needs {} nodes; the machine has {}", nodes,
+                                          s.hw.network.nodes_total));
     } catch (const sim::ParamError& e) {
       fail(blamed(e.key, e.also), e.what());
     }
@@ -375,8 +385,9 @@ class Resolver {
     if (p.node_list_file.empty()) fail(key, "placement.policy \"file\" needs a node list file");
     std::ifstream in;
     const fs::path file = side_file(key, p.node_list_file, in);
-    p.node_names = read_node_list(in, file.string(), static_cast<int>(s.job.parallel.total_gpus() / s.hw.node.gpus),
-                                  p, s.hw.network);
+    p.node_names = read_node_list(in, file.string(),
+                                  static_cast<int>(s.job.parallel.total_gpus() / s.hw.node.gpus), p,
+                                  s.hw.network);
   }
 
   std::string top_;

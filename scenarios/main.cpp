@@ -1,13 +1,12 @@
 // twin: the command. load → build → simulate → report. Only this file exits.
-#include <CLI/CLI.hpp>
-
-#include <tuple>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
+#include <tuple>
 
 #include "reports/output.hpp"
 #include "scenarios/commands.hpp"
@@ -28,17 +27,22 @@ void add_common(CLI::App* sub, twin::scenarios::CommonArgs& a, unsigned takes) {
   sub->add_option("--set", a.sets, "override a scenario value: KEY=VALUE (repeatable)")
       ->take_all()
       ->allow_extra_args(false);
-  if (takes & kJson) sub->add_flag("--json", a.json, "machine-readable JSON instead of the readable summary");
+  if (takes & kJson)
+    sub->add_flag("--json", a.json, "machine-readable JSON instead of the readable summary");
   if (takes & kLimits) {
     sub->add_option("--max-events", a.max_events,
                     "stop a simulation that needs more events than this, with an error")
-        ->check(CLI::Validator([](const std::string& v) { return v.find_first_not_of("0123456789") == std::string::npos &&
-                                                                    v.find_first_not_of('0') != std::string::npos
-                                                                ? std::string()
-                                                                : "expected a whole number of at least 1"; },
-                               "N ≥ 1"));
-    sub->add_option("--max-memory-GiB", a.max_memory_GiB,
-                    "refuse a run estimated to need more memory than this (default: 3/4 of this machine's)")
+        ->check(CLI::Validator(
+            [](const std::string& v) {
+              return v.find_first_not_of("0123456789") == std::string::npos &&
+                             v.find_first_not_of('0') != std::string::npos
+                         ? std::string()
+                         : "expected a whole number of at least 1";
+            },
+            "N ≥ 1"));
+    sub->add_option(
+           "--max-memory-GiB", a.max_memory_GiB,
+           "refuse a run estimated to need more memory than this (default: 3/4 of this machine's)")
         ->check(CLI::PositiveNumber);
   }
   if (takes & kQuiet) sub->add_flag("--quiet", a.quiet, "no progress lines on stderr");
@@ -46,7 +50,8 @@ void add_common(CLI::App* sub, twin::scenarios::CommonArgs& a, unsigned takes) {
 
 // A real step to read: the trace and its step (`twin compare`, `twin replay`).
 void add_trace_options(CLI::App* sub, std::string& trace, std::string& step) {
-  sub->add_option("--kineto", trace, "the trace torch.profiler exported (.json or .json.gz)")->required();
+  sub->add_option("--kineto", trace, "the trace torch.profiler exported (.json or .json.gz)")
+      ->required();
   sub->add_option("--step", step, "its ProfilerStep#N to read (default: the last)");
 }
 
@@ -56,9 +61,12 @@ int main(int argc, char** argv) {
   using namespace twin::scenarios;
   CLI::App app{"twin: a discrete-event digital twin of 1T-parameter MoE pre-training on JUPITER"};
   app.option_defaults()->always_capture_default();  // --help shows every option's default
-  app.footer("Examples:\n  twin run scenarios/europa.json\n  twin sweep scenarios/europa.json --grid "
-             "nccl.max_ctas=8,16,32 --out sweep.csv\n  twin report scenarios/europa.json --sweep sweep.csv "
-             "-o report.html\n  twin help-params\nREADME.md explains every command; twin COMMAND --help its options.");
+  app.footer(
+      "Examples:\n  twin run scenarios/europa.json\n  twin sweep scenarios/europa.json --grid "
+      "nccl.max_ctas=8,16,32 --out sweep.csv\n  twin report scenarios/europa.json --sweep "
+      "sweep.csv "
+      "-o report.html\n  twin help-params\nREADME.md explains every command; twin COMMAND --help "
+      "its options.");
   app.set_version_flag("--version", std::string("twin ") + TWIN_VERSION);
   app.require_subcommand(1);
   CommonArgs common;
@@ -71,55 +79,75 @@ int main(int argc, char** argv) {
   add_common(model, common, kJson);
   RunArgs run_args;
   auto* run = app.add_subcommand("run", "simulate one training step of a scenario");
-  run->footer("Example: twin run scenarios/europa.json --set nccl.max_ctas=0 --trace t.json --trace-ranks 0,163");
+  run->footer(
+      "Example: twin run scenarios/europa.json --set nccl.max_ctas=0 --trace t.json --trace-ranks "
+      "0,163");
   add_common(run, common, kJson | kLimits);
-  run->add_option("--trace", run_args.trace_file, "write a Chrome trace (Perfetto) of the step; gzip-compressed if FILE ends in .gz");
-  run->add_option("--trace-ranks", run_args.trace_ranks,
-                  "ranks in the trace, e.g. 0,163, or all (every simulated rank: large) (default 0)")
+  run->add_option(
+      "--trace", run_args.trace_file,
+      "write a Chrome trace (Perfetto) of the step; gzip-compressed if FILE ends in .gz");
+  run->add_option(
+         "--trace-ranks", run_args.trace_ranks,
+         "ranks in the trace, e.g. 0,163, or all (every simulated rank: large) (default 0)")
       ->delimiter(',')
       ->transform(CLI::Validator(
           [&run_args](std::string& v) {
-            if (v == "all") run_args.trace_all_ranks = true, v = "0";  // rank 0 is simulated: harmless
+            if (v == "all")
+              run_args.trace_all_ranks = true, v = "0";  // rank 0 is simulated: harmless
             return std::string();
           },
           "RANK|all"));
   run->add_option("--plan", run_args.plan_file,
                   "write one rank's forward+backward launch plan (for calibrate/micro_step.py)");
   run->add_option("--plan-rank", run_args.plan_rank, "rank of --plan (default 0)");
-  run->add_option("--samples", run_args.samples,
-                  "also run N draws of the shared machine (shared.sample 0 … N−1: busy nodes, other "
-                  "jobs' traffic, stragglers) and report p10/p50/p90 of the step")
+  run->add_option(
+         "--samples", run_args.samples,
+         "also run N draws of the shared machine (shared.sample 0 … N−1: busy nodes, other "
+         "jobs' traffic, stragglers) and report p10/p50/p90 of the step")
       ->check(CLI::Range(1, 100000));
-  run->add_option("--jobs", run_args.jobs, "threads for --samples (default 1)")->check(CLI::Range(1, 1024));
+  run->add_option("--jobs", run_args.jobs, "threads for --samples (default 1)")
+      ->check(CLI::Range(1, 1024));
   MemoryArgs mem_args;
   auto* memory = app.add_subcommand("memory", "HBM per allocator pool and Grace memory per rank");
-  memory->footer("Example: twin memory scenarios/europa.json --set training.seq_len=98304 --events ev.json");
+  memory->footer(
+      "Example: twin memory scenarios/europa.json --set training.seq_len=98304 --events ev.json");
   add_common(memory, common, kJson | kLimits);
-  memory->add_option("--events", mem_args.events_file,
-                     "write one rank's allocation sequence (JSON) for calibrate/allocator_replay.py");
-  memory->add_option("--snapshot", mem_args.snapshot_file,
-                     "write one rank's allocator over the step as torch.cuda.memory._snapshot() does "
-                     "(JSON; calibrate/snapshot_pickle.py makes the pickle pytorch.org/memory_viz reads)");
-  memory->add_option("--events-rank", mem_args.events_rank, "rank of --events and --snapshot (default 0)")
+  memory->add_option(
+      "--events", mem_args.events_file,
+      "write one rank's allocation sequence (JSON) for calibrate/allocator_replay.py");
+  memory->add_option(
+      "--snapshot", mem_args.snapshot_file,
+      "write one rank's allocator over the step as torch.cuda.memory._snapshot() does "
+      "(JSON; calibrate/snapshot_pickle.py makes the pickle pytorch.org/memory_viz reads)");
+  memory
+      ->add_option("--events-rank", mem_args.events_rank,
+                   "rank of --events and --snapshot (default 0)")
       ->check(CLI::NonNegativeNumber);
   PlanDpArgs plan_args;
   auto* plan = app.add_subcommand("plan-dp", "throughput per data-parallel replica count");
-  plan->footer("Example: twin plan-dp scenarios/europa.json --replicas 1,2,4,8,16,32,61 --placement spread --jobs 2");
+  plan->footer(
+      "Example: twin plan-dp scenarios/europa.json --replicas 1,2,4,8,16,32,61 --placement spread "
+      "--jobs 2");
   add_common(plan, common, kJson | kLimits | kQuiet);
-  plan->add_option("--replicas", plan_args.replicas, "replica counts, e.g. 1,2,4,8 (DP=1 always runs)")
+  plan->add_option("--replicas", plan_args.replicas,
+                   "replica counts, e.g. 1,2,4,8 (DP=1 always runs)")
       ->delimiter(',')
       ->check(CLI::Range(1, 100000));
-  plan->add_option("--placement", plan_args.placement,
-                   "packed | spread | random | slurm | FILE (a Slurm node list), or several comma-separated "
-                   "to compare them (e.g. packed,slurm,spread); default: the scenario's");
-  plan->add_option("--samples", plan_args.samples,
-                   "draws of the shared machine per replica count (busy nodes, other jobs' traffic, "
-                   "stragglers: the scenario's shared.*): report p10/p50/p90")
+  plan->add_option(
+      "--placement", plan_args.placement,
+      "packed | spread | random | slurm | FILE (a Slurm node list), or several comma-separated "
+      "to compare them (e.g. packed,slurm,spread); default: the scenario's");
+  plan->add_option(
+          "--samples", plan_args.samples,
+          "draws of the shared machine per replica count (busy nodes, other jobs' traffic, "
+          "stragglers: the scenario's shared.*): report p10/p50/p90")
       ->check(CLI::Range(1, 100000));
-  plan->add_option("--seed", plan_args.seed, "seed of the draws (placement.seed)")->check(CLI::NonNegativeNumber);
-  plan->add_flag("--split", plan_args.split,
-                 "the shared machine's effects added one at a time: idle (packed), + placement, + other "
-                 "jobs' traffic, + stragglers (4× the runs; tok/s/GPU medians per stage)");
+  plan->add_option("--seed", plan_args.seed, "seed of the draws (placement.seed)")
+      ->check(CLI::NonNegativeNumber);
+  plan->add_flag(
+      "--split", plan_args.split,
+      "the shared machine's effects added one at a time: idle (packed), + placement, + other "
+      "jobs' traffic, + stragglers (4× the runs; tok/s/GPU medians per stage)");
   plan->add_option("--tokens", plan_args.tokens, "token budget for days_to_tokens (default 15e12)")
       ->check(CLI::PositiveNumber)
       ->check(CLI::Validator(
@@ -130,7 +158,9 @@ int main(int argc, char** argv) {
           "FINITE"));
   plan->add_option("--jobs", plan_args.jobs, "threads")->check(CLI::Range(1, 256));
   LadderArgs ladder_args;
-  auto* ladder = app.add_subcommand("ladder", "every rung of the published tuning ladder (scenarios/ladder/) beside its published figures");
+  auto* ladder = app.add_subcommand(
+      "ladder",
+      "every rung of the published tuning ladder (scenarios/ladder/) beside its published figures");
   ladder->footer("Example: twin ladder --jobs 2 --json > ladder.json");
   ladder->add_option("--jobs", ladder_args.jobs, "threads")->check(CLI::Range(1, 256));
   ladder->add_flag("--json", ladder_args.json, "as JSON");
@@ -138,7 +168,9 @@ int main(int argc, char** argv) {
   ladder->add_flag("--quiet", ladder_quiet, "no progress lines on stderr");
   SweepArgs sweep_args;
   auto* sweep = app.add_subcommand("sweep", "run every combination of --grid values");
-  sweep->footer("Example: twin sweep scenarios/europa.json --grid nccl.max_ctas=8,16,32 --grid training.seq_len=32768,65536 --jobs 2 --out sweep.csv");
+  sweep->footer(
+      "Example: twin sweep scenarios/europa.json --grid nccl.max_ctas=8,16,32 --grid "
+      "training.seq_len=32768,65536 --jobs 2 --out sweep.csv");
   add_common(sweep, common, kJson | kLimits | kQuiet);
   sweep->add_option("--grid", sweep_args.grid, "KEY=V1,V2,... (repeatable)")->required();
   sweep->add_option("--jobs", sweep_args.jobs, "threads")->check(CLI::Range(1, 256));
@@ -148,104 +180,150 @@ int main(int argc, char** argv) {
                     "I/N: run only the points i with i mod N = I and write them to --out as a part "
                     "for `twin merge` (one task of a Slurm job array or srun step each)");
   TuneArgs tune_args;
-  auto* tune = app.add_subcommand("tune", "search the plan space for the best configuration that fits");
-  tune->footer("Example: twin tune scenarios/europa.json --jobs 2   (the default space: NCCL CTAs, sequence "
-               "length, offload fraction, checkpointing, tile scheduler)\n         twin tune scenarios/europa.json "
-               "--vary nccl.max_ctas=8,16,32 --vary parallel.dp=1,2,4 --objective tokens_per_day");
+  auto* tune =
+      app.add_subcommand("tune", "search the plan space for the best configuration that fits");
+  tune->footer(
+      "Example: twin tune scenarios/europa.json --jobs 2   (the default space: NCCL CTAs, sequence "
+      "length, offload fraction, checkpointing, tile scheduler)\n         twin tune "
+      "scenarios/europa.json "
+      "--vary nccl.max_ctas=8,16,32 --vary parallel.dp=1,2,4 --objective tokens_per_day");
   add_common(tune, common, kJson | kLimits | kQuiet);
   tune->add_option("--vary", tune_args.vary, "KEY=V1,V2,... (repeatable; none: the default space)");
   tune->add_option("--objective", tune_args.objective, "tokens_per_s_per_gpu or tokens_per_day")
       ->default_str(tune_args.objective);
   tune->add_flag("--any", tune_args.any, "rank configurations that do not fit HBM or Grace too");
-  tune->add_option("--top", tune_args.top, "configurations to show")->check(CLI::Range(1, 1000))->default_str("5");
-  tune->add_option("--budget-points", tune_args.budget_points, "refuse a larger space")->default_str("1000");
+  tune->add_option("--top", tune_args.top, "configurations to show")
+      ->check(CLI::Range(1, 1000))
+      ->default_str("5");
+  tune->add_option("--budget-points", tune_args.budget_points, "refuse a larger space")
+      ->default_str("1000");
   tune->add_option("--jobs", tune_args.jobs, "threads")->check(CLI::Range(1, 256));
   MergeArgs merge_args;
-  auto* merge = app.add_subcommand("merge", "join the parts of a sharded sweep into the file one sweep writes");
-  merge->footer("Example: twin merge part-0.json part-1.json part-2.json part-3.json --out sweep.csv");
-  merge->add_option("parts", merge_args.parts, "the parts (twin sweep --shard I/N --out PART), every shard once")
+  auto* merge = app.add_subcommand(
+      "merge", "join the parts of a sharded sweep into the file one sweep writes");
+  merge->footer(
+      "Example: twin merge part-0.json part-1.json part-2.json part-3.json --out sweep.csv");
+  merge
+      ->add_option("parts", merge_args.parts,
+                   "the parts (twin sweep --shard I/N --out PART), every shard once")
       ->required();
   merge->add_option("--out", merge_args.out, "FILE.csv or FILE.json (default: CSV on stdout)");
   merge->add_flag("--json", merge_args.json, "JSON rather than CSV");
   CompareArgs compare_args;
   auto* compare = app.add_subcommand(
-      "compare", "a real step (PyTorch profiler trace) beside the twin's prediction of the same rank");
+      "compare",
+      "a real step (PyTorch profiler trace) beside the twin's prediction of the same rank");
   add_common(compare, common, kJson | kLimits);
   add_trace_options(compare, compare_args.kineto, compare_args.step);
-  compare->add_option("--rank", compare_args.rank, "the scenario's rank the trace is of")->capture_default_str();
-  compare->footer("Example: twin compare --kineto tests/data/traces/micro-step-max-ctas-16.trace.json.gz "
-                  "scenarios/micro-step.json");
+  compare->add_option("--rank", compare_args.rank, "the scenario's rank the trace is of")
+      ->capture_default_str();
+  compare->footer(
+      "Example: twin compare --kineto tests/data/traces/micro-step-max-ctas-16.trace.json.gz "
+      "scenarios/micro-step.json");
   ReplayArgs replay_args;
   auto* replay = app.add_subcommand(
-      "replay", "a real step (PyTorch profiler trace) re-simulated, as recorded or on another machine");
+      "replay",
+      "a real step (PyTorch profiler trace) re-simulated, as recorded or on another machine");
   add_common(replay, common, kJson);
   add_trace_options(replay, replay_args.kineto, replay_args.step);
-  replay->add_option("--to", replay_args.to, "KEY=VALUE: the machine to re-simulate on differs from the "
-                     "scenario's so (e.g. hardware.profile=jupiter-gh200, nccl.max_ctas=16; repeatable)")
+  replay
+      ->add_option(
+          "--to", replay_args.to,
+          "KEY=VALUE: the machine to re-simulate on differs from the "
+          "scenario's so (e.g. hardware.profile=jupiter-gh200, nccl.max_ctas=16; repeatable)")
       ->take_all()
       ->allow_extra_args(false);
-  replay->footer("Example: twin replay --kineto tests/data/traces/moe-step.trace.json.gz scenarios/micro-step.json "
-                 "--to nccl.max_ctas=8\nWhat a trace cannot tell and how it is filled in: README.md, "
-                 "\"Re-simulating a real step\".");
+  replay->footer(
+      "Example: twin replay --kineto tests/data/traces/moe-step.trace.json.gz "
+      "scenarios/micro-step.json "
+      "--to nccl.max_ctas=8\nWhat a trace cannot tell and how it is filled in: README.md, "
+      "\"Re-simulating a real step\".");
   CollectiveArgs coll_args;
   auto* collective = app.add_subcommand(
-      "collective", "one NCCL collective alone on the scenario's machine, per size, in nccl-tests' columns");
+      "collective",
+      "one NCCL collective alone on the scenario's machine, per size, in nccl-tests' columns");
   add_common(collective, common, kJson);
-  collective->add_option("--kind", coll_args.kind, "all_gather | reduce_scatter | all_reduce | all_to_all")
+  collective
+      ->add_option("--kind", coll_args.kind,
+                   "all_gather | reduce_scatter | all_reduce | all_to_all")
       ->capture_default_str();
-  collective->add_option("--ranks", coll_args.ranks, "GPUs, placed as the scenario places nodes")->capture_default_str();
-  auto* bytes = collective->add_option("--bytes", coll_args.bytes, "sizes as nccl-tests counts them (the full buffer), "
-                                       "e.g. 1e6,1e9")->delimiter(',');
-  collective->add_option("--ctas", coll_args.ctas, "NCCL's own channel count (nccl.max_ctas caps it)")
+  collective->add_option("--ranks", coll_args.ranks, "GPUs, placed as the scenario places nodes")
       ->capture_default_str();
-  collective->add_option("--nccl-tests", coll_args.nccl_tests, "real nccl-tests logs: print the twin beside each "
-                         "of their rows (their collective, ranks and sizes; NCCL_MAX_CTAS from NCCL's INFO lines)")
+  auto* bytes = collective
+                    ->add_option("--bytes", coll_args.bytes,
+                                 "sizes as nccl-tests counts them (the full buffer), "
+                                 "e.g. 1e6,1e9")
+                    ->delimiter(',');
+  collective
+      ->add_option("--ctas", coll_args.ctas, "NCCL's own channel count (nccl.max_ctas caps it)")
+      ->capture_default_str();
+  collective
+      ->add_option(
+          "--nccl-tests", coll_args.nccl_tests,
+          "real nccl-tests logs: print the twin beside each "
+          "of their rows (their collective, ranks and sizes; NCCL_MAX_CTAS from NCCL's INFO lines)")
       ->excludes(bytes);
-  collective->footer("Examples: twin collective scenarios/europa.json --kind all_gather --ranks 8 --bytes 1e6,1e8,4e9\n"
-                     "  twin collective scenarios/europa.json --set hardware.profile=h200-measured --ctas 24 "
-                     "--nccl-tests reports/calibration/nccl-tests/all_gather_perf.txt");
+  collective->footer(
+      "Examples: twin collective scenarios/europa.json --kind all_gather --ranks 8 --bytes "
+      "1e6,1e8,4e9\n"
+      "  twin collective scenarios/europa.json --set hardware.profile=h200-measured --ctas 24 "
+      "--nccl-tests reports/calibration/nccl-tests/all_gather_perf.txt");
   auto* resolve = app.add_subcommand("resolve", "print the fully resolved scenario as JSON");
   add_common(resolve, common, 0);
   KernelArgs kernel_args;
   auto* kernel = app.add_subcommand(
       "kernel", "one kernel alone and with k SMs held (NCCL CTAs), on the scenario's hardware");
   add_common(kernel, common, kJson);
-  kernel->add_option("--kernel", kernel_args.kernel,
-                     "gemm | gemm_fp8 | grouped_static | grouped_dynamic | attention_fwd | "
-                     "attention_bwd | an elementwise family: ew_add ew_norm ew_swiglu ew_gather "
-                     "ew_scatter_add ew_widen ew_fp8_quant ew_fp8_dequant ew_sum_fp32 ew_loss ew_norm_bwd "
-                     "ew_swiglu_bwd ew_loss_bwd")
+  kernel
+      ->add_option(
+          "--kernel", kernel_args.kernel,
+          "gemm | gemm_fp8 | grouped_static | grouped_dynamic | attention_fwd | "
+          "attention_bwd | an elementwise family: ew_add ew_norm ew_swiglu ew_gather "
+          "ew_scatter_add ew_widen ew_fp8_quant ew_fp8_dequant ew_sum_fp32 ew_loss ew_norm_bwd "
+          "ew_swiglu_bwd ew_loss_bwd")
       ->required();
-  kernel->add_option("--shape", kernel_args.shape,
-                     "gemm: M,N,K; grouped: ROWS_PER_EXPERT,N,K,EXPERTS; attention: FLOPS; "
-                     "elementwise: BYTES (read + write)")
+  kernel
+      ->add_option("--shape", kernel_args.shape,
+                   "gemm: M,N,K; grouped: ROWS_PER_EXPERT,N,K,EXPERTS; attention: FLOPS; "
+                   "elementwise: BYTES (read + write)")
       ->delimiter(',')
       ->required();
-  kernel->add_option("--held-sms", kernel_args.held_sms, "SMs held, e.g. 0,16,40 (default: the measured 18)")
+  kernel
+      ->add_option("--held-sms", kernel_args.held_sms,
+                   "SMs held, e.g. 0,16,40 (default: the measured 18)")
       ->delimiter(',');
-  kernel->add_option("--beside-collective", kernel_args.beside_collective,
-                     "also run the kernel beside a collective over the node's GPUs starting with it: "
-                     "KIND,BYTES,CTAS (all_gather | reduce_scatter | all_reduce | all_to_all; NCCL's "
-                     "default CTAs, capped by nccl.max_ctas)");
-  kernel->footer("Example: twin kernel scenarios/europa.json --set hardware.profile=h200-measured "
-                 "--kernel gemm --shape 16384,13568,6144 --held-sms 0,16,40,88");
+  kernel->add_option(
+      "--beside-collective", kernel_args.beside_collective,
+      "also run the kernel beside a collective over the node's GPUs starting with it: "
+      "KIND,BYTES,CTAS (all_gather | reduce_scatter | all_reduce | all_to_all; NCCL's "
+      "default CTAs, capped by nccl.max_ctas)");
+  kernel->footer(
+      "Example: twin kernel scenarios/europa.json --set hardware.profile=h200-measured "
+      "--kernel gemm --shape 16384,13568,6144 --held-sms 0,16,40,88");
   ReportArgs report_args;
   auto* report = app.add_subcommand(
-      "report", "one self-contained HTML page of the scenario's pictures (step, timeline, memory), "
-                "optionally the ladder, sweeps and a plan-dp run");
+      "report",
+      "one self-contained HTML page of the scenario's pictures (step, timeline, memory), "
+      "optionally the ladder, sweeps and a plan-dp run");
   add_common(report, common, kLimits | kQuiet);
   report->add_option("-o,--out", report_args.out, "the HTML file to write")->required();
-  report->add_flag("--ladder", report_args.ladder, "add the ladder beside the published figures (simulates 14 rungs)");
-  report->add_option("--sweep", report_args.sweeps, "a `twin sweep --out` file (CSV or JSON); repeatable");
+  report->add_flag("--ladder", report_args.ladder,
+                   "add the ladder beside the published figures (simulates 14 rungs)");
+  report->add_option("--sweep", report_args.sweeps,
+                     "a `twin sweep --out` file (CSV or JSON); repeatable");
   report->add_option("--plan-dp", report_args.plan_dp, "a `twin plan-dp --json` output");
   report->add_option("--kineto", report_args.kineto.kineto,
                      "a PyTorch profiler trace to draw beside the twin's plan of --kineto-rank");
-  report->add_option("--kineto-rank", report_args.kineto.rank, "the scenario's rank the trace is of")
+  report
+      ->add_option("--kineto-rank", report_args.kineto.rank, "the scenario's rank the trace is of")
       ->capture_default_str();
-  report->add_option("--kineto-step", report_args.kineto.step, "the trace's ProfilerStep#N (default: the last)");
-  report->add_option("--jobs", report_args.jobs, "threads for the ladder")->check(CLI::Range(1, 1024));
-  report->footer("Example: twin plan-dp scenarios/europa.json --replicas 1,2,4 --json > dp.json && "
-                 "twin report scenarios/europa.json --ladder --plan-dp dp.json -o report.html");
+  report->add_option("--kineto-step", report_args.kineto.step,
+                     "the trace's ProfilerStep#N (default: the last)");
+  report->add_option("--jobs", report_args.jobs, "threads for the ladder")
+      ->check(CLI::Range(1, 1024));
+  report->footer(
+      "Example: twin plan-dp scenarios/europa.json --replicas 1,2,4 --json > dp.json && "
+      "twin report scenarios/europa.json --ladder --plan-dp dp.json -o report.html");
   bool params_json = false;
   auto* params = app.add_subcommand("help-params", "list every scenario key: unit, default, range");
   params->add_flag("--json", params_json, "as JSON");
@@ -254,7 +332,8 @@ int main(int argc, char** argv) {
   // An unknown command is named as such (CLI11 would say a subcommand is required).
   if (argc > 1 && argv[1][0] != '-') {
     const auto subs = app.get_subcommands([](CLI::App*) { return true; });
-    if (std::none_of(subs.begin(), subs.end(), [&](CLI::App* s) { return s->get_name() == argv[1]; })) {
+    if (std::none_of(subs.begin(), subs.end(),
+                     [&](CLI::App* s) { return s->get_name() == argv[1]; })) {
       std::string names;
       for (const auto* s : subs) names += (names.empty() ? "" : ", ") + s->get_name();
       fmt::print(stderr, "twin: error: unknown command \"{}\" (commands: {})\n", argv[1], names);

@@ -12,6 +12,7 @@
 
 namespace twin::scenarios {
 
-Json memory_snapshot_json(const model::AllocatorTrace& t, const Scenario& s, int rank, double capacity_bytes);
+Json memory_snapshot_json(const model::AllocatorTrace& t, const Scenario& s, int rank,
+                          double capacity_bytes);
 
 }  // namespace twin::scenarios

@@ -14,14 +14,22 @@ using model::Launch;
 
 const char* kind_name(Launch::Kind k) {
   switch (k) {
-    case Launch::kGemm: return "gemm";
-    case Launch::kGroupedGemm: return "grouped_gemm";
-    case Launch::kAttention: return "attention";
-    case Launch::kElementwise: return "elementwise";
-    case Launch::kCollective: return "collective";
-    case Launch::kCopyH2D: return "copy_h2d";
-    case Launch::kCopyD2H: return "copy_d2h";
-    case Launch::kNone: break;
+    case Launch::kGemm:
+      return "gemm";
+    case Launch::kGroupedGemm:
+      return "grouped_gemm";
+    case Launch::kAttention:
+      return "attention";
+    case Launch::kElementwise:
+      return "elementwise";
+    case Launch::kCollective:
+      return "collective";
+    case Launch::kCopyH2D:
+      return "copy_h2d";
+    case Launch::kCopyD2H:
+      return "copy_d2h";
+    case Launch::kNone:
+      break;
   }
   return "none";
 }
@@ -29,23 +37,41 @@ const char* kind_name(Launch::Kind k) {
 Json launch_json(const Launch& l, std::int32_t category, double seconds) {
   Json j{{"kind", kind_name(l.kind)}, {"category", model::category_name(category)}};
   switch (l.kind) {
-    case Launch::kGemm: j.update({{"m", l.m}, {"n", l.n}, {"k", l.k}, {"repeat", l.repeat}}); break;
-    case Launch::kGroupedGemm:
-      j.update({{"rows_per_group", l.m}, {"groups", l.groups}, {"n", l.n}, {"k", l.k}, {"repeat", l.repeat}});
+    case Launch::kGemm:
+      j.update({{"m", l.m}, {"n", l.n}, {"k", l.k}, {"repeat", l.repeat}});
       break;
-    case Launch::kAttention: j.update({{"sliding", l.sliding}, {"backward", l.backward}}); break;
-    case Launch::kElementwise: j.update({{"bytes", l.bytes}, {"repeat", l.repeat}}); break;
-    case Launch::kCollective: j.update({{"ctas", l.ctas}, {"seconds", seconds}}); break;
+    case Launch::kGroupedGemm:
+      j.update({{"rows_per_group", l.m},
+                {"groups", l.groups},
+                {"n", l.n},
+                {"k", l.k},
+                {"repeat", l.repeat}});
+      break;
+    case Launch::kAttention:
+      j.update({{"sliding", l.sliding}, {"backward", l.backward}});
+      break;
+    case Launch::kElementwise:
+      j.update({{"bytes", l.bytes}, {"repeat", l.repeat}});
+      break;
+    case Launch::kCollective:
+      j.update({{"ctas", l.ctas}, {"seconds", seconds}});
+      break;
     case Launch::kCopyH2D:
-    case Launch::kCopyD2H: j.update({{"bytes", l.bytes}}); break;
-    case Launch::kNone: break;
+    case Launch::kCopyD2H:
+      j.update({{"bytes", l.bytes}});
+      break;
+    case Launch::kNone:
+      break;
   }
   return j;
 }
 
 Json attention_json(const model::AttentionKind& a) {
-  return {{"q_heads", a.q_heads}, {"kv_heads", a.kv_heads}, {"qk_head_dim", a.qk_head_dim},
-          {"v_head_dim", a.v_head_dim}, {"window_tokens", a.window_tokens}};
+  return {{"q_heads", a.q_heads},
+          {"kv_heads", a.kv_heads},
+          {"qk_head_dim", a.qk_head_dim},
+          {"v_head_dim", a.v_head_dim},
+          {"window_tokens", a.window_tokens}};
 }
 
 }  // namespace
@@ -69,7 +95,8 @@ Json task_launches(const sim::TaskGraph& g, const model::StepBuilder& b, std::si
     }
   } else if (t.category == model::kAllocRetry) {
     // A caching-allocator retry (model/memory_replay.hpp): a device synchronisation and frees.
-    launches.push_back({{"kind", "alloc_retry"}, {"category", model::category_name(t.category)},
+    launches.push_back({{"kind", "alloc_retry"},
+                        {"category", model::category_name(t.category)},
                         {"seconds", dur}});
   }
   return launches;  // empty: a marker, or a task whose launches were not recorded
@@ -82,7 +109,8 @@ Json step_plan(const Scenario& s, const sim::TaskGraph& g, const model::StepBuil
   std::map<std::size_t, std::size_t> in;
   for (std::size_t i = 0; i < g.size(); ++i) {
     const auto& t = g[i];
-    if (t.lane / model::kStreamCount != rank || t.lane % model::kStreamCount == model::kCpu) continue;
+    if (t.lane / model::kStreamCount != rank || t.lane % model::kStreamCount == model::kCpu)
+      continue;
     if (t.start_time() < end || &t == marks.backward_end[static_cast<std::size_t>(rank)]) in[i] = 0;
   }
   std::map<std::size_t, int> pending;
@@ -114,11 +142,15 @@ Json step_plan(const Scenario& s, const sim::TaskGraph& g, const model::StepBuil
     Json launches = task_launches(g, b, i);
     if (launches.empty() && t.category != model::kMarker)
       throw std::logic_error(fmt::format("plan: task {} ({}) has no launch", i, t.name));
-    tasks.push_back({{"id", in[i]}, {"name", t.name},
+    tasks.push_back({{"id", in[i]},
+                     {"name", t.name},
                      {"stream", model::stream_name(t.lane % model::kStreamCount)},
-                     {"category", model::category_name(t.category)}, {"layer", t.index},
-                     {"start_s", t.start_time().to_s()}, {"end_s", t.end_time().to_s()},
-                     {"after", after}, {"launches", launches}});
+                     {"category", model::category_name(t.category)},
+                     {"layer", t.index},
+                     {"start_s", t.start_time().to_s()},
+                     {"end_s", t.end_time().to_s()},
+                     {"after", after},
+                     {"launches", launches}});
   }
   const auto& m = s.job.model;
   const auto& w = b.workload().at(static_cast<std::size_t>(rank));
@@ -128,8 +160,10 @@ Json step_plan(const Scenario& s, const sim::TaskGraph& g, const model::StepBuil
           {"tokens", w.tokens},
           {"documents", w.segments},
           {"attention", {{"full", attention_json(m.full)}, {"sliding", attention_json(m.sliding)}}},
-          {"moe", {{"kernel", sim::name_of(s.job.training.moe_kernel, model::kMoeKernelNames)},
-                   {"tile_scheduler", sim::name_of(s.job.training.moe_tile_scheduler, model::kTileSchedulerNames)}}},
+          {"moe",
+           {{"kernel", sim::name_of(s.job.training.moe_kernel, model::kMoeKernelNames)},
+            {"tile_scheduler",
+             sim::name_of(s.job.training.moe_tile_scheduler, model::kTileSchedulerNames)}}},
           {"step_end_s", end.to_s()},
           {"tasks", tasks}};
 }

@@ -29,19 +29,23 @@ Json data_spec(Json values, Json rest = Json::object()) {
 
 // A chart of `values` with the given mark and encoding.
 Json spec(Json values, Json mark, Json encoding, int height = 0) {
-  Json s = data_spec(std::move(values), {{"width", kWidth}, {"mark", std::move(mark)}, {"encoding", std::move(encoding)}});
+  Json s =
+      data_spec(std::move(values),
+                {{"width", kWidth}, {"mark", std::move(mark)}, {"encoding", std::move(encoding)}});
   if (height > 0) s["height"] = height;
   return s;
 }
 
 // Bars from start_s to end_s on each stream, one panel per value of `row`, coloured by `color`.
-Json stream_timeline(Json values, const char* row, const char* color, const char* x_title, const char* what) {
+Json stream_timeline(Json values, const char* row, const char* color, const char* x_title,
+                     const char* what) {
   Json enc{{"x", field("start_s", "quantitative", x_title)},
            {"x2", {{"field", "end_s"}}},
            {"y", field("stream", "nominal", "")},
            {"color", field(color, "nominal", color)},
            {"tooltip", Json::array({field("name", "nominal", what), field(color, "nominal", color),
-                                    field("start_s", "quantitative", "start s"), field("ms", "quantitative", "ms")})}};
+                                    field("start_s", "quantitative", "start s"),
+                                    field("ms", "quantitative", "ms")})}};
   Json inner{{"width", kWidth}, {"mark", "bar"}, {"encoding", enc}};
   return data_spec(std::move(values), {{"facet", {{"row", field(row, "nominal", "")}}},
                                        {"spec", inner},
@@ -52,12 +56,15 @@ Json stream_timeline(Json values, const char* row, const char* color, const char
 
 Chart breakdown_chart(const Json& result) {
   static const char* kParts[] = {"compute_only", "compute_overlapped", "comm_wait", "idle"};
-  static const char* kLabels[] = {"compute only", "compute beside communication", "waiting on communication",
-                                  "idle"};
+  static const char* kLabels[] = {"compute only", "compute beside communication",
+                                  "waiting on communication", "idle"};
   Json values = Json::array();
-  for (const auto& [who, label] : {std::pair{"rank0", "rank 0"}, std::pair{"slowest", "slowest rank"}})
+  for (const auto& [who, label] :
+       {std::pair{"rank0", "rank 0"}, std::pair{"slowest", "slowest rank"}})
     for (int i = 0; i < 4; ++i)
-      values.push_back({{"rank", label}, {"part", kLabels[i]}, {"order", i},
+      values.push_back({{"rank", label},
+                        {"part", kLabels[i]},
+                        {"order", i},
                         {"seconds", result["breakdown_s"][who][kParts[i]]}});
   Json color = field("part", "nominal", "");
   color["sort"] = Json::array({kLabels[0], kLabels[1], kLabels[2], kLabels[3]});
@@ -65,20 +72,25 @@ Chart breakdown_chart(const Json& result) {
            {"x", field("seconds", "quantitative", "seconds of the step")},
            {"color", color},
            {"order", field("order", "ordinal", "")},
-           {"tooltip", Json::array({field("part", "nominal", "part"), field("seconds", "quantitative", "s")})}};
+           {"tooltip", Json::array({field("part", "nominal", "part"),
+                                    field("seconds", "quantitative", "s")})}};
   return {"Where the step's time goes",
-          "Per rank, the step split by what its GPU does (reports/metrics.hpp: compute only, compute while a "
+          "Per rank, the step split by what its GPU does (reports/metrics.hpp: compute only, "
+          "compute while a "
           "collective runs, collectives with no compute, idle); the four sum to the step time.",
           spec(std::move(values), "bar", std::move(enc), 80)};
 }
 
 Chart gpu_time_chart(const Json& result) {
   Json values = Json::array();
-  for (const auto& [kind, s] : result["gpu_time_s"].items()) values.push_back({{"kind", kind}, {"seconds", s}});
+  for (const auto& [kind, s] : result["gpu_time_s"].items())
+    values.push_back({{"kind", kind}, {"seconds", s}});
   Json y = field("kind", "nominal", "");
   y["sort"] = "-x";
-  Json enc{{"y", y}, {"x", field("seconds", "quantitative", "GPU seconds per step (rank 0)")},
-           {"tooltip", Json::array({field("kind", "nominal", "kind"), field("seconds", "quantitative", "s")})}};
+  Json enc{{"y", y},
+           {"x", field("seconds", "quantitative", "GPU seconds per step (rank 0)")},
+           {"tooltip", Json::array({field("kind", "nominal", "kind"),
+                                    field("seconds", "quantitative", "s")})}};
   return {"GPU time per kind of work",
           "Rank 0's task time per kind over the step (overlapping tasks counted each; gpu_time_s).",
           spec(std::move(values), "bar", std::move(enc))};
@@ -87,21 +99,25 @@ Chart gpu_time_chart(const Json& result) {
 Chart host_memory_chart(const Json& result) {
   const auto& m = result["memory"];
   Json values = Json::array();
-  for (const auto& [part, gib] : m["host_parts_GiB"].items()) values.push_back({{"part", part}, {"GiB", gib}});
+  for (const auto& [part, gib] : m["host_parts_GiB"].items())
+    values.push_back({{"part", part}, {"GiB", gib}});
   Json bars{{"mark", "bar"},
-            {"encoding", {{"x", field("GiB", "quantitative", "GiB per rank at the host peak")},
-                          {"color", field("part", "nominal", "")},
-                          {"order", {{"field", "GiB"}, {"type", "quantitative"}, {"sort", "descending"}}},
-                          {"tooltip", Json::array({field("part", "nominal", "part"),
-                                                   field("GiB", "quantitative", "GiB")})}}}};
+            {"encoding",
+             {{"x", field("GiB", "quantitative", "GiB per rank at the host peak")},
+              {"color", field("part", "nominal", "")},
+              {"order", {{"field", "GiB"}, {"type", "quantitative"}, {"sort", "descending"}}},
+              {"tooltip", Json::array({field("part", "nominal", "part"),
+                                       field("GiB", "quantitative", "GiB")})}}}};
   Json cap{{"mark", {{"type", "rule"}, {"color", "red"}, {"strokeWidth", 2}}},
            {"encoding", {{"x", {{"datum", m["host_capacity_GiB"]}, {"type", "quantitative"}}}}}};
-  Json s = data_spec(std::move(values), {{"width", kWidth}, {"height", 60}, {"layer", Json::array({bars, cap})}});
-  return {"Grace memory per rank",
-          fmt::format("Host memory of one rank at its peak, by component, stacked; the red line is the "
-                      "capacity ({:.0f} GiB per rank). Peak {:.1f} GiB.",
-                      m["host_capacity_GiB"].get<double>(), m["host_peak_GiB"].get<double>()),
-          std::move(s)};
+  Json s = data_spec(std::move(values),
+                     {{"width", kWidth}, {"height", 60}, {"layer", Json::array({bars, cap})}});
+  return {
+      "Grace memory per rank",
+      fmt::format("Host memory of one rank at its peak, by component, stacked; the red line is the "
+                  "capacity ({:.0f} GiB per rank). Peak {:.1f} GiB.",
+                  m["host_capacity_GiB"].get<double>(), m["host_peak_GiB"].get<double>()),
+      std::move(s)};
 }
 
 namespace {
@@ -128,12 +144,16 @@ Chart timeline_chart(const Json& trace) {
     const double start = e["ts"].get<double>() * 1e-6, dur = e["dur"].get<double>() * 1e-6;
     values.push_back({{"rank", fmt::format("rank {}", pid)},
                       {"stream", it == names.end() ? std::to_string(tid) : it->second},
-                      {"name", e["name"]}, {"kind", e.value("cat", "")},
-                      {"start_s", start}, {"end_s", start + dur}, {"ms", dur * 1e3}});
+                      {"name", e["name"]},
+                      {"kind", e.value("cat", "")},
+                      {"start_s", start},
+                      {"end_s", start + dur},
+                      {"ms", dur * 1e3}});
   }
   Json s = stream_timeline(std::move(values), "rank", "kind", "seconds into the step", "task");
   return {"Timeline",
-          "Every task of the traced ranks on their streams (compute, process groups' NCCL streams, copies, "
+          "Every task of the traced ranks on their streams (compute, process groups' NCCL streams, "
+          "copies, "
           "host): rank 0 and the slowest rank. Hover for names and durations.",
           std::move(s)};
 }
@@ -141,8 +161,13 @@ Chart timeline_chart(const Json& trace) {
 namespace {
 void add_spans(Json& values, const char* side, const std::vector<Span>& spans) {
   for (const auto& x : spans)
-    values.push_back({{"side", side}, {"stream", x.stream}, {"category", x.category}, {"name", x.name},
-                      {"start_s", x.start_s}, {"end_s", x.start_s + x.dur_s}, {"ms", x.dur_s * 1e3}});
+    values.push_back({{"side", side},
+                      {"stream", x.stream},
+                      {"category", x.category},
+                      {"name", x.name},
+                      {"start_s", x.start_s},
+                      {"end_s", x.start_s + x.dur_s},
+                      {"ms", x.dur_s * 1e3}});
 }
 }  // namespace
 
@@ -150,9 +175,11 @@ Chart compare_timeline_chart(const std::vector<Span>& real, const std::vector<Sp
   Json values = Json::array();
   add_spans(values, "real", real);
   add_spans(values, "twin", twin);
-  Json s = stream_timeline(std::move(values), "side", "category", "seconds from the step's first GPU work", "launch");
+  Json s = stream_timeline(std::move(values), "side", "category",
+                           "seconds from the step's first GPU work", "launch");
   return {"Real step and twin, one above the other",
-          "The trace's GPU work on its streams (above) and the twin's plan of the same rank on its streams "
+          "The trace's GPU work on its streams (above) and the twin's plan of the same rank on its "
+          "streams "
           "(below), coloured by category; a twin task's launches are drawn one after another.",
           std::move(s)};
 }
@@ -162,15 +189,18 @@ Chart compare_categories_chart(const std::vector<Span>& real, const std::vector<
   for (const auto& x : real) ms[{x.category, "real"}] += x.dur_s * 1e3;
   for (const auto& x : twin) ms[{x.category, "twin"}] += x.dur_s * 1e3;
   Json values = Json::array();
-  for (const auto& [k, v] : ms) values.push_back({{"category", k.first}, {"side", k.second}, {"ms", v}});
-  Json enc{{"y", field("category", "nominal", "")},
-           {"yOffset", {{"field", "side"}}},
-           {"x", field("ms", "quantitative", "GPU time, ms")},
-           {"color", field("side", "nominal", "")},
-           {"tooltip", Json::array({field("category", "nominal", "category"), field("side", "nominal", ""),
-                                    field("ms", "quantitative", "ms")})}};
+  for (const auto& [k, v] : ms)
+    values.push_back({{"category", k.first}, {"side", k.second}, {"ms", v}});
+  Json enc{
+      {"y", field("category", "nominal", "")},
+      {"yOffset", {{"field", "side"}}},
+      {"x", field("ms", "quantitative", "GPU time, ms")},
+      {"color", field("side", "nominal", "")},
+      {"tooltip", Json::array({field("category", "nominal", "category"),
+                               field("side", "nominal", ""), field("ms", "quantitative", "ms")})}};
   return {"GPU time per category, real and twin",
-          "Summed launch times of the step per category (`twin compare --kineto` prints the same with counts).",
+          "Summed launch times of the step per category (`twin compare --kineto` prints the same "
+          "with counts).",
           spec(std::move(values), "bar", std::move(enc))};
 }
 
@@ -179,14 +209,17 @@ Chart nccl_sms_chart(const Json& trace) {
   for (const auto& e : trace["traceEvents"])
     if (e.value("ph", "") == "C" && e.value("name", "") == "nccl_sms")
       values.push_back({{"rank", fmt::format("rank {}", e["pid"].get<int>())},
-                        {"t_s", e["ts"].get<double>() * 1e-6}, {"sms", e["args"]["SMs"]}});
+                        {"t_s", e["ts"].get<double>() * 1e-6},
+                        {"sms", e["args"]["SMs"]}});
   Json enc{{"x", field("t_s", "quantitative", "seconds into the step")},
            {"y", field("sms", "quantitative", "SMs held by NCCL")},
            {"color", field("rank", "nominal", "")}};
   return {"SMs held by NCCL",
-          "The SMs the collectives' CTAs hold on each traced GPU over the step (132 on a GH200): what the "
+          "The SMs the collectives' CTAs hold on each traced GPU over the step (132 on a GH200): "
+          "what the "
           "compute kernels lose (hardware/contention.hpp).",
-          spec(std::move(values), {{"type", "line"}, {"interpolate", "step-after"}}, std::move(enc), 160)};
+          spec(std::move(values), {{"type", "line"}, {"interpolate", "step-after"}}, std::move(enc),
+               160)};
 }
 
 Chart hbm_pools_chart(const Json& trace, bool reserved) {
@@ -200,19 +233,26 @@ Chart hbm_pools_chart(const Json& trace, bool reserved) {
   for (std::size_t i = 0; i < samples.size(); ++i) {
     if (i % stride != 0 && i + 1 != samples.size()) continue;
     for (const auto& [pool, gib] : (*samples[i])["args"].items())
-      values.push_back({{"t_s", (*samples[i])["ts"].get<double>() * 1e-6}, {"pool", pool}, {"GiB", gib}});
+      values.push_back(
+          {{"t_s", (*samples[i])["ts"].get<double>() * 1e-6}, {"pool", pool}, {"GiB", gib}});
   }
   Json enc{{"x", field("t_s", "quantitative", "time in the step (s)")},
-           {"y", {{"field", "GiB"}, {"type", "quantitative"}, {"stack", "zero"},
-                  {"title", reserved ? "GiB reserved" : "GiB allocated"}}},
+           {"y",
+            {{"field", "GiB"},
+             {"type", "quantitative"},
+             {"stack", "zero"},
+             {"title", reserved ? "GiB reserved" : "GiB allocated"}}},
            {"color", field("pool", "nominal", "allocator pool")}};
   if (reserved)
-    return {"HBM reserved per allocator pool (rank 0)",
-            "Segments each caching-allocator pool holds from the device over rank 0's step, its cached "
-            "but unused blocks included: a pool keeps them until a retry frees them (model/memory_replay.hpp).",
-            spec(std::move(values), "area", std::move(enc), 220)};
+    return {
+        "HBM reserved per allocator pool (rank 0)",
+        "Segments each caching-allocator pool holds from the device over rank 0's step, its cached "
+        "but unused blocks included: a pool keeps them until a retry frees them "
+        "(model/memory_replay.hpp).",
+        spec(std::move(values), "area", std::move(enc), 220)};
   return {"HBM allocated per allocator pool (rank 0)",
-          "Bytes allocated in each caching-allocator pool over rank 0's step, after each allocation and "
+          "Bytes allocated in each caching-allocator pool over rank 0's step, after each "
+          "allocation and "
           "free (model/memory_replay.hpp).",
           spec(std::move(values), "area", std::move(enc), 220)};
 }
@@ -220,19 +260,23 @@ Chart hbm_pools_chart(const Json& trace, bool reserved) {
 Chart ladder_chart(const Json& ladder) {
   Json values = Json::array();
   for (const auto& r : ladder) {
-    values.push_back({{"rung", r["rung"]}, {"source", "twin"}, {"tokens", r["tokens_per_s_per_gpu"]}});
+    values.push_back(
+        {{"rung", r["rung"]}, {"source", "twin"}, {"tokens", r["tokens_per_s_per_gpu"]}});
     for (const auto& p : r["published"])
       if (p["metric"] == "tokens_per_s_per_gpu")
-        values.push_back({{"rung", r["rung"]}, {"source", "published"}, {"tokens", p["published"]}});
+        values.push_back(
+            {{"rung", r["rung"]}, {"source", "published"}, {"tokens", p["published"]}});
   }
-  Json enc{{"x", field("rung", "nominal", "")},
-           {"xOffset", field("source", "nominal", "")},
-           {"y", field("tokens", "quantitative", "tokens/s per GPU")},
-           {"color", field("source", "nominal", "")},
-           {"tooltip", Json::array({field("rung", "nominal", "rung"), field("source", "nominal", ""),
-                                    field("tokens", "quantitative", "tokens/s/GPU")})}};
+  Json enc{
+      {"x", field("rung", "nominal", "")},
+      {"xOffset", field("source", "nominal", "")},
+      {"y", field("tokens", "quantitative", "tokens/s per GPU")},
+      {"color", field("source", "nominal", "")},
+      {"tooltip", Json::array({field("rung", "nominal", "rung"), field("source", "nominal", ""),
+                               field("tokens", "quantitative", "tokens/s/GPU")})}};
   return {"The tuning ladder",
-          "Each rung of the published tuning ladder (scenarios/ladder/) as the twin predicts it (JUPITER profile, no per-rung factor) beside the "
+          "Each rung of the published tuning ladder (scenarios/ladder/) as the twin predicts it "
+          "(JUPITER profile, no per-rung factor) beside the "
           "published figure where there is one.",
           spec(std::move(values), "bar", std::move(enc), 260)};
 }
@@ -248,7 +292,9 @@ std::vector<std::string> grid_keys(const Json& rows) {
   return keys;
 }
 
-std::string text_of(const Json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+std::string text_of(const Json& v) {
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
 // A grid value's number for ordering (0 for a value that is not one).
 double number_of(const Json& v) {
   if (v.is_number()) return v.get<double>();
@@ -262,10 +308,12 @@ double number_of(const Json& v) {
 
 Chart sweep_chart(const Json& rows, const std::string& file) {
   const auto keys = grid_keys(rows);
-  if (rows.empty() || keys.empty()) throw InputError(file, "", "expected the rows of `twin sweep` (grid keys and metrics)");
+  if (rows.empty() || keys.empty())
+    throw InputError(file, "", "expected the rows of `twin sweep` (grid keys and metrics)");
   Json values = Json::array();
   for (const auto& r : rows) {
-    const bool fits = r.value("fits", false) && r.contains("tokens_per_s_per_gpu") && r["tokens_per_s_per_gpu"].is_number();
+    const bool fits = r.value("fits", false) && r.contains("tokens_per_s_per_gpu") &&
+                      r["tokens_per_s_per_gpu"].is_number();
     Json v{{"x", text_of(r.value(keys[0], Json("")))},
            {"xn", number_of(r.value(keys[0], Json("")))},
            {"yn", keys.size() > 1 ? number_of(r.value(keys[1], Json(""))) : 0.0},
@@ -283,17 +331,29 @@ Chart sweep_chart(const Json& rows, const std::string& file) {
   }
   // Grid values in numeric order (they are written as text: "8" < "16").
   const auto axis = [](const char* f, const char* by, const std::string& title) {
-    return Json{{"field", f}, {"type", "ordinal"}, {"title", title}, {"sort", {{"field", by}, {"op", "min"}}}};
+    return Json{{"field", f},
+                {"type", "ordinal"},
+                {"title", title},
+                {"sort", {{"field", by}, {"op", "min"}}}};
   };
   const Json x = axis("x", "xn", keys[0]), y = axis("y", "yn", keys.size() > 1 ? keys[1] : "");
-  Json color{{"field", "tokens"}, {"type", "quantitative"}, {"title", "tokens/s/GPU"},
+  Json color{{"field", "tokens"},
+             {"type", "quantitative"},
+             {"title", "tokens/s/GPU"},
              {"scale", {{"scheme", "viridis"}}}};
-  Json tooltip = Json::array({field("x", "ordinal", keys[0]), field("label", "nominal", "tokens/s/GPU"),
-                              field("why", "nominal", "why not")});
-  Json rect{{"mark", "rect"}, {"encoding", {{"x", x}, {"y", y}, {"color", color}, {"tooltip", tooltip}}}};
-  Json text{{"mark", {{"type", "text"}, {"fontSize", 10}}},
-            {"encoding", {{"x", x}, {"y", y}, {"text", {{"field", "label"}}},
-                          {"color", {{"condition", {{"test", "datum.fits"}, {"value", "white"}}}, {"value", "black"}}}}}};
+  Json tooltip =
+      Json::array({field("x", "ordinal", keys[0]), field("label", "nominal", "tokens/s/GPU"),
+                   field("why", "nominal", "why not")});
+  Json rect{{"mark", "rect"},
+            {"encoding", {{"x", x}, {"y", y}, {"color", color}, {"tooltip", tooltip}}}};
+  Json text{
+      {"mark", {{"type", "text"}, {"fontSize", 10}}},
+      {"encoding",
+       {{"x", x},
+        {"y", y},
+        {"text", {{"field", "label"}}},
+        {"color",
+         {{"condition", {{"test", "datum.fits"}, {"value", "white"}}}, {"value", "black"}}}}}};
   Json inner{{"width", keys.size() > 2 ? 260 : kWidth}, {"layer", Json::array({rect, text})}};
   Json s = data_spec(std::move(values));
   if (keys.size() > 2) {
@@ -304,7 +364,8 @@ Chart sweep_chart(const Json& rows, const std::string& file) {
     for (auto& [k, v] : inner.items()) s[k] = v;
   }
   return {"Sweep: " + file,
-          "tokens/s per GPU at every point of the grid; OOM: the point does not fit HBM or Grace, ×: it "
+          "tokens/s per GPU at every point of the grid; OOM: the point does not fit HBM or Grace, "
+          "×: it "
           "cannot run (hover for why). Rows of `twin sweep`.",
           std::move(s)};
 }
@@ -312,43 +373,63 @@ Chart sweep_chart(const Json& rows, const std::string& file) {
 Chart plan_dp_chart(const Json& plan_dp) {
   Json values = Json::array();
   for (const auto& r : plan_dp["rows"])
-    values.push_back({{"replicas", r["replicas"]}, {"gpus", r["gpus"]}, {"tokens", r["tokens_per_s_per_gpu"]},
-                      {"relative", r["relative_to_dp1"]}, {"days", r.value("days_to_tokens", 0.0)}});
+    values.push_back({{"replicas", r["replicas"]},
+                      {"gpus", r["gpus"]},
+                      {"tokens", r["tokens_per_s_per_gpu"]},
+                      {"relative", r["relative_to_dp1"]},
+                      {"days", r.value("days_to_tokens", 0.0)}});
   Json enc{{"x", {{"field", "replicas"}, {"type", "ordinal"}, {"title", "data-parallel replicas"}}},
            {"y", field("tokens", "quantitative", "tokens/s per GPU")},
-           {"tooltip", Json::array({field("replicas", "quantitative", "replicas"), field("gpus", "quantitative", "GPUs"),
+           {"tooltip", Json::array({field("replicas", "quantitative", "replicas"),
+                                    field("gpus", "quantitative", "GPUs"),
                                     field("relative", "quantitative", "vs DP=1"),
                                     field("days", "quantitative", "days to the token budget")})}};
-  return {"Data-parallel scaling",
-          "tokens/s per GPU as replicas are added (twin plan-dp: placement, shared global links, the "
-          "replicas' all-reduce); hover for the ratio to one replica and the days to the token budget.",
-          spec(std::move(values), {{"type", "line"}, {"point", true}}, std::move(enc), 220)};
+  return {
+      "Data-parallel scaling",
+      "tokens/s per GPU as replicas are added (twin plan-dp: placement, shared global links, the "
+      "replicas' all-reduce); hover for the ratio to one replica and the days to the token budget.",
+      spec(std::move(values), {{"type", "line"}, {"point", true}}, std::move(enc), 220)};
 }
 
 Chart contention_chart(const Json& fit) {
   Json values = Json::array();
   for (const auto& [family, r] : fit["residuals"].items())
     for (const auto& p : r["points"])
-      values.push_back({{"family", family}, {"case", p["case"]}, {"held", p["held_sms"]},
-                        {"measured", p["measured"]}, {"model", p["model"]}});
+      values.push_back({{"family", family},
+                        {"case", p["case"]},
+                        {"held", p["held_sms"]},
+                        {"measured", p["measured"]},
+                        {"model", p["model"]}});
   const Json x = field("held", "quantitative", "SMs held");
   const auto y = [](const char* f) {
-    return Json{{"field", f}, {"type", "quantitative"}, {"scale", {{"type", "log"}}}, {"title", "slowdown"}};
+    return Json{{"field", f},
+                {"type", "quantitative"},
+                {"scale", {{"type", "log"}}},
+                {"title", "slowdown"}};
   };
   Json model{{"mark", {{"type", "line"}, {"strokeWidth", 1}}},
-             {"encoding", {{"x", x}, {"y", y("model")}, {"detail", field("case", "nominal", "")},
-                           {"color", {{"value", "#4c78a8"}}}}}};
+             {"encoding",
+              {{"x", x},
+               {"y", y("model")},
+               {"detail", field("case", "nominal", "")},
+               {"color", {{"value", "#4c78a8"}}}}}};
   Json measured{{"mark", {{"type", "point"}, {"size", 12}, {"filled", true}}},
-                {"encoding", {{"x", x}, {"y", y("measured")}, {"color", {{"value", "#e45756"}}},
-                              {"tooltip", Json::array({field("case", "nominal", "case"), field("held", "quantitative", "held"),
-                                                       field("measured", "quantitative", "measured"),
-                                                       field("model", "quantitative", "model")})}}}};
-  Json s = data_spec(std::move(values),
-                     {{"facet", {{"field", "family"}, {"type", "nominal"}, {"title", ""}}},
-                      {"columns", 4},
-                      {"spec", {{"width", 190}, {"height", 130}, {"layer", Json::array({model, measured})}}}});
+                {"encoding",
+                 {{"x", x},
+                  {"y", y("measured")},
+                  {"color", {{"value", "#e45756"}}},
+                  {"tooltip", Json::array({field("case", "nominal", "case"),
+                                           field("held", "quantitative", "held"),
+                                           field("measured", "quantitative", "measured"),
+                                           field("model", "quantitative", "model")})}}}};
+  Json s = data_spec(
+      std::move(values),
+      {{"facet", {{"field", "family"}, {"type", "nominal"}, {"title", ""}}},
+       {"columns", 4},
+       {"spec", {{"width", 190}, {"height", 130}, {"layer", Json::array({model, measured})}}}});
   return {"SM contention: measured and modelled",
-          "Each kernel family's slowdown with k SMs held on our H200 (red: measured; blue: the model, one "
+          "Each kernel family's slowdown with k SMs held on our H200 (red: measured; blue: the "
+          "model, one "
           "line per case; reports/calibration/contention/).",
           std::move(s)};
 }
@@ -361,10 +442,14 @@ std::vector<std::string> csv_record(const std::string& line) {
   bool quoted = false;
   for (std::size_t i = 0; i < line.size(); ++i) {
     const char c = line[i];
-    if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') out.back() += '"', ++i;
-    else if (c == '"') quoted = !quoted;
-    else if (c == ',' && !quoted) out.emplace_back();
-    else out.back() += c;
+    if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"')
+      out.back() += '"', ++i;
+    else if (c == '"')
+      quoted = !quoted;
+    else if (c == ',' && !quoted)
+      out.emplace_back();
+    else
+      out.back() += c;
   }
   return out;
 }
@@ -385,7 +470,8 @@ Json read_sweep_rows(const std::string& file) {
   if (!in) throw InputError(file, "", "cannot open");
   if (file.size() > 5 && file.substr(file.size() - 5) == ".json") {
     Json j = read_json_file(file);
-    if (!j.is_array()) throw InputError(file, "", "expected the array of rows `twin sweep --out FILE.json` writes");
+    if (!j.is_array())
+      throw InputError(file, "", "expected the array of rows `twin sweep --out FILE.json` writes");
     return j;
   }
   std::string line;
@@ -396,7 +482,9 @@ Json read_sweep_rows(const std::string& file) {
     if (line.empty()) continue;
     const auto cells = csv_record(line);
     if (cells.size() != header.size())
-      throw InputError(file, "", fmt::format("line {}: {} cells, the header has {}", n, cells.size(), header.size()));
+      throw InputError(
+          file, "",
+          fmt::format("line {}: {} cells, the header has {}", n, cells.size(), header.size()));
     Json r = Json::object();
     for (std::size_t i = 0; i < cells.size(); ++i) r[header[i]] = csv_cell(header[i], cells[i]);
     rows.push_back(std::move(r));

@@ -15,8 +15,8 @@ namespace twin::scenarios {
 struct Scenario {
   std::string name;
   std::string description;
-  std::string model_preset;     // scenarios/models/<name>.json the model was taken from
-  std::string hardware_profile; // hardware/profiles/<name>.json the profile was taken from
+  std::string model_preset;      // scenarios/models/<name>.json the model was taken from
+  std::string hardware_profile;  // hardware/profiles/<name>.json the profile was taken from
   model::Job job;
   hardware::Profile hw;
   hardware::NcclOptions nccl;

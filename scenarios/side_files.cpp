@@ -24,7 +24,8 @@ std::vector<std::int64_t> read_doc_lengths(std::istream& in, const std::string& 
         used = 0;
       }
       if (used != tok.size() || v <= 0)
-        throw InputError(file, "", fmt::format("line {}: \"{}\" is not a positive token count", n, tok));
+        throw InputError(file, "",
+                         fmt::format("line {}: \"{}\" is not a positive token count", n, tok));
       out.push_back(v);
     }
   }
@@ -33,7 +34,8 @@ std::vector<std::int64_t> read_doc_lengths(std::istream& in, const std::string& 
 }
 
 std::vector<std::string> read_node_list(std::istream& in, const std::string& file, int nodes,
-                                        hardware::PlacementOptions p, const hardware::NetworkSpec& net) {
+                                        hardware::PlacementOptions p,
+                                        const hardware::NetworkSpec& net) {
   std::stringstream text;
   text << in.rdbuf();
   try {

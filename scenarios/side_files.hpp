@@ -17,6 +17,7 @@ std::vector<std::int64_t> read_doc_lengths(std::istream& in, const std::string& 
 // A Slurm node list (bracket ranges allowed), checked by placing `nodes` job nodes on the
 // machine with `p` (whose node_names it does not read).
 std::vector<std::string> read_node_list(std::istream& in, const std::string& file, int nodes,
-                                        hardware::PlacementOptions p, const hardware::NetworkSpec& net);
+                                        hardware::PlacementOptions p,
+                                        const hardware::NetworkSpec& net);
 
 }  // namespace twin::scenarios

@@ -6,15 +6,15 @@
 #include <array>
 #include <cmath>
 #include <map>
-#include <set>
 #include <memory>
+#include <set>
 
 #include "hardware/cluster.hpp"
+#include "model/accounting.hpp"
 #include "model/host_memory.hpp"
 #include "model/memory_replay.hpp"
 #include "model/step_graph.hpp"
 #include "reports/metrics.hpp"
-#include "model/accounting.hpp"
 #include "scenarios/build_info.hpp"
 #include "scenarios/memory_snapshot.hpp"
 #include "scenarios/plan.hpp"
@@ -33,15 +33,18 @@ int simulated_gpus(const Scenario& s) {
 
 ResourceEstimate estimate_resources(const Scenario& s) {
   const auto& d = s.job.data;
-  double mean_doc = d.doc_length_median_tokens * std::exp(d.doc_length_sigma * d.doc_length_sigma / 2);
+  double mean_doc =
+      d.doc_length_median_tokens * std::exp(d.doc_length_sigma * d.doc_length_sigma / 2);
   if (!d.doc_lengths.empty()) {
     double sum = 0;
     for (const auto n : d.doc_lengths) sum += static_cast<double>(n);
     mean_doc = sum / static_cast<double>(d.doc_lengths.size());
   }
   ResourceEstimate e;
-  const double rows = static_cast<double>(s.job.parallel.total_gpus() * s.job.training.rows_per_gpu);
-  e.documents = rows * model::kBands * static_cast<double>(s.job.training.seq_len) / std::max(1.0, mean_doc);
+  const double rows =
+      static_cast<double>(s.job.parallel.total_gpus() * s.job.training.rows_per_gpu);
+  e.documents =
+      rows * model::kBands * static_cast<double>(s.job.training.seq_len) / std::max(1.0, mean_doc);
   e.tasks = 45.0 * simulated_gpus(s) * static_cast<double>(s.job.model.layers + 2);
   e.events = 1.1 * e.tasks;
   constexpr double kBytesPerTask = 300, kBytesPerDocument = 24;  // measured RSS, rounded up
@@ -52,13 +55,18 @@ ResourceEstimate estimate_resources(const Scenario& s) {
 void check_resources(const Scenario& s, const std::string& file, const RunOptions& opts) {
   const auto e = estimate_resources(s);
   if (opts.memory_limit_GiB > 0 && e.GiB > opts.memory_limit_GiB)
-    throw InputError(file, "", fmt::format("this run would need ~{:.1f} GiB ({:.3g} tasks, {:.3g} documents); "
-                                           "the limit is {:.1f} GiB (--max-memory-GiB). Fewer model.layers, "
-                                           "parallel.replica_gpus or dp, a shorter training.seq_len or longer "
-                                           "documents need less", e.GiB, e.tasks, e.documents, opts.memory_limit_GiB));
-  if (e.events > static_cast<double>(opts.event_limit))  // the run's budget, as when a run passes it
-    throw sim::EventLimitExceeded(fmt::format("{}: this run would need ~{:.3g} events; the limit is {}", file,
-                                              e.events, opts.event_limit));
+    throw InputError(
+        file, "",
+        fmt::format("this run would need ~{:.1f} GiB ({:.3g} tasks, {:.3g} documents); "
+                    "the limit is {:.1f} GiB (--max-memory-GiB). Fewer model.layers, "
+                    "parallel.replica_gpus or dp, a shorter training.seq_len or longer "
+                    "documents need less",
+                    e.GiB, e.tasks, e.documents, opts.memory_limit_GiB));
+  if (e.events >
+      static_cast<double>(opts.event_limit))  // the run's budget, as when a run passes it
+    throw sim::EventLimitExceeded(
+        fmt::format("{}: this run would need ~{:.3g} events; the limit is {}", file, e.events,
+                    opts.event_limit));
 }
 
 namespace {
@@ -78,8 +86,10 @@ struct RankTimes {
 
 Json breakdown_json(const RankTimes& rt, double step) {
   const auto b = reports::breakdown(rt.compute, rt.comm, step);
-  return {{"compute_overlapped", b.compute_overlapped}, {"compute_only", b.compute_only},
-          {"comm_wait", b.comm_wait}, {"idle", b.idle}};
+  return {{"compute_overlapped", b.compute_overlapped},
+          {"compute_only", b.compute_only},
+          {"comm_wait", b.comm_wait},
+          {"idle", b.idle}};
 }
 
 std::string slowest_why(const std::vector<model::RankWorkload>& w, std::size_t r) {
@@ -92,9 +102,10 @@ std::string slowest_why(const std::vector<model::RankWorkload>& w, std::size_t r
     if (i == r) attn_r = w[i].pairs_full, experts_r = e;
   }
   const double n = static_cast<double>(w.size());
-  return fmt::format("most GPU compute: attention pairs {:.2f}× the mean, routed token-expert "
-                     "pairs {:.2f}× the mean",
-                     attn_r / (attn / n), experts_r / (experts / n));
+  return fmt::format(
+      "most GPU compute: attention pairs {:.2f}× the mean, routed token-expert "
+      "pairs {:.2f}× the mean",
+      attn_r / (attn / n), experts_r / (experts / n));
 }
 
 // One simulation of the step: everything the run owns, kept alive for the reports.
@@ -112,7 +123,8 @@ struct Pass {
         builder(job_with_fabric(s), cluster, graph) {}
   // Attaches the fabric before the builder plans any collective (member order).
   const model::Job& job_with_fabric(const Scenario& s) {
-    cluster.attach_fabric(s.placement, s.placement.simulate_all_replicas ? 1 : static_cast<int>(s.job.parallel.dp));
+    cluster.attach_fabric(
+        s.placement, s.placement.simulate_all_replicas ? 1 : static_cast<int>(s.job.parallel.dp));
     return s.job;
   }
 };
@@ -151,9 +163,11 @@ model::CachingAllocator::Options alloc_options(const Scenario& s, double capacit
 }
 
 // One rank's allocator actions over the reported step (replayed again, with a recorder).
-model::AllocatorTrace allocator_trace(const Scenario& s, const model::StepBuilder& b, int rank, double capacity) {
+model::AllocatorTrace allocator_trace(const Scenario& s, const model::StepBuilder& b, int rank,
+                                      double capacity) {
   model::AllocatorTrace t;
-  model::replay_hbm(b.buffers(), rank, alloc_options(s, capacity), s.job.training.allocator_warm_steps, &t);
+  model::replay_hbm(b.buffers(), rank, alloc_options(s, capacity),
+                    s.job.training.allocator_warm_steps, &t);
   return t;
 }
 
@@ -163,7 +177,8 @@ std::unique_ptr<Pass> run_pass(const Scenario& s, const RunOptions& opts, double
   p->engine.set_event_limit(opts.event_limit);
   std::vector<std::int64_t> recorded{opts.plan_rank};  // the plan's rank and the traced ones
   if (opts.trace)
-    for (const int r : opts.trace_ranks.empty() ? std::vector<int>{0} : opts.trace_ranks) recorded.push_back(r);
+    for (const int r : opts.trace_ranks.empty() ? std::vector<int>{0} : opts.trace_ranks)
+      recorded.push_back(r);
   p->builder.record_launches(recorded);
   p->marks = p->builder.build();
   if (retries) model::inject_retries(p->graph, p->cluster, *retries);
@@ -196,7 +211,8 @@ Json network_json(const Scenario& s, Pass& p, double step) {
   std::set<int> groups;
   for (int n : p.cluster.placement()) groups.insert(f->group_of(n));
   const auto per_replica = hardware::groups_per_block(
-      p.cluster.placement(), static_cast<int>(s.job.parallel.replica_gpus / s.hw.node.gpus), s.hw.network);
+      p.cluster.placement(), static_cast<int>(s.job.parallel.replica_gpus / s.hw.node.gpus),
+      s.hw.network);
   double slowest = INFINITY;
   for (int g = 0; g < p.cluster.gpus(); ++g) slowest = std::min(slowest, p.cluster.gpu(g).speed());
   struct Link {
@@ -220,9 +236,12 @@ Json network_json(const Scenario& s, Pass& p, double step) {
   for (const auto& l : links) {
     saturated += l.saturated > 0.01 * step ? 1 : 0;
     if (top.size() < 8)
-      top.push_back({{"link", l.name}, {"bytes_GB", l.bytes / 1e9}, {"busy_s", l.busy},
+      top.push_back({{"link", l.name},
+                     {"bytes_GB", l.bytes / 1e9},
+                     {"busy_s", l.busy},
                      {"saturated_s", l.saturated},
-                     {"utilization_while_busy", l.util}, {"mean_utilization", l.mean}});
+                     {"utilization_while_busy", l.util},
+                     {"mean_utilization", l.mean}});
   }
   return {{"placement", sim::name_of(s.placement.policy, hardware::kPlacementPolicyNames)},
           {"routing", sim::name_of(s.placement.routing, hardware::kRoutingNames)},
@@ -251,32 +270,33 @@ Json memory_json(const Scenario& s, const model::HostMemory& host, double capaci
   Json parts = Json::object();
   for (const auto& part : host.parts) parts[part.name] = part.bytes / kGiB;
   const double sockets = static_cast<double>(s.job.parallel.total_gpus());
-  return {
-      {"hbm_capacity_GiB", capacity / kGiB},
-      {"nccl_buffers_GiB", model::nccl_buffer_bytes(s.job, s.hw, s.nccl) / kGiB},
-      {"hbm_peak_reserved_GiB", p.hbm[worst].total.peak_reserved / kGiB},
-      {"hbm_peak_allocated_GiB", p.hbm[worst].total.peak_allocated / kGiB},
-      {"alloc_retries", retries},
-      {"ranks_with_retries", with_retries},
-      {"oom", oom},
-      {"rank0", rank_memory_json(p.hbm[0], 0)},
-      {"worst_rank", rank_memory_json(p.hbm[worst], static_cast<std::int64_t>(worst))},
-      {"host_peak_GiB", host.total_bytes / kGiB},
-      {"host_capacity_GiB", host.capacity_bytes / kGiB},
-      {"host_headroom_GiB", host.headroom_bytes / kGiB},
-      {"host_pinned_rounding_GiB", host.pinned_rounding_bytes / kGiB},
-      {"host_pages_in_hbm_GiB", host.hbm_spill_bytes / kGiB},
-      {"host_unattributed_median_GiB", s.hw.host.unattributed_median_GiB},
-      {"host_oom_probability", model::host_oom_probability(host.headroom_bytes / kGiB, sockets, s.hw.host)},
-      {"host_unattributed_kept_fraction", s.hw.host.unattributed_kept_fraction},
-      {"host_parts_GiB", parts}};
+  return {{"hbm_capacity_GiB", capacity / kGiB},
+          {"nccl_buffers_GiB", model::nccl_buffer_bytes(s.job, s.hw, s.nccl) / kGiB},
+          {"hbm_peak_reserved_GiB", p.hbm[worst].total.peak_reserved / kGiB},
+          {"hbm_peak_allocated_GiB", p.hbm[worst].total.peak_allocated / kGiB},
+          {"alloc_retries", retries},
+          {"ranks_with_retries", with_retries},
+          {"oom", oom},
+          {"rank0", rank_memory_json(p.hbm[0], 0)},
+          {"worst_rank", rank_memory_json(p.hbm[worst], static_cast<std::int64_t>(worst))},
+          {"host_peak_GiB", host.total_bytes / kGiB},
+          {"host_capacity_GiB", host.capacity_bytes / kGiB},
+          {"host_headroom_GiB", host.headroom_bytes / kGiB},
+          {"host_pinned_rounding_GiB", host.pinned_rounding_bytes / kGiB},
+          {"host_pages_in_hbm_GiB", host.hbm_spill_bytes / kGiB},
+          {"host_unattributed_median_GiB", s.hw.host.unattributed_median_GiB},
+          {"host_oom_probability",
+           model::host_oom_probability(host.headroom_bytes / kGiB, sockets, s.hw.host)},
+          {"host_unattributed_kept_fraction", s.hw.host.unattributed_kept_fraction},
+          {"host_parts_GiB", parts}};
 }
 
 // Whether the step can run at all (reports/metrics.hpp): HBM and Grace hold what it needs.
 Json runnable_json(const Json& m) {
   std::string why;
   if (m["oom"].get<bool>())
-    why = fmt::format("out of HBM on rank {} (allocating {})", m["worst_rank"]["rank"].get<std::int64_t>(),
+    why = fmt::format("out of HBM on rank {} (allocating {})",
+                      m["worst_rank"]["rank"].get<std::int64_t>(),
                       m["worst_rank"]["failed_allocation"].get<std::string>());
   if (m["host_headroom_GiB"].get<double>() < 0)
     why += fmt::format("{}Grace needs {:.1f} of {:.1f} GiB per rank", why.empty() ? "" : "; ",
@@ -291,9 +311,11 @@ Json flops_json(const Scenario& s, double step) {
   for (const auto& [_, ph] : f.by_category) model_flops += ph.forward + ph.backward;
   const double gpu_s = static_cast<double>(s.job.parallel.total_gpus()) * step;
   const double peak = s.hw.gpu.bf16_dense_TFLOPs * 1e12;
-  return {{"model_per_step", model_flops}, {"with_recompute_per_step", f.total()},
+  return {{"model_per_step", model_flops},
+          {"with_recompute_per_step", f.total()},
           {"model_TFLOPs_per_gpu", model_flops / gpu_s / 1e12},
-          {"mfu", model_flops / (gpu_s * peak)}, {"hfu", f.total() / (gpu_s * peak)}};
+          {"mfu", model_flops / (gpu_s * peak)},
+          {"hfu", f.total() / (gpu_s * peak)}};
 }
 
 // One rank's allocations in simulated order (RunResult::alloc_events).
@@ -303,12 +325,18 @@ Json alloc_events_json(const Scenario& s, const Pass& p, int r, double capacity)
   for (const auto& e : model::alloc_sequence(p.builder.buffers(), r)) {
     const auto& b = bufs[e.buffer];
     const double t_s = sim::Time::ns(e.time_ns).to_s();
-    if (e.alloc) ev.push_back({"alloc", e.buffer, static_cast<std::int64_t>(b.bytes), b.pool, b.name, t_s});
-    else ev.push_back({"free", e.buffer, t_s});
+    if (e.alloc)
+      ev.push_back({"alloc", e.buffer, static_cast<std::int64_t>(b.bytes), b.pool, b.name, t_s});
+    else
+      ev.push_back({"free", e.buffer, t_s});
   }
   for (int k = 0; k < model::kPoolCount; ++k) pools.push_back(model::pool_name(k));
-  return {{"scenario", s.name}, {"rank", r}, {"capacity_bytes", static_cast<std::int64_t>(capacity)},
-          {"expandable_segments", s.job.training.expandable_segments}, {"pools", pools}, {"events", ev}};
+  return {{"scenario", s.name},
+          {"rank", r},
+          {"capacity_bytes", static_cast<std::int64_t>(capacity)},
+          {"expandable_segments", s.job.training.expandable_segments},
+          {"pools", pools},
+          {"events", ev}};
 }
 
 }  // namespace
@@ -317,7 +345,8 @@ RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
   const auto& s = loaded.scenario;
   check_resources(s, s.name, opts);
   const auto host = model::host_memory(s.job, s.hw);
-  const double capacity = model::allocator_capacity_bytes(s.job, s.hw, s.nccl, host.hbm_spill_bytes);
+  const double capacity =
+      model::allocator_capacity_bytes(s.job, s.hw, s.nccl, host.hbm_spill_bytes);
   // Allocator retries cost time: a second run carries the first run's retries (memory_replay.hpp).
   auto pass = run_pass(s, opts, capacity, nullptr);
   std::vector<std::vector<model::AllocRetry>> retries;
@@ -364,25 +393,31 @@ RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
   j["step_time_s"] = step;
   j["tokens_per_s_per_gpu"] = tokens / (static_cast<double>(s.job.parallel.total_gpus()) * step);
   j["tokens_per_day"] = tokens * 86400 / step;
-  j["slowest_rank"] = {{"rank", slowest}, {"gpu_compute_s", busy[slowest]},
+  j["slowest_rank"] = {{"rank", slowest},
+                       {"gpu_compute_s", busy[slowest]},
                        {"why", slowest_why(builder.workload(), slowest)}};
   j["breakdown_s"] = {{"rank0", breakdown_json(times[0], step)},
                       {"slowest", breakdown_json(times[slowest], step)}};
   Json gt = Json::object();
   std::map<std::string, double> by_name;  // reports list categories by name
   for (std::int32_t c = 0; c < model::kCategoryCount; ++c)
-    if (times[0].ran[static_cast<std::size_t>(c)]) by_name[model::category_name(c)] = times[0].gpu_time[static_cast<std::size_t>(c)];
+    if (times[0].ran[static_cast<std::size_t>(c)])
+      by_name[model::category_name(c)] = times[0].gpu_time[static_cast<std::size_t>(c)];
   for (const auto& [k, v] : by_name) gt[k] = v;
   j["gpu_time_s"] = gt;
-  j["optimizer_step_s"] = (marks.optimizer_end[0]->end_time() - marks.backward_end[0]->end_time()).to_s();
+  j["optimizer_step_s"] =
+      (marks.optimizer_end[0]->end_time() - marks.backward_end[0]->end_time()).to_s();
   j["exposed_comm_s"] = j["breakdown_s"]["rank0"]["comm_wait"];
   const auto st = sms[0].stats(sim::Time::s(step));
-  j["nccl_sms"] = {{"mean_while_collective", st.mean_while_collective}, {"max", st.max},
+  j["nccl_sms"] = {{"mean_while_collective", st.mean_while_collective},
+                   {"max", st.max},
                    {"seconds_at_or_above_64", st.seconds_at_or_above_64}};
   j["memory"] = memory_json(s, host, capacity, *pass);
   j["network"] = network_json(s, *pass, step);
-  j["simulation"] = {{"tasks", graph.size()}, {"events", engine.events_processed()},
-                     {"fluid_solves", fluid.solves()}, {"passes", any ? 2 : 1}};
+  j["simulation"] = {{"tasks", graph.size()},
+                     {"events", engine.events_processed()},
+                     {"fluid_solves", fluid.solves()},
+                     {"passes", any ? 2 : 1}};
   j["runnable"] = runnable_json(j["memory"]);
   j["flops"] = flops_json(s, step);
   j["provenance"] = provenance(loaded.resolved);
@@ -393,13 +428,14 @@ RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
   if (opts.alloc_events_rank >= 0 && opts.alloc_events_rank < gpus)
     out.alloc_events = alloc_events_json(s, *pass, opts.alloc_events_rank, capacity);
   if (opts.snapshot_rank >= 0 && opts.snapshot_rank < gpus)
-    out.memory_snapshot =
-        memory_snapshot_json(allocator_trace(s, builder, opts.snapshot_rank, capacity), s, opts.snapshot_rank, capacity);
+    out.memory_snapshot = memory_snapshot_json(
+        allocator_trace(s, builder, opts.snapshot_rank, capacity), s, opts.snapshot_rank, capacity);
   if (opts.trace) {
     std::map<int, model::AllocatorTrace> alloc;
     for (int r : opts.trace_ranks.empty() ? std::vector<int>{0} : opts.trace_ranks)
       if (r >= 0 && r < gpus) alloc[r] = allocator_trace(s, builder, r, capacity);
-    out.trace = trace_text(pass->graph, pass->builder, pass->sms, alloc, opts.trace_ranks, gpus, step, j["provenance"]);
+    out.trace = trace_text(pass->graph, pass->builder, pass->sms, alloc, opts.trace_ranks, gpus,
+                           step, j["provenance"]);
   }
   out.json = std::move(j);
   return out;

@@ -14,9 +14,9 @@ struct RunOptions {
   bool trace = false;
   std::uint64_t event_limit = 2'000'000'000;
   double memory_limit_GiB = 0;  // > 0: refuse a run estimated to need more (estimate_resources)
-  int alloc_events_rank = -1;  // ≥ 0: export that rank's allocation sequence
-  int snapshot_rank = -1;      // ≥ 0: that rank's allocator snapshot (memory_snapshot.hpp)
-  int plan_rank = -1;          // ≥ 0: export that rank's launch plan (scenarios/plan.hpp)
+  int alloc_events_rank = -1;   // ≥ 0: export that rank's allocation sequence
+  int snapshot_rank = -1;       // ≥ 0: that rank's allocator snapshot (memory_snapshot.hpp)
+  int plan_rank = -1;           // ≥ 0: export that rank's launch plan (scenarios/plan.hpp)
 };
 
 struct RunResult {
@@ -26,7 +26,7 @@ struct RunResult {
   // {"capacity_bytes", "expandable_segments", "pools": [...], "events": [["alloc", id, bytes,
   // pool, name, t_s] | ["free", id, t_s]]}, t_s the simulated time in the step.
   Json alloc_events;
-  Json plan;  // scenarios/plan.hpp, when asked for
+  Json plan;             // scenarios/plan.hpp, when asked for
   Json memory_snapshot;  // scenarios/memory_snapshot.hpp, when asked for
 };
 

@@ -54,7 +54,9 @@ std::string receive_text(int& source, int& tag) {
   return text;
 }
 
-void send_index(unsigned long long i, int to) { MPI_Send(&i, 1, MPI_UNSIGNED_LONG_LONG, to, kWork, MPI_COMM_WORLD); }
+void send_index(unsigned long long i, int to) {
+  MPI_Send(&i, 1, MPI_UNSIGNED_LONG_LONG, to, kWork, MPI_COMM_WORLD);
+}
 
 void serve(const std::function<Json(std::size_t)>& point) {
   while (true) {
@@ -74,12 +76,16 @@ void serve(const std::function<Json(std::size_t)>& point) {
 
 }  // namespace
 
-int mpi_size() { return mpi().size; }
-int mpi_rank() { return mpi().rank; }
+int mpi_size() {
+  return mpi().size;
+}
+int mpi_rank() {
+  return mpi().rank;
+}
 
-std::map<std::size_t, Json> run_over_mpi(const std::vector<std::size_t>& todo,
-                                         const std::function<Json(std::size_t)>& point,
-                                         const std::function<void(std::size_t, const Json&)>& on_row) {
+std::map<std::size_t, Json> run_over_mpi(
+    const std::vector<std::size_t>& todo, const std::function<Json(std::size_t)>& point,
+    const std::function<void(std::size_t, const Json&)>& on_row) {
   std::map<std::size_t, Json> rows;
   if (mpi_rank() != 0) {
     serve(point);
@@ -88,8 +94,10 @@ std::map<std::size_t, Json> run_over_mpi(const std::vector<std::size_t>& todo,
   std::size_t next = 0;
   int busy = 0;
   for (int r = 1; r < mpi_size(); ++r)
-    if (next < todo.size()) send_index(todo[next++], r), ++busy;
-    else send_index(kStop, r);
+    if (next < todo.size())
+      send_index(todo[next++], r), ++busy;
+    else
+      send_index(kStop, r);
   std::string failure;
   while (busy > 0) {
     int from = 0, tag = 0;
@@ -103,8 +111,10 @@ std::map<std::size_t, Json> run_over_mpi(const std::vector<std::size_t>& todo,
       rows[i] = Json::parse(text.substr(nl + 1));
       on_row(i, rows[i]);
     }
-    if (next < todo.size()) send_index(todo[next++], from);
-    else send_index(kStop, from), --busy;
+    if (next < todo.size())
+      send_index(todo[next++], from);
+    else
+      send_index(kStop, from), --busy;
   }
   if (!failure.empty()) throw InputError("twin sweep", "", failure + " (raise --max-events)");
   return rows;
@@ -112,9 +122,14 @@ std::map<std::size_t, Json> run_over_mpi(const std::vector<std::size_t>& todo,
 
 #else
 
-int mpi_size() { return 1; }
-int mpi_rank() { return 0; }
-std::map<std::size_t, Json> run_over_mpi(const std::vector<std::size_t>&, const std::function<Json(std::size_t)>&,
+int mpi_size() {
+  return 1;
+}
+int mpi_rank() {
+  return 0;
+}
+std::map<std::size_t, Json> run_over_mpi(const std::vector<std::size_t>&,
+                                         const std::function<Json(std::size_t)>&,
                                          const std::function<void(std::size_t, const Json&)>&) {
   throw std::logic_error("run_over_mpi: built without MPI");
 }

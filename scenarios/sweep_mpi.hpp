@@ -23,8 +23,8 @@ int mpi_rank();  // 0 without MPI
 // rank 0 as each row arrives; returns the rows by index. On the other ranks: runs what rank 0
 // sends until told to stop; returns nothing. A point that throws (the event budget) stops the
 // sweep: rank 0 throws InputError with its message once every rank has stopped.
-std::map<std::size_t, Json> run_over_mpi(const std::vector<std::size_t>& todo,
-                                         const std::function<Json(std::size_t)>& point,
-                                         const std::function<void(std::size_t, const Json&)>& on_row);
+std::map<std::size_t, Json> run_over_mpi(
+    const std::vector<std::size_t>& todo, const std::function<Json(std::size_t)>& point,
+    const std::function<void(std::size_t, const Json&)>& on_row);
 
 }  // namespace twin::scenarios

@@ -13,13 +13,18 @@ namespace twin::scenarios {
 
 namespace {
 
-int rank_of(const sim::Task& t) { return t.lane / model::kStreamCount; }
-int stream_of(const sim::Task& t) { return t.lane % model::kStreamCount; }
+int rank_of(const sim::Task& t) {
+  return t.lane / model::kStreamCount;
+}
+int stream_of(const sim::Task& t) {
+  return t.lane % model::kStreamCount;
+}
 
 // Every task of the traced ranks: complete events with their launches, instants at phase ends,
 // and arrows for what a task waited for on another stream or rank.
-void task_events(reports::ChromeTrace& tr, const sim::TaskGraph& graph, const model::StepBuilder& builder,
-                 const std::vector<bool>& traced, std::uint64_t& flows) {
+void task_events(reports::ChromeTrace& tr, const sim::TaskGraph& graph,
+                 const model::StepBuilder& builder, const std::vector<bool>& traced,
+                 std::uint64_t& flows) {
   for (std::size_t i = 0; i < graph.size(); ++i) {
     const auto& t = graph[i];
     const int rank = rank_of(t), stream = stream_of(t);
@@ -33,7 +38,8 @@ void task_events(reports::ChromeTrace& tr, const sim::TaskGraph& graph, const mo
     tr.complete(rank, stream, t.name, model::category_name(t.category), t.start_time().count_ns(),
                 t.end_time().count_ns(), args.dump());
     t.each_successor([&](const sim::Task& succ) {
-      if ((rank_of(succ) != rank || stream_of(succ) != stream) && traced[static_cast<std::size_t>(rank_of(succ))])
+      if ((rank_of(succ) != rank || stream_of(succ) != stream) &&
+          traced[static_cast<std::size_t>(rank_of(succ))])
         tr.flow(++flows, rank, stream, t.end_time().count_ns(), rank_of(succ), stream_of(succ),
                 succ.start_time().count_ns());
     });
@@ -41,8 +47,9 @@ void task_events(reports::ChromeTrace& tr, const sim::TaskGraph& graph, const mo
 }
 
 // Who a collective waited for: an arrow from the peer that arrived last to each other peer.
-void peer_arrows(reports::ChromeTrace& tr, const sim::TaskGraph& graph, const model::StepBuilder& builder,
-                 const std::vector<bool>& traced, std::uint64_t& flows) {
+void peer_arrows(reports::ChromeTrace& tr, const sim::TaskGraph& graph,
+                 const model::StepBuilder& builder, const std::vector<bool>& traced,
+                 std::uint64_t& flows) {
   for (const auto& peers : builder.collective_peers()) {
     std::size_t last = peers.front();
     for (const auto id : peers)
@@ -52,7 +59,8 @@ void peer_arrows(reports::ChromeTrace& tr, const sim::TaskGraph& graph, const mo
     const auto at = graph.start_of(last).count_ns();
     for (const auto id : peers)
       if (id != last && traced[static_cast<std::size_t>(rank_of(graph[id]))])
-        tr.flow(++flows, rank_of(lt), stream_of(lt), at, rank_of(graph[id]), stream_of(graph[id]), at, "collective peer");
+        tr.flow(++flows, rank_of(lt), stream_of(lt), at, rank_of(graph[id]), stream_of(graph[id]),
+                at, "collective peer");
   }
 }
 
@@ -71,26 +79,38 @@ void pool_counters(reports::ChromeTrace& tr, const model::AllocatorTrace& t, int
     const auto k = static_cast<std::size_t>(e.action.stream);
     const std::int64_t n = sign * e.action.size;
     switch (e.action.action) {
-      case Action::alloc: allocated[k] += n; break;
-      case Action::free: allocated[k] -= n; break;
-      case Action::segment_alloc: reserved[k] += n; break;
-      case Action::segment_free: reserved[k] -= n; break;
-      case Action::oom: break;
+      case Action::alloc:
+        allocated[k] += n;
+        break;
+      case Action::free:
+        allocated[k] -= n;
+        break;
+      case Action::segment_alloc:
+        reserved[k] += n;
+        break;
+      case Action::segment_free:
+        reserved[k] -= n;
+        break;
+      case Action::oom:
+        break;
     }
   };
   for (const auto& e : t.events) apply(e, -1);  // back to the step's start
   auto sample = [&](std::int64_t t_ns) {
-    for (const auto& [name, v] : {std::pair{"hbm_allocated_GiB", &allocated}, std::pair{"hbm_reserved_GiB", &reserved}}) {
+    for (const auto& [name, v] :
+         {std::pair{"hbm_allocated_GiB", &allocated}, std::pair{"hbm_reserved_GiB", &reserved}}) {
       std::vector<std::pair<std::string, double>> series;
       for (int k = 0; k < model::kPoolCount; ++k)
-        series.emplace_back(model::pool_name(k), static_cast<double>((*v)[static_cast<std::size_t>(k)]) / sim::kGiB);
+        series.emplace_back(model::pool_name(k),
+                            static_cast<double>((*v)[static_cast<std::size_t>(k)]) / sim::kGiB);
       tr.counter(r, name, t_ns, series);
     }
   };
   if (t.events.empty() || t.events.front().time_ns > 0) sample(0);
   for (std::size_t i = 0; i < t.events.size(); ++i) {
     apply(t.events[i], 1);
-    if (i + 1 < t.events.size() && t.events[i + 1].time_ns == t.events[i].time_ns) continue;  // one sample per moment
+    if (i + 1 < t.events.size() && t.events[i + 1].time_ns == t.events[i].time_ns)
+      continue;  // one sample per moment
     sample(t.events[i].time_ns);
   }
 }
@@ -99,8 +119,9 @@ void pool_counters(reports::ChromeTrace& tr, const model::AllocatorTrace& t, int
 
 std::string trace_text(const sim::TaskGraph& graph, const model::StepBuilder& builder,
                        const std::map<int, reports::SmTimeline>& sms,
-                       const std::map<int, model::AllocatorTrace>& alloc, const std::vector<int>& asked,
-                       int gpus, double step_s, const Json& provenance) {
+                       const std::map<int, model::AllocatorTrace>& alloc,
+                       const std::vector<int>& asked, int gpus, double step_s,
+                       const Json& provenance) {
   reports::ChromeTrace tr;
   tr.metadata(provenance.dump());
   std::vector<int> ranks;
@@ -113,14 +134,16 @@ std::string trace_text(const sim::TaskGraph& graph, const model::StepBuilder& bu
   }
   for (int r : ranks) {  // the step as PyTorch's profiler names it, on a track of its own
     tr.thread(r, model::kStreamCount, "step");
-    tr.complete(r, model::kStreamCount, "ProfilerStep#0", "step", 0, sim::Time::s(step_s).count_ns(), "{}");
+    tr.complete(r, model::kStreamCount, "ProfilerStep#0", "step", 0,
+                sim::Time::s(step_s).count_ns(), "{}");
   }
   std::uint64_t flows = 0;
   task_events(tr, graph, builder, traced, flows);
   peer_arrows(tr, graph, builder, traced, flows);
   for (int r : ranks) {
     if (const auto it = sms.find(r); it != sms.end())
-      for (const auto& [t, held] : it->second.points()) tr.counter(r, "nccl_sms", t, {{"SMs", held}});
+      for (const auto& [t, held] : it->second.points())
+        tr.counter(r, "nccl_sms", t, {{"SMs", held}});
     if (const auto it = alloc.find(r); it != alloc.end()) pool_counters(tr, it->second, r);
   }
   return tr.str();

@@ -20,7 +20,8 @@ namespace twin::scenarios {
 // Ranks in `asked` that are not simulated (outside [0, gpus)) are left out; none: rank 0.
 std::string trace_text(const sim::TaskGraph& graph, const model::StepBuilder& builder,
                        const std::map<int, reports::SmTimeline>& sms,
-                       const std::map<int, model::AllocatorTrace>& alloc, const std::vector<int>& asked,
-                       int gpus, double step_s, const Json& provenance);
+                       const std::map<int, model::AllocatorTrace>& alloc,
+                       const std::vector<int>& asked, int gpus, double step_s,
+                       const Json& provenance);
 
 }  // namespace twin::scenarios

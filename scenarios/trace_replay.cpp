@@ -19,7 +19,9 @@ namespace {
 // the micro-step's trace) and is kept as it was; longer idle time is not (unexplained_us).
 constexpr double kFrontEndGapUs = 50;
 
-double end_us(const TraceActivity& a) { return a.start_us + a.dur_us; }
+double end_us(const TraceActivity& a) {
+  return a.start_us + a.dur_us;
+}
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -69,20 +71,27 @@ TraceDependencies infer_dependencies(const KinetoStep& step, double slack_us) {
     const double after = std::isnan(a.launch_us) ? ready[i] : std::max(ready[i], a.launch_us);
     if (const int j = last_ended_elsewhere(ends, a.start_us, after, slack_us); j >= 0) {
       d.waits_on[i] = j, ++d.cross_stream;
-    } else if (a.launch_us > ready[i] - slack_us) {  // launched after its stream was free: the host held it
+    } else if (a.launch_us >
+               ready[i] - slack_us) {  // launched after its stream was free: the host held it
       held_back.push_back(a.start_us - a.launch_us), ++d.host_bound;
     }
     seen();
   }
   d.launch_latency_us = std::max(0.0, median(held_back));
-  for (std::size_t i = 0; i < acts.size(); ++i) {  // what neither the stream, the launch nor a wait explains
+  for (std::size_t i = 0; i < acts.size();
+       ++i) {  // what neither the stream, the launch nor a wait explains
     double bound = ready[i];
-    if (!std::isnan(acts[i].launch_us)) bound = std::max(bound, acts[i].launch_us + d.launch_latency_us);
-    if (d.waits_on[i] >= 0) bound = std::max(bound, end_us(acts[static_cast<std::size_t>(d.waits_on[i])]));
-    const double gap = std::isfinite(bound) ? acts[i].start_us - std::max(bound, 0.0) : 0;  // 0: the step's start
+    if (!std::isnan(acts[i].launch_us))
+      bound = std::max(bound, acts[i].launch_us + d.launch_latency_us);
+    if (d.waits_on[i] >= 0)
+      bound = std::max(bound, end_us(acts[static_cast<std::size_t>(d.waits_on[i])]));
+    const double gap =
+        std::isfinite(bound) ? acts[i].start_us - std::max(bound, 0.0) : 0;  // 0: the step's start
     if (gap <= 0) continue;
-    if (gap <= kFrontEndGapUs) d.gap_us[i] = gap, d.front_end_us += gap;
-    else d.unexplained_us += gap;
+    if (gap <= kFrontEndGapUs)
+      d.gap_us[i] = gap, d.front_end_us += gap;
+    else
+      d.unexplained_us += gap;
   }
   return d;
 }
@@ -118,7 +127,8 @@ double category_ratio(const std::string& category, bool backward, const hardware
   const hardware::KernelCost a(from), b(to);
   if (category == "other_gemm") return b.gemm_s(8192, 8192, 8192) / a.gemm_s(8192, 8192, 8192);
   if (category == "expert_gemm")  // EUROPA's expert up-projection, 96 experts of 1,376 rows
-    return b.grouped_gemm_s(1376, 3584, 6144, 96, false) / a.grouped_gemm_s(1376, 3584, 6144, 96, false);
+    return b.grouped_gemm_s(1376, 3584, 6144, 96, false) /
+           a.grouped_gemm_s(1376, 3584, 6144, 96, false);
   if (category == "attention") return b.attention_s(1e12, backward) / a.attention_s(1e12, backward);
   if (category == "copy_h2d") return from.node.host_h2d_GBps / to.node.host_h2d_GBps;
   if (category == "copy_d2h") return from.node.host_d2h_GBps / to.node.host_d2h_GBps;
@@ -140,8 +150,8 @@ std::vector<std::pair<double, int>> held_edges(const std::vector<TraceActivity>&
 
 // A kernel's time alone on `source`: its measured time with the SMs the collectives held taken
 // out, part by part (a constant number held in each).
-double alone_s(const TraceActivity& a, const KernelShape& shape, const std::vector<std::pair<double, int>>& edges,
-               hardware::Cluster& source) {
+double alone_s(const TraceActivity& a, const KernelShape& shape,
+               const std::vector<std::pair<double, int>>& edges, hardware::Cluster& source) {
   int held = 0;
   double t = a.start_us, alone = 0;
   auto add = [&](double until) {
@@ -170,18 +180,21 @@ void run_hold(sim::Task& t, hardware::Cluster& c, int ctas, double dur_s) {
   t.on_ready = [h = c.make<HoldRun>(&t, &c, ctas, 0, dur_s)](sim::Task&) {
     h->c->gpu(0).request(h->ctas, hardware::Gpu::Holder::nccl, [h](int k) {
       if ((h->granted += k) < h->ctas) return;
-      h->c->engine().after(sim::Time::s(h->dur_s), [h] {
-        h->c->gpu(0).release(h->ctas, hardware::Gpu::Holder::nccl);
-        h->t->finish();
-      }, sim::Priority::completion);
+      h->c->engine().after(
+          sim::Time::s(h->dur_s),
+          [h] {
+            h->c->gpu(0).release(h->ctas, hardware::Gpu::Holder::nccl);
+            h->t->finish();
+          },
+          sim::Priority::completion);
     });
   };
 }
 
 }  // namespace
 
-ReplayedStep replay_trace(const KinetoStep& step, const TraceDependencies& deps, const Scenario& source,
-                          const Scenario& target) {
+ReplayedStep replay_trace(const KinetoStep& step, const TraceDependencies& deps,
+                          const Scenario& source, const Scenario& target) {
   const auto& acts = step.activities;
   sim::Engine e;
   sim::Fluid f(e);
@@ -200,27 +213,32 @@ ReplayedStep replay_trace(const KinetoStep& step, const TraceDependencies& deps,
     const double ratio = category_ratio(a.category, is_backward(a.name), source.hw, target.hw);
     if (a.category == "collective") {
       int ctas = std::clamp(a.ctas, 1, static_cast<int>(target.hw.gpu.sm_count) - 1);
-      if (target.nccl.max_ctas > 0) ctas = std::min<int>(ctas, static_cast<int>(target.nccl.max_ctas));
+      if (target.nccl.max_ctas > 0)
+        ctas = std::min<int>(ctas, static_cast<int>(target.nccl.max_ctas));
       run_hold(t, to, ctas, a.dur_us * 1e-6);
     } else if (on_sms(a)) {
       const auto shape = shape_of(a, static_cast<int>(target.hw.gpu.sm_count));
-      hardware::run_kernel(t, to, 0, {alone_s(a, shape_of(a, sms), edges, from) * ratio, 0,
-                                      hardware::KernelClass::grid, shape});
+      hardware::run_kernel(t, to, 0,
+                           {alone_s(a, shape_of(a, sms), edges, from) * ratio, 0,
+                            hardware::KernelClass::grid, shape});
     } else {
       hardware::run_delay(t, to, sim::Time::s(a.dur_us * 1e-6 * ratio));
     }
     tasks.push_back(&t);
   }
   for (std::size_t i = 0; i < acts.size(); ++i) {
-    sim::Task* gate = tasks[i];  // what the activity's predecessors hold back: it, or its front-end gap
+    sim::Task* gate =
+        tasks[i];  // what the activity's predecessors hold back: it, or its front-end gap
     if (deps.gap_us[i] > 0) {
       gate = &g.add("front-end gap");
       hardware::run_delay(*gate, to, sim::Time::s(deps.gap_us[i] * 1e-6));
       tasks[i]->after(*gate);
     }
-    if (deps.stream_pred[i] >= 0) gate->after(*tasks[static_cast<std::size_t>(deps.stream_pred[i])]);
+    if (deps.stream_pred[i] >= 0)
+      gate->after(*tasks[static_cast<std::size_t>(deps.stream_pred[i])]);
     if (deps.waits_on[i] >= 0) gate->after(*tasks[static_cast<std::size_t>(deps.waits_on[i])]);
-    if (const double at = acts[i].launch_us + deps.launch_latency_us; at > 0) {  // NaN: no launch bound
+    if (const double at = acts[i].launch_us + deps.launch_latency_us;
+        at > 0) {  // NaN: no launch bound
       auto& launch = g.add("launch");
       hardware::run_delay(launch, to, sim::Time::s(at * 1e-6));
       gate->after(launch);

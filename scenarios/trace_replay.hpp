@@ -39,7 +39,7 @@ namespace twin::scenarios {
 
 struct TraceDependencies {
   std::vector<int> stream_pred;  // per activity: the previous one on its stream, or −1
-  std::vector<int> waits_on;     // per activity: the activity of another stream it waited for, or −1
+  std::vector<int> waits_on;  // per activity: the activity of another stream it waited for, or −1
   double launch_latency_us = 0;  // host call → GPU start, when the GPU waited for the host
   std::vector<double> gap_us;    // per activity: its front-end gap, kept in a replay
   int cross_stream = 0;          // activities with waits_on ≥ 0
@@ -54,7 +54,7 @@ struct ReplayedStep {
   double step_s = 0;                   // first start to last end
 };
 // Re-simulates `step` (recorded on `source`'s machine with its NCCL settings) on `target`.
-ReplayedStep replay_trace(const KinetoStep& step, const TraceDependencies& deps, const Scenario& source,
-                          const Scenario& target);
+ReplayedStep replay_trace(const KinetoStep& step, const TraceDependencies& deps,
+                          const Scenario& source, const Scenario& target);
 
 }  // namespace twin::scenarios

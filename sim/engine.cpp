@@ -46,8 +46,8 @@ std::uint64_t Engine::run(Time until) {
     Callback cb = std::move(slots_[k.slot]);
     free_slots_.push_back(k.slot);
     if (++processed_ > event_limit_)
-      throw EventLimitExceeded(fmt::format("the simulation exceeded its budget of {} events",
-                                           event_limit_));
+      throw EventLimitExceeded(
+          fmt::format("the simulation exceeded its budget of {} events", event_limit_));
     cb();
     // The instant is over when the next event is later (or none is left): settle before moving.
     if (heap_.empty() || heap_.front().t != k.t) settle();

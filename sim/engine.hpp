@@ -33,7 +33,9 @@ class Engine {
 
   Time now() const { return now_; }
   void at(Time t, Callback cb, Priority p = Priority::normal);
-  void after(Time dt, Callback cb, Priority p = Priority::normal) { at(now_ + dt, std::move(cb), p); }
+  void after(Time dt, Callback cb, Priority p = Priority::normal) {
+    at(now_ + dt, std::move(cb), p);
+  }
   void on_settle(Callback hook) { settle_hooks_.push_back(std::move(hook)); }
 
   // Runs until no event is left (or the next one is after `until`). Returns events processed.
@@ -47,9 +49,7 @@ class Engine {
     std::int64_t t;
     std::uint64_t seq_prio;  // priority in the top 8 bits, insertion sequence below
     std::uint32_t slot;
-    bool operator>(const Key& o) const {
-      return t != o.t ? t > o.t : seq_prio > o.seq_prio;
-    }
+    bool operator>(const Key& o) const { return t != o.t ? t > o.t : seq_prio > o.seq_prio; }
   };
   void settle();
   void push(Key k);

@@ -153,8 +153,10 @@ void Fluid::count_demand(FlowId id, double sign) {
   const bool finite = std::isfinite(f.bound);
   for (const auto& u : f.uses) {
     auto& R = resources_[u.resource];
-    if (!finite) sign > 0 ? ++R.unbounded : --R.unbounded;
-    else R.demand += sign * u.weight * f.bound;
+    if (!finite)
+      sign > 0 ? ++R.unbounded : --R.unbounded;
+    else
+      R.demand += sign * u.weight * f.bound;
   }
 }
 
@@ -207,7 +209,8 @@ void Fluid::solve_component(ResourceId seed, std::vector<FlowId>& flows,
     progressive_filling(flows, res);
   }
   for (std::size_t i = 0; i < flows.size(); ++i)
-    if (flows_[flows[i]].rate != old_rates_[i] || flows_[flows[i]].remaining <= 0) reschedule(flows[i]);
+    if (flows_[flows[i]].rate != old_rates_[i] || flows_[flows[i]].remaining <= 0)
+      reschedule(flows[i]);
 }
 
 void Fluid::progressive_filling(const std::vector<FlowId>& flows,
@@ -305,14 +308,16 @@ void Fluid::reschedule(FlowId id) {
   // buffer (no allocation per completion).
   const std::uint64_t key = (++f.version << 32) | id;
   if (f.remaining <= 0) {
-    engine_.at(engine_.now(), [this, key] { complete(key); }, Priority::completion);
+    engine_.at(
+        engine_.now(), [this, key] { complete(key); }, Priority::completion);
     return;
   }
   if (f.rate <= 0) return;  // starved: waits for a change
   const double ns = std::ceil(f.remaining / f.rate * 1e9);
   if (ns >= 9.2e18) return;
-  engine_.at(engine_.now() + Time::ns(static_cast<std::int64_t>(ns)),
-             [this, key] { complete(key); }, Priority::completion);
+  engine_.at(
+      engine_.now() + Time::ns(static_cast<std::int64_t>(ns)), [this, key] { complete(key); },
+      Priority::completion);
 }
 
 void Fluid::complete(std::uint64_t key) {
@@ -330,7 +335,8 @@ void Fluid::detach(FlowId id) {
   count_demand(id, -1);
   for (const auto& u : f.uses) {
     auto& v = resources_[u.resource].flows;
-    v.erase(std::find_if(v.begin(), v.end(), [id](const Resource::On& on) { return on.flow == id; }));
+    v.erase(
+        std::find_if(v.begin(), v.end(), [id](const Resource::On& on) { return on.flow == id; }));
     if (v.empty()) resources_[u.resource].demand = 0;  // no rounding drift left behind
   }
   f.active = false;

@@ -17,8 +17,9 @@
 // Rates are recomputed only when flows start or end or a capacity changes, and only for the
 // connected component (flows ↔ resources) that the change touches, once per simulated instant
 // (Engine::on_settle). Components are joined only through resources that can saturate: one whose
-// flows could not fill it even at their bounds (Σ w·B ≤ C) never binds and is left out. Between changes each flow's progress is linear, so its completion is one
-// event; a changed rate re-schedules it (stale completions are recognised by a version number).
+// flows could not fill it even at their bounds (Σ w·B ≤ C) never binds and is left out. Between
+// changes each flow's progress is linear, so its completion is one event; a changed rate
+// re-schedules it (stale completions are recognised by a version number).
 #pragma once
 
 #include <cstdint>
@@ -61,7 +62,8 @@ class Fluid {
                double share = 0);
   FlowId start(double amount, std::initializer_list<Use> uses, double bound,
                std::function<void()> done, double share = 0) {
-    return start(amount, std::span<const Use>(uses.begin(), uses.size()), bound, std::move(done), share);
+    return start(amount, std::span<const Use>(uses.begin(), uses.size()), bound, std::move(done),
+                 share);
   }
   void set_bound(FlowId f, double bound);
   // Ends a flow without calling its `done`.
@@ -99,7 +101,7 @@ class Fluid {
     std::uint32_t unfixed = 0;
     std::uint32_t mark = 0;     // epoch in which a component search saw it
     std::uint32_t visited = 0;  // epoch in which its flows were taken into a component
-    bool binding = false;  // in the component being solved (not slack)
+    bool binding = false;       // in the component being solved (not slack)
     bool saturated = false;
     Time saturated_since{};
     double saturated_total_s = 0;

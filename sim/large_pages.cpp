@@ -23,7 +23,7 @@ LargePages::~LargePages() {
 }
 
 void* LargePages::do_allocate(std::size_t bytes, std::size_t align) {
-  if (!large(bytes, align)) return ::operator new(bytes, std::align_val_t{align});
+  if (!large(bytes, align)) return ::operator new (bytes, std::align_val_t{align});
   const std::size_t size = rounded(bytes);
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -43,7 +43,7 @@ void* LargePages::do_allocate(std::size_t bytes, std::size_t align) {
 }
 
 void LargePages::do_deallocate(void* p, std::size_t bytes, std::size_t align) {
-  if (!large(bytes, align)) return ::operator delete(p, std::align_val_t{align});
+  if (!large(bytes, align)) return ::operator delete (p, std::align_val_t{align});
   const std::size_t size = rounded(bytes);
   {
     std::lock_guard<std::mutex> lock(mutex_);

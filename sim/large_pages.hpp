@@ -26,7 +26,9 @@ class LargePages final : public std::pmr::memory_resource {
  private:
   void* do_allocate(std::size_t bytes, std::size_t align) override;
   void do_deallocate(void* p, std::size_t bytes, std::size_t align) override;
-  bool do_is_equal(const std::pmr::memory_resource& o) const noexcept override { return this == &o; }
+  bool do_is_equal(const std::pmr::memory_resource& o) const noexcept override {
+    return this == &o;
+  }
 
   std::mutex mutex_;
   std::multimap<std::size_t, void*> kept_;  // freed blocks by rounded size

@@ -9,8 +9,8 @@
 #include <limits>
 #include <optional>
 #include <stdexcept>
-#include <type_traits>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -87,21 +87,23 @@ class Schema {
                [](const ParamValue& v) { return std::get<std::int64_t>(v); });
   }
   template <class Ref>
-  Schema& real(std::string key, std::string unit, double min, double max,
-               std::optional<double> def, std::string help, Ref ref) {
+  Schema& real(std::string key, std::string unit, double min, double max, std::optional<double> def,
+               std::string help, Ref ref) {
     return add({key, ParamType::real, unit, min, max, {}, wrap(def), help}, ref,
                [](const ParamValue& v) { return std::get<double>(v); });
   }
   // The same, with the default of T's member initializer.
   template <class Ref>
-  Schema& integer(std::string key, std::string unit, double min, double max, std::string help, Ref ref) {
-    return integer(std::move(key), std::move(unit), min, max, std::optional<std::int64_t>(field_default(ref)),
-                   std::move(help), ref);
+  Schema& integer(std::string key, std::string unit, double min, double max, std::string help,
+                  Ref ref) {
+    return integer(std::move(key), std::move(unit), min, max,
+                   std::optional<std::int64_t>(field_default(ref)), std::move(help), ref);
   }
   template <class Ref>
-  Schema& real(std::string key, std::string unit, double min, double max, std::string help, Ref ref) {
-    return real(std::move(key), std::move(unit), min, max, std::optional<double>(field_default(ref)),
-                std::move(help), ref);
+  Schema& real(std::string key, std::string unit, double min, double max, std::string help,
+               Ref ref) {
+    return real(std::move(key), std::move(unit), min, max,
+                std::optional<double>(field_default(ref)), std::move(help), ref);
   }
   template <class Ref>
   Schema& boolean(std::string key, std::string help, Ref ref) {
@@ -109,7 +111,8 @@ class Schema {
   }
   template <class Ref>
   Schema& text(std::string key, std::string help, Ref ref) {
-    return text(std::move(key), std::optional<std::string>(field_default(ref)), std::move(help), ref);
+    return text(std::move(key), std::optional<std::string>(field_default(ref)), std::move(help),
+                ref);
   }
   // An enumeration stored as its value, named in files by `names` (ns-3's EnumValue): options
   // are compared as values in the code, a typo in a file is an error naming the choices.
@@ -154,8 +157,8 @@ class Schema {
   }
   // An enumeration stored as its string; `ref` yields a std::string&.
   template <class Ref>
-  Schema& choice(std::string key, std::vector<std::string> choices,
-                 std::optional<std::string> def, std::string help, Ref ref) {
+  Schema& choice(std::string key, std::vector<std::string> choices, std::optional<std::string> def,
+                 std::string help, Ref ref) {
     return add({key, ParamType::choice, "", 0, 0, std::move(choices), wrap(def), help}, ref,
                [](const ParamValue& v) { return std::get<std::string>(v); });
   }

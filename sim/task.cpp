@@ -12,8 +12,10 @@ void Task::after(Task& pred) {
   if (edges.size() >= 0xffffffffULL) throw std::length_error("too many task dependencies");
   edges.emplace_back(static_cast<std::uint32_t>(id_), 0u);
   const auto e = static_cast<std::uint32_t>(edges.size());
-  if (pred.last_edge_) edges[pred.last_edge_ - 1].next = e;
-  else pred.first_edge_ = e;
+  if (pred.last_edge_)
+    edges[pred.last_edge_ - 1].next = e;
+  else
+    pred.first_edge_ = e;
   pred.last_edge_ = e;
   ++graph_->pending_[id_];
 }
@@ -29,7 +31,8 @@ void Task::ready() {
 }
 
 void Task::finish() {
-  if (state_ != State::running) throw std::logic_error(std::string("task finished twice or before start: ") + name);
+  if (state_ != State::running)
+    throw std::logic_error(std::string("task finished twice or before start: ") + name);
   state_ = State::done;
   graph_->times_[id_].end = graph_->engine_.now();
   ++graph_->finished_;

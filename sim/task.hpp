@@ -63,7 +63,7 @@ class TaskGraph {
   TaskGraph& operator=(const TaskGraph&) = delete;
 
   Task& add(const char* name, std::int32_t lane = -1, std::int32_t category = -1,
-           std::int32_t index = -1);
+            std::int32_t index = -1);
   // Starts every task without predecessors (at the engine's current time).
   void start();
   std::size_t size() const { return tasks_.size(); }
@@ -104,8 +104,12 @@ class TaskGraph {
   std::size_t finished_ = 0;
 };
 
-inline Time Task::start_time() const { return graph_->times_[id_].start; }
-inline Time Task::end_time() const { return graph_->times_[id_].end; }
+inline Time Task::start_time() const {
+  return graph_->times_[id_].start;
+}
+inline Time Task::end_time() const {
+  return graph_->times_[id_].end;
+}
 
 template <class F>
 void Task::each_successor(F&& f) const {

@@ -31,8 +31,14 @@ class Time {
   constexpr auto operator<=>(const Time&) const = default;
   constexpr Time operator+(Time o) const { return Time(ns_ + o.ns_); }
   constexpr Time operator-(Time o) const { return Time(ns_ - o.ns_); }
-  constexpr Time& operator+=(Time o) { ns_ += o.ns_; return *this; }
-  constexpr Time& operator-=(Time o) { ns_ -= o.ns_; return *this; }
+  constexpr Time& operator+=(Time o) {
+    ns_ += o.ns_;
+    return *this;
+  }
+  constexpr Time& operator-=(Time o) {
+    ns_ -= o.ns_;
+    return *this;
+  }
 
  private:
   constexpr explicit Time(std::int64_t v) : ns_(v) {}
@@ -54,8 +60,14 @@ struct Quantity {
   constexpr Quantity operator*(double k) const { return {v * k}; }
   constexpr Quantity operator/(double k) const { return {v / k}; }
   constexpr double operator/(Quantity o) const { return v / o.v; }
-  constexpr Quantity& operator+=(Quantity o) { v += o.v; return *this; }
-  constexpr Quantity& operator-=(Quantity o) { v -= o.v; return *this; }
+  constexpr Quantity& operator+=(Quantity o) {
+    v += o.v;
+    return *this;
+  }
+  constexpr Quantity& operator-=(Quantity o) {
+    v -= o.v;
+    return *this;
+  }
 };
 
 struct BytesTag {};
@@ -76,11 +88,21 @@ constexpr double kKiB = 1024.0;
 constexpr double kMiB = 1024.0 * 1024.0;
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-constexpr Bytes bytes(double v) { return {v}; }
-constexpr Bytes GiB(double v) { return {v * kGiB}; }
-constexpr Bytes MiB(double v) { return {v * kMiB}; }
-constexpr BytesPerSec GBps(double v) { return {v * 1e9}; }
-constexpr FlopsPerSec TFLOPs(double v) { return {v * 1e12}; }
+constexpr Bytes bytes(double v) {
+  return {v};
+}
+constexpr Bytes GiB(double v) {
+  return {v * kGiB};
+}
+constexpr Bytes MiB(double v) {
+  return {v * kMiB};
+}
+constexpr BytesPerSec GBps(double v) {
+  return {v * 1e9};
+}
+constexpr FlopsPerSec TFLOPs(double v) {
+  return {v * 1e12};
+}
 
 // Time to move `amount` at `rate` (rounded up to the next nanosecond so that an activity is never
 // declared finished before its work is done).

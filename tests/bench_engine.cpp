@@ -37,7 +37,8 @@ static void EngineFluidSolve(benchmark::State& state) {
   for (int i = 0; i < n / 4 + 1; ++i) links.push_back(f.add_resource(1e9 * (1 + i % 3), "l"));
   std::vector<Fluid::FlowId> flows;
   for (int i = 0; i < n; ++i)
-    flows.push_back(f.start(1e18, {{links[i % links.size()], 1}, {common, 1}}, 1e9 * (1 + i % 5), {}));
+    flows.push_back(
+        f.start(1e18, {{links[i % links.size()], 1}, {common, 1}}, 1e9 * (1 + i % 5), {}));
   f.settle();
   std::size_t k = 0;
   for (auto _ : state) {

@@ -10,8 +10,8 @@ using namespace twin;
 
 namespace {
 const scenarios::Loaded& europa() {
-  static const auto l = scenarios::load_scenario(std::string(TWIN_SOURCE_DIR) + "/scenarios/europa.json",
-                                                 {TWIN_SOURCE_DIR, {}});
+  static const auto l = scenarios::load_scenario(
+      std::string(TWIN_SOURCE_DIR) + "/scenarios/europa.json", {TWIN_SOURCE_DIR, {}});
   return l;
 }
 }  // namespace
@@ -40,8 +40,9 @@ BENCHMARK(StepEuropaBuildGraph)->Unit(benchmark::kMillisecond)->Iterations(3);
 // standing for the others on the fabric. Targets (issue: ≤ 30 s and ≤ 4 GiB on the 2-core
 // machine): the time is the benchmark's; peak_rss_GiB is the process's peak resident memory.
 static void StepWholeMachineDp61(benchmark::State& state) {
-  static const auto l = scenarios::load_scenario(
-      std::string(TWIN_SOURCE_DIR) + "/scenarios/europa.json", {TWIN_SOURCE_DIR, {"parallel.dp=61"}});
+  static const auto l =
+      scenarios::load_scenario(std::string(TWIN_SOURCE_DIR) + "/scenarios/europa.json",
+                               {TWIN_SOURCE_DIR, {"parallel.dp=61"}});
   for (auto _ : state) benchmark::DoNotOptimize(scenarios::simulate(l, {}));
   rusage u{};
   getrusage(RUSAGE_SELF, &u);

@@ -41,7 +41,8 @@ TEST_SUITE("calibrate.nccl_tests") {
 
   TEST_CASE("importing the logs gives the measurement's tables back") {
     std::vector<std::string> files;
-    for (const char* f : {"all_gather_perf.txt", "reduce_scatter_perf.txt", "all_reduce_perf.txt", "alltoall_perf.txt"})
+    for (const char* f : {"all_gather_perf.txt", "reduce_scatter_perf.txt", "all_reduce_perf.txt",
+                          "alltoall_perf.txt"})
       files.push_back((kLogs / f).string());
     const auto back = calibrate::import_nccl_tests(files, 0);
     const auto orig = measured_x4();
@@ -52,10 +53,13 @@ TEST_SUITE("calibrate.nccl_tests") {
     for (const auto& r : back["results"]) {
       const auto it = by.find({r["collective"], r["max_ctas"], r["bytes"]});
       REQUIRE(it != by.end());
-      CHECK(r["median_ms"].get<double>() == doctest::Approx((*it->second)["median_ms"].get<double>()).epsilon(1e-3));
-      CHECK(r["busbw_GBps"].get<double>() == doctest::Approx((*it->second)["busbw_GBps"].get<double>()).epsilon(2e-3));
+      CHECK(r["median_ms"].get<double>() ==
+            doctest::Approx((*it->second)["median_ms"].get<double>()).epsilon(1e-3));
+      CHECK(r["busbw_GBps"].get<double>() ==
+            doctest::Approx((*it->second)["busbw_GBps"].get<double>()).epsilon(2e-3));
     }
     CHECK_THROWS_WITH_AS(calibrate::import_nccl_tests({(kLogs / "missing.txt").string()}, 0),
-                         doctest::Contains("missing.txt: cannot open the nccl-tests log"), std::runtime_error);
+                         doctest::Contains("missing.txt: cannot open the nccl-tests log"),
+                         std::runtime_error);
   }
 }

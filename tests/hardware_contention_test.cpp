@@ -44,7 +44,8 @@ TEST_SUITE("hardware.contention") {
     // 64 held: 64 usable: rounds 64, 64, 4 at b(64) = (132/64)^⅓ > 1.25 → 1.25.
     CHECK(m.slowdown(st, 64) == doctest::Approx(3 / 1.25));
   }
-  TEST_CASE("usable SMs of clusters: the measured table, linear between its points, whole clusters") {
+  TEST_CASE(
+      "usable SMs of clusters: the measured table, linear between its points, whole clusters") {
     const ContentionModel m = model();
     CHECK(m.usable_sms(Family::gemm, 0, 2) == 132);
     CHECK(m.usable_sms(Family::gemm, 33, 2) == 96);   // 128 + (64 − 128)·31/62 = 96
@@ -105,27 +106,28 @@ TEST_SUITE("hardware.contention") {
   TEST_CASE("bandwidth-bound grid kernel: no slowdown until its saturation SMs") {
     const ContentionModel m = model();
     const KernelShape ew{Family::ew_add, Schedule::grid, 16, 1e6};
-    CHECK(m.slowdown(ew, 70) == doctest::Approx(1.0).epsilon(0.01));  // 62 free ≥ 50
-    CHECK(m.slowdown(ew, 107) == doctest::Approx(2.0).epsilon(0.01)); // 25 free: 50/25
+    CHECK(m.slowdown(ew, 70) == doctest::Approx(1.0).epsilon(0.01));   // 62 free ≥ 50
+    CHECK(m.slowdown(ew, 107) == doctest::Approx(2.0).epsilon(0.01));  // 25 free: 50/25
     // One wave of 2,112 blocks (16 per SM) alone; with 2 held a second wave of 32 blocks runs
     // on 2 SMs at their own full rate: 2,080/50 + 32/2 over 2,112/50.
     const KernelShape one_wave{Family::ew_add, Schedule::grid, 16, 2112};
-    CHECK(m.slowdown(one_wave, 2) == doctest::Approx((2080.0 / 50 + 16) / (2112.0 / 50)).epsilon(0.01));
+    CHECK(m.slowdown(one_wave, 2) ==
+          doctest::Approx((2080.0 / 50 + 16) / (2112.0 / 50)).epsilon(0.01));
   }
   TEST_CASE("occupancy: the blocks of a kernel that fit on an SM, alone and beside a holder") {
     const BlockResources nccl{640, 96, 80 * 1024}, light{32, 16, 200 * 1024};
-    CHECK(blocks_beside({256, 16, 0}) == 8);              // threads: 2,048 / 256
-    CHECK(blocks_beside({128, 40, 0}) == 12);             // registers: 40 × 128 = 5,120 each
-    CHECK(blocks_beside({256, 16, 0}, nccl) == 1);        // 5 warps × 3,072 of a 16,384 partition
+    CHECK(blocks_beside({256, 16, 0}) == 8);        // threads: 2,048 / 256
+    CHECK(blocks_beside({128, 40, 0}) == 12);       // registers: 40 × 128 = 5,120 each
+    CHECK(blocks_beside({256, 16, 0}, nccl) == 1);  // 5 warps × 3,072 of a 16,384 partition
     CHECK(blocks_beside({128, 32, 0}, nccl) == 1);
     CHECK(blocks_beside({128, 40, 0}, nccl) == 0);
     // 17 warps: 4,096 registers left in three partitions but 1,024 in the first (measured: the
     // same rounds as beside 640 threads, reports/calibration/contention/ file g).
     CHECK(blocks_beside({256, 16, 0}, {544, 96, 80 * 1024}) == 1);
     CHECK(blocks_beside({256, 16, 0}, {384, 96, 80 * 1024}) == 6);  // 12 warps: then threads bind
-    CHECK(blocks_beside({256, 16, 0}, light) == 7);       // threads: 2,016 / 256
-    CHECK(blocks_beside({384, 168, 200 * 1024}, nccl) == 0);  // a GEMM's shared memory
-    CHECK(blocks_beside({}) == 0);                        // unknown block: nothing
+    CHECK(blocks_beside({256, 16, 0}, light) == 7);                 // threads: 2,016 / 256
+    CHECK(blocks_beside({384, 168, 200 * 1024}, nccl) == 0);        // a GEMM's shared memory
+    CHECK(blocks_beside({}) == 0);                                  // unknown block: nothing
   }
   TEST_CASE("a grid's blocks beside the holders: rounds step where the slots run out") {
     ContentionModel m = model();
@@ -178,7 +180,8 @@ TEST_SUITE("hardware.contention") {
         g.start();
         e.run();
         CAPTURE(held);
-        CHECK(t.end_time().to_s() == doctest::Approx(c.contention().slowdown(shape, held)).epsilon(1e-6));
+        CHECK(t.end_time().to_s() ==
+              doctest::Approx(c.contention().slowdown(shape, held)).epsilon(1e-6));
       }
     }
   }

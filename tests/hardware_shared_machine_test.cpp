@@ -24,17 +24,23 @@ TEST_SUITE("hardware.shared_machine") {
         const double u = background_share(mean, 7, static_cast<std::uint64_t>(k));
         sum += u, most = std::max(most, u);
       }
-      CHECK(sum / n == doctest::Approx(2 * mean <= 0.95 ? mean : 0.95 - 0.95 * 0.95 / (4 * mean)).epsilon(0.02));
+      CHECK(
+          sum / n ==
+          doctest::Approx(2 * mean <= 0.95 ? mean : 0.95 - 0.95 * 0.95 / (4 * mean)).epsilon(0.02));
       CHECK(most <= std::min(0.95, 2 * mean));
     }
     CHECK(background_share(0, 7, 1) == 0);
-    CHECK(background_share(0.3, 7, 1) == background_share(0.3, 7, 1));  // a draw is a function of its seed
+    CHECK(background_share(0.3, 7, 1) ==
+          background_share(0.3, 7, 1));  // a draw is a function of its seed
   }
 
-  TEST_CASE("a global link shared with other jobs' traffic carries a flow at the capacity they leave") {
+  TEST_CASE(
+      "a global link shared with other jobs' traffic carries a flow at the capacity they leave") {
     // Two groups, minimal routing: one flow of B bytes from group 0 to group 1 crosses the pair
     // bundle and both aggregates; with background load it runs at C·(1 − max share) of them.
-    NetworkSpec net{2 * 16, 16, 16, 16, 100, 2, 50};  // nodes, per group, per leaf, spines, leaf GBps, links/pair, GBps
+    NetworkSpec net{
+        2 * 16, 16, 16, 16,
+        100,    2,  50};  // nodes, per group, per leaf, spines, leaf GBps, links/pair, GBps
     SharedMachine m;
     m.background_global_load = 0.3;
     sim::Engine e;
@@ -81,10 +87,12 @@ TEST_SUITE("hardware.shared_machine") {
     for (int node = 0; node < 20000; ++node) slow += node_speed(m, node) < 1 ? 1 : 0;
     CHECK(slow / 20000.0 == doctest::Approx(0.1).epsilon(0.05));
     m.sample = 5;
-    CHECK(node_speed(m, 123) == node_speed(SharedMachine{.slow_node_fraction = 0.1, .slow_node_speed = 0.8}, 123));
+    CHECK(node_speed(m, 123) ==
+          node_speed(SharedMachine{.slow_node_fraction = 0.1, .slow_node_speed = 0.8}, 123));
   }
 
-  TEST_CASE("Slurm on a busy machine: one group when one has room, else the fullest-free groups first") {
+  TEST_CASE(
+      "Slurm on a busy machine: one group when one has room, else the fullest-free groups first") {
     NetworkSpec net{4 * 10, 10, 5, 2, 100, 1, 50};  // 4 groups of 10 nodes
     PlacementOptions o;
     o.policy = PlacementPolicy::slurm;

@@ -1,11 +1,11 @@
 // Tier 1–2: GPUs, kernel classes and collectives on hand-solvable cases.
 #include <doctest/doctest.h>
 
+#include <set>
+
 #include "hardware/collective.hpp"
 #include "hardware/ops.hpp"
 #include "tests/hardware_rig.hpp"
-
-#include <set>
 
 using namespace twin;
 using namespace twin::hardware;
@@ -170,7 +170,8 @@ TEST_SUITE("hardware.collectives") {
           r.cluster.solver_resource(r.cluster.links(8).nic_out),
           r.cluster.solver_resource(r.cluster.links(12).nic_out),
           r.cluster.solver_resource(r.cluster.links(12).nic_in),
-          r.cluster.solver_resource(r.cluster.links(0).nvl_out), r.cluster.links(8).h2d,
+          r.cluster.solver_resource(r.cluster.links(0).nvl_out),
+          r.cluster.links(8).h2d,
           r.cluster.solver_resource(r.cluster.links(8).h2d)};
     };
     std::vector<double> apart, merged;
@@ -268,34 +269,41 @@ TEST_SUITE("hardware.network") {
     // S = 4 GB over 4 ranks: A = 3 GB. Packed: nodes 0–3 share leaf 0, NIC-bound: 3/25 = 0.12 s
     // (+ 25 µs latency). Spread over 4 groups with minimal routing: every ring edge crosses one
     // 10 GB/s group pair: 0.3 s.
-    CHECK(ring_s(4, PlacementPolicy::packed, Routing::minimal, {{0, 4, 8, 12}}, 4e9) == doctest::Approx(0.12 + 25e-6));
-    CHECK(ring_s(4, PlacementPolicy::spread, Routing::minimal, {{0, 4, 8, 12}}, 4e9) == doctest::Approx(0.3 + 25e-6));
+    CHECK(ring_s(4, PlacementPolicy::packed, Routing::minimal, {{0, 4, 8, 12}}, 4e9) ==
+          doctest::Approx(0.12 + 25e-6));
+    CHECK(ring_s(4, PlacementPolicy::spread, Routing::minimal, {{0, 4, 8, 12}}, 4e9) ==
+          doctest::Approx(0.3 + 25e-6));
   }
   TEST_CASE("a blocking leaf bounds a ring between two leaves of a group; a non-blocking one not") {
     // One node per leaf, leaves with one 10 GB/s uplink: below the node's 4 × 25 GB/s of NICs.
     // Ring {0, 4} over nodes 0 and 1 (two leaves, one group), A = 1 GB: 0.1 s. With 100 GB/s
     // uplinks (non-blocking) the NIC bounds it: 1/25 = 0.04 s.
     const double lat = 10e-6 + 5e-6;
-    CHECK(ring_s(1, PlacementPolicy::packed, Routing::minimal, {{0, 4}}, 2e9, {0, 100, 1, 1, 10, 1, 10}) ==
-          doctest::Approx(0.1 + lat));
-    CHECK(ring_s(1, PlacementPolicy::packed, Routing::minimal, {{0, 4}}, 2e9, {0, 100, 1, 1, 100, 1, 10}) ==
-          doctest::Approx(0.04 + lat));
+    CHECK(ring_s(1, PlacementPolicy::packed, Routing::minimal, {{0, 4}}, 2e9,
+                 {0, 100, 1, 1, 10, 1, 10}) == doctest::Approx(0.1 + lat));
+    CHECK(ring_s(1, PlacementPolicy::packed, Routing::minimal, {{0, 4}}, 2e9,
+                 {0, 100, 1, 1, 100, 1, 10}) == doctest::Approx(0.04 + lat));
   }
   TEST_CASE("a saturated global link halves two flows") {
     // 2 groups, spread: nodes 0, 2 in group 0 and 1, 3 in group 1. Rings {0,4} and {8,12}, S =
     // 2 GB, A = 1 GB each, both over the one 10 GB/s link each way: 0.1 s alone, 0.2 s together.
     const double lat = 10e-6 + 5e-6;
-    CHECK(ring_s(2, PlacementPolicy::spread, Routing::minimal, {{0, 4}}, 2e9) == doctest::Approx(0.1 + lat));
-    CHECK(ring_s(2, PlacementPolicy::spread, Routing::minimal, {{0, 4}, {8, 12}}, 2e9) == doctest::Approx(0.2 + lat));
+    CHECK(ring_s(2, PlacementPolicy::spread, Routing::minimal, {{0, 4}}, 2e9) ==
+          doctest::Approx(0.1 + lat));
+    CHECK(ring_s(2, PlacementPolicy::spread, Routing::minimal, {{0, 4}, {8, 12}}, 2e9) ==
+          doctest::Approx(0.2 + lat));
   }
   TEST_CASE("minimal against adaptive and Valiant routing between two groups") {
     // 10 groups; ring {0, 4} between groups 0 and 1, A = 1 GB. Minimal: the 10 GB/s pair link,
     // 0.1 s. Valiant: spread over the groups' 9 × 10 GB/s egress and ingress, NIC-bound
     // (25 GB/s): 0.04 s. Adaptive, half non-minimal: 0.5 of A on the pair link, 20 GB/s: 0.05 s.
     const double lat = 10e-6 + 5e-6;
-    CHECK(ring_s(10, PlacementPolicy::spread, Routing::minimal, {{0, 4}}, 2e9) == doctest::Approx(0.1 + lat));
-    CHECK(ring_s(10, PlacementPolicy::spread, Routing::valiant, {{0, 4}}, 2e9) == doctest::Approx(0.04 + lat));
-    CHECK(ring_s(10, PlacementPolicy::spread, Routing::adaptive, {{0, 4}}, 2e9) == doctest::Approx(0.05 + lat));
+    CHECK(ring_s(10, PlacementPolicy::spread, Routing::minimal, {{0, 4}}, 2e9) ==
+          doctest::Approx(0.1 + lat));
+    CHECK(ring_s(10, PlacementPolicy::spread, Routing::valiant, {{0, 4}}, 2e9) ==
+          doctest::Approx(0.04 + lat));
+    CHECK(ring_s(10, PlacementPolicy::spread, Routing::adaptive, {{0, 4}}, 2e9) ==
+          doctest::Approx(0.05 + lat));
   }
   TEST_CASE("placement policies and Slurm node lists") {
     NetworkSpec net{5884, 240, 16, 16, 100, 20, 50};
@@ -326,7 +334,8 @@ TEST_SUITE("hardware.network") {
     CHECK_THROWS_AS(expand_hostlist("jpbo-[000-999999]-[000-999999]"), std::invalid_argument);
     // Found by fuzzing: empty ranges made loops without output, so no bound on names held.
     CHECK_THROWS_AS(expand_hostlist("x-[0-999]-[0-999]-[5-4]"), std::invalid_argument);
-    CHECK_THROWS_AS(expand_hostlist("x-[000-700]-[000-700]"), std::invalid_argument);  // > 100,000 names
+    CHECK_THROWS_AS(expand_hostlist("x-[000-700]-[000-700]"),
+                    std::invalid_argument);  // > 100,000 names
     CHECK_THROWS_AS(node_from_name("n-12345678901234-1", net, 5), std::invalid_argument);
     // Rack 7 of 5-rack groups is group 1, its 3rd rack (48 nodes per rack); slot 2.
     CHECK(node_from_name("jpbo-007-02", net, 5) == 240 + 2 * 48 + 1);

@@ -48,7 +48,7 @@ TEST_SUITE("model.accounting") {
     const auto p = count_params(j.model);
     // attention per layer: q 8·2·4=64, k 8·1·4=32, v 8·1·2=16, o 2·2·8=32 → 144; two layers.
     CHECK(p.attention == 288);
-    CHECK(p.router == 2 * 8 * 4);         // layers·hidden·experts
+    CHECK(p.router == 2 * 8 * 4);           // layers·hidden·experts
     CHECK(p.experts == 2 * 4 * 3 * 8 * 3);  // layers·experts·3·hidden·expert_hidden = 576
     CHECK(p.norms == (2 * 2 + 1) * 8);
     CHECK(p.embedding == 80);
@@ -152,9 +152,11 @@ TEST_SUITE("model.accounting") {
     j.model.top_k = 8;
     const auto& a = j.model.attention(0);
     const double h = static_cast<double>(j.model.hidden);
-    const double dense = static_cast<double>(a.q_heads * a.qk_head_dim + a.kv_heads * (a.qk_head_dim + a.v_head_dim)) +
+    const double dense = static_cast<double>(a.q_heads * a.qk_head_dim +
+                                             a.kv_heads * (a.qk_head_dim + a.v_head_dim)) +
                          h + 2.0 * static_cast<double>(j.model.experts);
     const double attn = static_cast<double>(a.q_heads * a.v_head_dim + 2 * a.q_heads);
-    CHECK(saved_bytes_per_token_layer(j.model, 0, Checkpointing::selective) == doctest::Approx(2 * (h + 0.5 * dense + attn)));
+    CHECK(saved_bytes_per_token_layer(j.model, 0, Checkpointing::selective) ==
+          doctest::Approx(2 * (h + 0.5 * dense + attn)));
   }
 }

@@ -4,10 +4,9 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <nlohmann/json.hpp>
-
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "model/caching_allocator.hpp"
@@ -68,8 +67,8 @@ TEST_CASE("allocator: sizes round to 512 B; small requests share 2 MiB segments"
   CHECK(CachingAllocator::round_size(1) == 512);
   CHECK(CachingAllocator::round_size(512) == 512);
   CHECK(CachingAllocator::round_size(513) == 1024);
-  CHECK(CachingAllocator::segment_size(MiB) == 2 * MiB);       // small pool
-  CHECK(CachingAllocator::segment_size(MiB + 512) == 20 * MiB); // < 10 MiB
+  CHECK(CachingAllocator::segment_size(MiB) == 2 * MiB);            // small pool
+  CHECK(CachingAllocator::segment_size(MiB + 512) == 20 * MiB);     // < 10 MiB
   CHECK(CachingAllocator::segment_size(11 * MiB + 1) == 12 * MiB);  // rounded to 2 MiB
   auto a = alloc(1 << 30);
   a.malloc(1, 0);
@@ -160,7 +159,8 @@ TEST_CASE("allocator: matches PyTorch's real caching allocator over consecutive 
     CAPTURE(file);
     CAPTURE(r["capacity_bytes"].get<std::int64_t>());
     CAPTURE(r["steps"].get<int>());
-    const auto got = replay(read(file), r["allowed_bytes"].get<std::int64_t>(), r["steps"].get<int>());
+    const auto got =
+        replay(read(file), r["allowed_bytes"].get<std::int64_t>(), r["steps"].get<int>());
     CHECK(got.total.peak_reserved == r["peak_reserved_bytes"].get<std::int64_t>());
     CHECK(got.total.peak_allocated == r["peak_allocated_bytes"].get<std::int64_t>());
     CHECK(got.total.reserved == r["end_reserved_bytes"].get<std::int64_t>());

@@ -21,8 +21,10 @@ TEST_SUITE("reports.html") {
     p.title = "t <1>";
     p.facts = {{"step", "1 s"}};
     p.provenance = "twin test";
-    p.sections = {{"S", {{"A", "caption a", {{"mark", "bar"}, {"data", {{"values", {{{"x", "</script>"}}}}}}}},
-                         {"B", "caption b", {{"mark", "line"}}}}}};
+    p.sections = {
+        {"S",
+         {{"A", "caption a", {{"mark", "bar"}, {"data", {{"values", {{{"x", "</script>"}}}}}}}},
+          {"B", "caption b", {{"mark", "line"}}}}}};
     const ChartLibraries libs{{"var vega=1;", "var vl=2;", "var embed=3;"}};
     const auto html = html_page(p, libs);
     CHECK(html == html_page(p, libs));

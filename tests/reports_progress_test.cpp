@@ -31,7 +31,7 @@ TEST_SUITE("reports.progress") {
     CHECK(s.find("twin: sweep: points 1/3 (33%)") != std::string::npos);
     CHECK(s.find("twin: sweep: points 2/3 (67%)") != std::string::npos);
     CHECK(s.find("twin: sweep: points 3/3 (100%)") != std::string::npos);  // the final line
-    CHECK(s.find('\r') == std::string::npos);                             // no redraws in a log
+    CHECK(s.find('\r') == std::string::npos);                              // no redraws in a log
     std::fclose(f);
     {
       Progress quiet("x", 2, nullptr);

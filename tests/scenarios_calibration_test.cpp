@@ -3,13 +3,13 @@
 // whose time alone is T runs beside a holder of k SMs that lasts 3T; the engine replays each
 // experiment and its slowdown is compared with the measured one.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
 #include <map>
-#include <fmt/format.h>
 
 #include "hardware/collective.hpp"
 #include "hardware/kernel_cost.hpp"
@@ -52,26 +52,31 @@ double engine_slowdown(hardware::KernelClass cls, int held) {
 
 }  // namespace
 
-TEST_CASE("FlexAttention priced by its mask blocks: the flex profile against the measured layouts") {
-  // calibrate/attention_bench.py on our H200 (reports/calibration/h200-2026-11-29-attention-raw.json):
-  // FlexAttention forward and backward at EUROPA's attention shape over documents of 512 … 65,536
-  // tokens, with and without a 128-token window. The profile's block fractions and query-block
-  // times were fitted on all 20 layouts (worst 9.8% / 7.0%); the 16 of equal documents are
-  // re-priced here through the twin's own block count and cost.
+TEST_CASE(
+    "FlexAttention priced by its mask blocks: the flex profile against the measured layouts") {
+  // calibrate/attention_bench.py on our H200
+  // (reports/calibration/h200-2026-11-29-attention-raw.json): FlexAttention forward and backward at
+  // EUROPA's attention shape over documents of 512 … 65,536 tokens, with and without a 128-token
+  // window. The profile's block fractions and query-block times were fitted on all 20 layouts
+  // (worst 9.8% / 7.0%); the 16 of equal documents are re-priced here through the twin's own block
+  // count and cost.
   const auto root = std::filesystem::path(TWIN_SOURCE_DIR);
   const auto loaded = scenarios::load_scenario(root / "scenarios/micro-step.json", {root, {}});
   const hardware::KernelCost cost(loaded.scenario.hw);
   REQUIRE(cost.block_attention());
-  const auto raw = scenarios::read_json_file(root / "reports/calibration/h200-2026-11-29-attention-raw.json");
+  const auto raw =
+      scenarios::read_json_file(root / "reports/calibration/h200-2026-11-29-attention-raw.json");
   const double block_flops = 2.0 * 64 * (192 + 128) * 128 * 128, heads = 64;
   int n = 0;
   for (const auto& r : raw["rows"]) {
     const std::string layout = r["layout"];
     if (r["backend"] != "flex" || layout.rfind("docs_", 0) != 0) continue;
     const std::int64_t tokens = r["tokens"], doc = std::stoll(layout.substr(5));
-    const double blocks = model::mask_blocks(std::vector<std::int64_t>(tokens / doc, doc), r["window"], 128);
+    const double blocks =
+        model::mask_blocks(std::vector<std::int64_t>(tokens / doc, doc), r["window"], 128);
     for (const bool bwd : {false, true}) {
-      const double t = cost.block_attention_s(block_flops * blocks * (bwd ? 2.5 : 1), tokens / 128.0 * heads, bwd);
+      const double t = cost.block_attention_s(block_flops * blocks * (bwd ? 2.5 : 1),
+                                              tokens / 128.0 * heads, bwd);
       const double measured = r[bwd ? "bwd_ms" : "fwd_ms"].get<double>() * 1e-3;
       CAPTURE(layout);
       CAPTURE(tokens);
@@ -91,7 +96,9 @@ TEST_CASE("engine kernel classes reproduce the measured SM-contention curves") {
   double worst_persistent = 0, worst_grid = 0;
   // TWIN_CALIBRATION_TABLE=1 prints the comparison as a Markdown table (reports/calibration/).
   const bool table = std::getenv("TWIN_CALIBRATION_TABLE") != nullptr;
-  if (table) fmt::print("| kernel | SMs held | measured slowdown | engine | error |\n|---|---:|---:|---:|---:|\n");
+  if (table)
+    fmt::print(
+        "| kernel | SMs held | measured slowdown | engine | error |\n|---|---:|---:|---:|---:|\n");
   for (const auto& r : rows) {
     const std::string k = r["kernel"];
     const int held = r["held_sms"];
@@ -156,13 +163,17 @@ struct CollectivePoint {
 // Every point of a twin-calibrate NCCL table below `max_bytes`, replayed by the engine on `gpus`
 // GPUs of one node of the h200-measured profile. TWIN_CALIBRATION_TABLE=1 prints them as the
 // Markdown tables of reports/calibration/.
-std::vector<CollectivePoint> engine_vs_nccl(const scenarios::Json& rows, int gpus, double max_bytes) {
+std::vector<CollectivePoint> engine_vs_nccl(const scenarios::Json& rows, int gpus,
+                                            double max_bytes) {
   const auto root = std::filesystem::path(TWIN_SOURCE_DIR);
   const auto loaded = scenarios::load_scenario(root / "scenarios/europa.json",
                                                {root, {"hardware.profile=h200-measured"}});
   const auto& hw = loaded.scenario.hw;
   const bool table = std::getenv("TWIN_CALIBRATION_TABLE") != nullptr;
-  if (table) fmt::print("| collective | maxCTAs | bytes | measured ms | engine ms | error |\n|---|---:|---:|---:|---:|---:|\n");
+  if (table)
+    fmt::print(
+        "| collective | maxCTAs | bytes | measured ms | engine ms | error "
+        "|\n|---|---:|---:|---:|---:|---:|\n");
   std::vector<CollectivePoint> out;
   for (const auto& r : rows) {
     const double bytes = r["bytes"];
@@ -170,7 +181,8 @@ std::vector<CollectivePoint> engine_vs_nccl(const scenarios::Json& rows, int gpu
     const std::string name = r["collective"];
     const auto kind = hardware::coll_kind_named(name).value();
     const int ctas = r["max_ctas"];
-    const double measured = r["median_ms"], model = engine_collective_ms(hw, kind, bytes, ctas, gpus);
+    const double measured = r["median_ms"],
+                 model = engine_collective_ms(hw, kind, bytes, ctas, gpus);
     out.push_back({name, ctas, bytes, measured, model, (model - measured) / measured});
     if (table)
       fmt::print("| {} | {} | {} | {:.3f} | {:.3f} | {:+.1f}% |\n", name, ctas,
@@ -236,8 +248,9 @@ TEST_CASE("a host copy beside a long GEMM: engine against the H200 measurement")
   // 1 GiB pinned copies on another. Measured: the copy keeps ≥ 98% of its bandwidth, the GEMMs
   // ≥ 99% of their speed. The engine shares HBM between them (hardware/ops.hpp): 55 GB/s of copy
   // and ~250 GB/s of GEMM traffic are far from 4 TB/s, so it predicts no slowdown either.
-  const auto j = scenarios::read_json_file(std::filesystem::path(TWIN_SOURCE_DIR) /
-                                           "reports/calibration/h200-2026-11-29-copy-beside-gemm.json");
+  const auto j =
+      scenarios::read_json_file(std::filesystem::path(TWIN_SOURCE_DIR) /
+                                "reports/calibration/h200-2026-11-29-copy-beside-gemm.json");
   const auto& m = j["measurements"]["copy_beside_gemm"];
   const double gemm_ms = m["gemm"]["alone_ms"];
   for (const char* dir : {"h2d_pinned", "d2h_pinned"}) {
@@ -253,13 +266,16 @@ TEST_CASE("a host copy beside a long GEMM: engine against the H200 measurement")
     hardware::run_kernel(gemm, c, 0, {gemm_ms * 1e-3, traffic, hardware::KernelClass::grid});
     const double bytes = r["bytes"].get<double>() * r["copies"].get<double>();
     auto& copy = g.add("copy");
-    hardware::run_copy(copy, c, 0, std::string(dir) == "h2d_pinned" ? hardware::CopyDir::h2d : hardware::CopyDir::d2h,
-                       bytes);
+    hardware::run_copy(
+        copy, c, 0,
+        std::string(dir) == "h2d_pinned" ? hardware::CopyDir::h2d : hardware::CopyDir::d2h, bytes);
     g.start();
     e.run();
     const double copy_ratio = bytes / copy.end_time().to_s() / 1e9 / r["alone_GBps"].get<double>();
     const double gemm_ratio = gemm.end_time().to_s() * 1e3 / gemm_ms;
-    CHECK(copy_ratio == doctest::Approx(r["beside_gemm_GBps"].get<double>() / r["alone_GBps"].get<double>()).epsilon(0.03));
+    CHECK(copy_ratio ==
+          doctest::Approx(r["beside_gemm_GBps"].get<double>() / r["alone_GBps"].get<double>())
+              .epsilon(0.03));
     CHECK(gemm_ratio == doctest::Approx(r["gemm_slowdown"].get<double>()).epsilon(0.02));
   }
 }
@@ -282,13 +298,14 @@ TEST_CASE("the micro-training step: twin against its real execution on our H200"
               {"micro-step-max-ctas-64.json", "nccl.max_ctas=64"},
               {"micro-step-seq-8192.json", "training.seq_len=8192"},
               {"micro-step-seq-32768.json", "training.seq_len=32768"}};
-  const std::map<std::string, double> budget{{"attention", 0.20}, {"elementwise", 0.15},
+  const std::map<std::string, double> budget{{"attention", 0.20},   {"elementwise", 0.15},
                                              {"expert_gemm", 0.20}, {"other_gemm", 0.10},
-                                             {"copy_d2h", 0.10}, {"copy_h2d", 0.10}};
+                                             {"copy_d2h", 0.10},    {"copy_h2d", 0.10}};
   for (const auto& run : runs) {
     const std::string file = run.file;
     CAPTURE(file);
-    const auto measured = scenarios::read_json_file(root / "reports/calibration/micro-step" / run.file);
+    const auto measured =
+        scenarios::read_json_file(root / "reports/calibration/micro-step" / run.file);
     scenarios::LoadOptions lo{root, {run.set}};
     const auto loaded = scenarios::load_scenario(root / "scenarios/micro-step.json", lo);
     scenarios::RunOptions o;
@@ -305,7 +322,8 @@ TEST_CASE("the micro-training step: twin against its real execution on our H200"
     double m_begin = 1e30, m_compute_end = 0;
     for (const auto& t : measured["tasks"]) {
       m_begin = std::min(m_begin, t["measured_start_s"].get<double>());
-      if (t["stream"] == "compute") m_compute_end = std::max(m_compute_end, t["measured_end_s"].get<double>());
+      if (t["stream"] == "compute")
+        m_compute_end = std::max(m_compute_end, t["measured_end_s"].get<double>());
     }
     const double err = (end - begin) / measured["step"]["measured_s"].get<double>() - 1;
     const double compute_err = (compute_end - begin) / (m_compute_end - m_begin) - 1;

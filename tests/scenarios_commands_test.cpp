@@ -2,16 +2,15 @@
 // writes, temporaries on signals) and the CLI's parameter table.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
-
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <csignal>
 #include <filesystem>
-#include <map>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <sstream>
 
 #include "reports/output.hpp"
@@ -27,7 +26,9 @@ const fs::path kRoot = TWIN_SOURCE_DIR;
 }  // namespace
 
 TEST_SUITE("scenarios.sweep") {
-  TEST_CASE("tune: the configurations that fit, best first, explained; those that cannot run counted by reason") {
+  TEST_CASE(
+      "tune: the configurations that fit, best first, explained; those that cannot run counted by "
+      "reason") {
     CommonArgs args;
     args.scenario = (kRoot / "tests/golden/small.json").string();
     args.data_dir = kRoot.string();
@@ -45,7 +46,8 @@ TEST_SUITE("scenarios.sweep") {
     const auto& top = one["top"];
     REQUIRE(top.size() == 4);
     for (std::size_t i = 1; i < top.size(); ++i)
-      CHECK(top[i - 1]["tokens_per_s_per_gpu"].get<double>() >= top[i]["tokens_per_s_per_gpu"].get<double>());
+      CHECK(top[i - 1]["tokens_per_s_per_gpu"].get<double>() >=
+            top[i]["tokens_per_s_per_gpu"].get<double>());
     // The explanation is the step's difference from the baseline, part by part.
     for (const auto& c : top) {
       double parts = 0;
@@ -55,8 +57,9 @@ TEST_SUITE("scenarios.sweep") {
     // The baseline (nccl.max_ctas 16, seq_len 4096: the scenario as given) is among them, at ×1.
     bool found = false;
     for (const auto& c : top)
-      found = found || (c["values"]["nccl.max_ctas"] == "16" && c["values"]["training.seq_len"] == "4096" &&
-                        c["relative_to_baseline"].get<double>() == doctest::Approx(1.0));
+      found = found ||
+              (c["values"]["nccl.max_ctas"] == "16" && c["values"]["training.seq_len"] == "4096" &&
+               c["relative_to_baseline"].get<double>() == doctest::Approx(1.0));
     CHECK(found);
     t.objective = "tokens";
     CHECK_THROWS_AS(tune_json(args, t), InputError);
@@ -73,7 +76,8 @@ TEST_SUITE("scenarios.sweep") {
     const auto dir = fs::temp_directory_path() / ("twin-shard-" + std::to_string(::getpid()));
     fs::create_directories(dir);
     SweepArgs sw;
-    sw.grid = {"nccl.max_ctas=8,16,32", "training.seq_len=2048,4096"};  // 6 points over 4 shards: one gets 1
+    sw.grid = {"nccl.max_ctas=8,16,32",
+               "training.seq_len=2048,4096"};  // 6 points over 4 shards: one gets 1
     std::ostringstream ignored;
     for (const char* ext : {".csv", ".json"}) {
       sw.out = (dir / (std::string("full") + ext)).string();
@@ -117,7 +121,8 @@ TEST_SUITE("scenarios.sweep") {
     CHECK_THROWS_AS(parse_shard("-1/2"), InputError);
     CHECK(parse_shard("3/16") == std::pair{3, 16});
     sw.out.clear();
-    CHECK_THROWS_WITH_AS(cmd_sweep(args, sw, ignored), doctest::Contains("needs --out"), InputError);
+    CHECK_THROWS_WITH_AS(cmd_sweep(args, sw, ignored), doctest::Contains("needs --out"),
+                         InputError);
     fs::remove_all(dir);
   }
 
@@ -186,13 +191,16 @@ TEST_SUITE("scenarios.sweep") {
     SweepArgs sw;
     sw.grid = {"nccl.max_ctas=8,16,32"};
     const auto full = sweep_json(args, sw);
-    const auto progress = fs::temp_directory_path() / ("twin-sweep-" + std::to_string(::getpid()) + ".partial");
+    const auto progress =
+        fs::temp_directory_path() / ("twin-sweep-" + std::to_string(::getpid()) + ".partial");
     // An interrupted run: its header, two finished points, a torn line.
     const std::string header = sweep_progress_header(args, sw);
     {
       std::ofstream f(progress);
-      f << header << "\n" << Json{{"i", 0}, {"row", full[0]}}.dump() << "\n"
-        << Json{{"i", 2}, {"row", full[2]}}.dump() << "\n" << "{\"i\": 1, \"ro";
+      f << header << "\n"
+        << Json{{"i", 0}, {"row", full[0]}}.dump() << "\n"
+        << Json{{"i", 2}, {"row", full[2]}}.dump() << "\n"
+        << "{\"i\": 1, \"ro";
     }
     CHECK(sweep_json(args, sw, progress.string()).dump() == full.dump());
     // The finished points are taken, not recomputed: a marked row comes back as it was.
@@ -217,13 +225,20 @@ TEST_SUITE("scenarios.sweep") {
       std::ofstream f(progress);
       Json other_point = full[2];  // a row of point 2 filed as point 1: not this point's
       other_point["tokens_per_s_per_gpu"] = -1;
-      f << header << "\n" << R"({"i": "x", "row": {}})" << "\n" << R"({"i": 99, "row": {}})" << "\n"
-        << R"({"i": 1, "row": 5})" << "\n" << Json{{"i", 1}, {"row", other_point}}.dump() << "\n";
+      f << header << "\n"
+        << R"({"i": "x", "row": {}})"
+        << "\n"
+        << R"({"i": 99, "row": {}})"
+        << "\n"
+        << R"({"i": 1, "row": 5})"
+        << "\n"
+        << Json{{"i", 1}, {"row", other_point}}.dump() << "\n";
     }
     CHECK(sweep_json(args, sw, progress.string()).dump() == full.dump());
     // The header changes with the scenario's content under the same arguments.
     {
-      const auto copy = fs::temp_directory_path() / ("twin-sweep-" + std::to_string(::getpid()) + ".json");
+      const auto copy =
+          fs::temp_directory_path() / ("twin-sweep-" + std::to_string(::getpid()) + ".json");
       Json j = read_json_file(kRoot / "tests/golden/small.json");
       j["base"] = (kRoot / "scenarios/europa.json").string();
       std::ofstream(copy) << j.dump();
@@ -236,7 +251,8 @@ TEST_SUITE("scenarios.sweep") {
       fs::remove(copy);
     }
     // Through the command: the output is written and the progress file removed.
-    sw.out = (fs::temp_directory_path() / ("twin-sweep-" + std::to_string(::getpid()) + ".json")).string();
+    sw.out = (fs::temp_directory_path() / ("twin-sweep-" + std::to_string(::getpid()) + ".json"))
+                 .string();
     std::ostringstream sink;
     CHECK(cmd_sweep(args, sw, sink) == 0);
     CHECK(fs::file_size(sw.out) > 0);
@@ -275,7 +291,8 @@ TEST_SUITE("scenarios.outputs") {
     ::kill(child, SIGTERM);
     int status = 0;
     ::waitpid(child, &status, 0);
-    if (WIFSIGNALED(status)) CHECK_FALSE(fs::exists(tmp));  // else it finished first: nothing to check
+    if (WIFSIGNALED(status))
+      CHECK_FALSE(fs::exists(tmp));  // else it finished first: nothing to check
     fs::remove_all(dir);
   }
 }
@@ -294,7 +311,8 @@ TEST_SUITE("scenarios.cli") {
 
 TEST_SUITE("scenarios.report") {
   TEST_CASE("a sweep's CSV reads back as its rows; the heatmap marks points that cannot run") {
-    const fs::path f = fs::temp_directory_path() / ("twin-report-" + std::to_string(::getpid()) + ".csv");
+    const fs::path f =
+        fs::temp_directory_path() / ("twin-report-" + std::to_string(::getpid()) + ".csv");
     std::ofstream(f) << "nccl.max_ctas,training.seq_len,tokens_per_s_per_gpu,oom,fits,error\n"
                         "16,32768,751.8,false,true,\n"
                         "8,65536,,true,false,\"out of HBM, 95 GiB\"\n";
@@ -309,9 +327,11 @@ TEST_SUITE("scenarios.report") {
     CHECK(values[1]["label"] == "OOM");
     CHECK(values[0]["xn"] == 16.0);  // ordered as numbers, not as text
     std::ofstream(f) << "a,b\n1,2,3\n";
-    CHECK_THROWS_WITH_AS(read_sweep_rows(f.string()), doctest::Contains("line 2: 3 cells, the header has 2"), InputError);
+    CHECK_THROWS_WITH_AS(read_sweep_rows(f.string()),
+                         doctest::Contains("line 2: 3 cells, the header has 2"), InputError);
     std::ofstream(f) << "tokens_per_s_per_gpu\n5\n";
-    CHECK_THROWS_AS(sweep_chart(read_sweep_rows(f.string()), f.string()), InputError);  // no grid key
+    CHECK_THROWS_AS(sweep_chart(read_sweep_rows(f.string()), f.string()),
+                    InputError);  // no grid key
     fs::remove(f);
   }
   TEST_CASE("the run's charts carry its numbers") {
@@ -338,7 +358,8 @@ TEST_SUITE("scenarios.report") {
       REQUIRE(!h.empty());
       CHECK(h.back()["pool"].is_string());
       double when = 0, total = 0, peak = 0;  // over the step, in time order
-      std::map<std::pair<double, std::string>, int> samples;  // (time, pool): one each, else they stack
+      std::map<std::pair<double, std::string>, int>
+          samples;  // (time, pool): one each, else they stack
       for (const auto& v : h) {
         if (v["t_s"].get<double>() > when) total = 0;
         CHECK(v["t_s"].get<double>() >= when);
@@ -348,7 +369,8 @@ TEST_SUITE("scenarios.report") {
       }
       CHECK(when <= r.json["step_time_s"].get<double>());
       // The stacked pools reach the replay's peak (samples thinned to ~2,000 may miss it a little).
-      const double want = rank0[reserved ? "peak_reserved_GiB" : "peak_allocated_GiB"].get<double>();
+      const double want =
+          rank0[reserved ? "peak_reserved_GiB" : "peak_allocated_GiB"].get<double>();
       CHECK(peak <= want + 1e-9);
       CHECK(peak >= 0.95 * want);
     }

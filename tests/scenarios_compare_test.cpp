@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "reports/output.hpp"
 #include "real_traces.hpp"
+#include "reports/output.hpp"
 #include "scenarios/commands.hpp"
 #include "scenarios/kineto.hpp"
 
@@ -18,7 +18,8 @@ const fs::path kTraces = fs::path(TWIN_SOURCE_DIR) / "tests/data/traces";
 
 std::map<std::string, int> counts(const KinetoStep& s) {
   std::map<std::string, int> n;
-  for (const auto& a : s.activities) ++n[a.category + (a.collective.empty() ? "" : ":" + a.collective)];
+  for (const auto& a : s.activities)
+    ++n[a.category + (a.collective.empty() ? "" : ":" + a.collective)];
   return n;
 }
 }  // namespace
@@ -26,26 +27,36 @@ std::map<std::string, int> counts(const KinetoStep& s) {
 TEST_SUITE("scenarios.compare") {
   TEST_CASE("kernel names go to the twin's categories") {
     std::string kind;
-    CHECK(activity_category("kernel", "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", kind) ==
-          "collective");
+    CHECK(activity_category("kernel",
+                            "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+                            kind) == "collective");
     CHECK(kind == "all_gather");
-    CHECK(activity_category("kernel", "ncclDevKernel_ReduceScatter_Sum_bf16_RING_SIMPLE", kind) == "collective");
-    CHECK(kind == "reduce_scatter");
-    CHECK(activity_category("kernel", "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", kind) == "collective");
-    CHECK(kind == "all_to_all");
-    CHECK(activity_category("kernel", "void twin::kernels::(anonymous namespace)::sm_hold_until<88, true>(int*)", kind) ==
+    CHECK(activity_category("kernel", "ncclDevKernel_ReduceScatter_Sum_bf16_RING_SIMPLE", kind) ==
           "collective");
+    CHECK(kind == "reduce_scatter");
+    CHECK(activity_category("kernel", "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)",
+                            kind) == "collective");
+    CHECK(kind == "all_to_all");
+    CHECK(activity_category(
+              "kernel", "void twin::kernels::(anonymous namespace)::sm_hold_until<88, true>(int*)",
+              kind) == "collective");
     CHECK(kind == "stand_in");
-    CHECK(activity_category("kernel", "nvjet_sm90_tst_192x192_64x3_1x2_h_bz_coopB_NNN", kind) == "other_gemm");
+    CHECK(activity_category("kernel", "nvjet_sm90_tst_192x192_64x3_1x2_h_bz_coopB_NNN", kind) ==
+          "other_gemm");
     CHECK(kind.empty());
-    CHECK(activity_category("kernel", "_ZN7cutlass13device_kernelIN2at4cuda6detail25enable_3x_kernel_for_sm9xINS_4gemm6"
-                                      "kernel13GemmUniversalINS5_17GroupProblemShapeIN4cute5tupleIJiiiEEEEE", kind) ==
-          "expert_gemm");
-    CHECK(activity_category("kernel", "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16", kind) == "attention");
+    CHECK(activity_category(
+              "kernel",
+              "_ZN7cutlass13device_kernelIN2at4cuda6detail25enable_3x_kernel_for_sm9xINS_4gemm6"
+              "kernel13GemmUniversalINS5_17GroupProblemShapeIN4cute5tupleIJiiiEEEEE",
+              kind) == "expert_gemm");
+    CHECK(activity_category("kernel", "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16",
+                            kind) == "attention");
     CHECK(activity_category("kernel", "triton_tem_fused_flex_attention_0", kind) == "attention");
-    CHECK(activity_category("kernel", "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<>", kind) ==
-          "optimizer_gpu");
-    CHECK(activity_category("kernel", "void at::native::vectorized_elementwise_kernel<8, neg>", kind) == "elementwise");
+    CHECK(activity_category("kernel",
+                            "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<>",
+                            kind) == "optimizer_gpu");
+    CHECK(activity_category("kernel", "void at::native::vectorized_elementwise_kernel<8, neg>",
+                            kind) == "elementwise");
     CHECK(activity_category("gpu_memcpy", "Memcpy DtoH (Device -> Pinned)", kind) == "copy_d2h");
     CHECK(activity_category("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", kind) == "copy_h2d");
     CHECK(activity_category("gpu_memcpy", "Memcpy DtoD (Device -> Device)", kind) == "copy_d2d");
@@ -76,8 +87,9 @@ TEST_SUITE("scenarios.compare") {
     CHECK(n.at("attention") == 8);  // two layers, forward and backward, with their set-up kernels
     CHECK(n.at("optimizer_gpu") > 0);
     CHECK(n.count("collective:all_gather") == 0);  // one GPU: FSDP2 has no peer to gather from
-    CHECK_THROWS_WITH_AS(read_kineto((kTraces / "moe-step.trace.json.gz").string(), "ProfilerStep#7"),
-                         doctest::Contains("ProfilerStep#2"), InputError);
+    CHECK_THROWS_WITH_AS(
+        read_kineto((kTraces / "moe-step.trace.json.gz").string(), "ProfilerStep#7"),
+        doctest::Contains("ProfilerStep#2"), InputError);
   }
 
   TEST_CASE("what is not a trace is refused by name") {
@@ -87,20 +99,25 @@ TEST_SUITE("scenarios.compare") {
       std::ofstream(dir / name, std::ios::binary) << text;
       return (dir / name).string();
     };
-    CHECK_THROWS_WITH_AS(read_kineto(write("a.json", "{\"x\": 1}")), doctest::Contains("traceEvents"), InputError);
-    CHECK_THROWS_WITH_AS(read_kineto(write("b.json", "[1,")), doctest::Contains("b.json"), InputError);
-    const std::string gz = twin::reports::gzip("{\"traceEvents\": []}");
-    CHECK_THROWS_WITH_AS(read_kineto(write("c.json.gz", gz.substr(0, gz.size() / 2))), doctest::Contains("gzip"),
+    CHECK_THROWS_WITH_AS(read_kineto(write("a.json", "{\"x\": 1}")),
+                         doctest::Contains("traceEvents"), InputError);
+    CHECK_THROWS_WITH_AS(read_kineto(write("b.json", "[1,")), doctest::Contains("b.json"),
                          InputError);
-    CHECK_THROWS_WITH_AS(read_kineto(write("d.json.gz", gz)), doctest::Contains("no GPU activity"), InputError);
+    const std::string gz = twin::reports::gzip("{\"traceEvents\": []}");
+    CHECK_THROWS_WITH_AS(read_kineto(write("c.json.gz", gz.substr(0, gz.size() / 2))),
+                         doctest::Contains("gzip"), InputError);
+    CHECK_THROWS_WITH_AS(read_kineto(write("d.json.gz", gz)), doctest::Contains("no GPU activity"),
+                         InputError);
     CHECK_THROWS_AS(read_kineto((dir / "missing.json").string()), InputError);
     CHECK_THROWS_WITH_AS(read_kineto(write("e.json", "{\"traceEvents\": [{\"cat\": 3}]}")),
                          doctest::Contains("unexpected shape"), InputError);
-    CHECK_THROWS_WITH_AS(read_kineto(write("f.json", "{\"traceEvents\": [{\"cat\": \"kernel\", \"ts\": 1, "
-                                                     "\"dur\": 2, \"args\": {\"grid\": [0, 1, 1]}}]}")),
+    CHECK_THROWS_WITH_AS(read_kineto(write("f.json",
+                                           "{\"traceEvents\": [{\"cat\": \"kernel\", \"ts\": 1, "
+                                           "\"dur\": 2, \"args\": {\"grid\": [0, 1, 1]}}]}")),
                          doctest::Contains("args.grid"), InputError);
-    CHECK_THROWS_WITH_AS(read_kineto(write("g.json", "{\"traceEvents\": [{\"cat\": \"kernel\", \"ts\": 1}]}")),
-                         doctest::Contains("ts and dur"), InputError);
+    CHECK_THROWS_WITH_AS(
+        read_kineto(write("g.json", "{\"traceEvents\": [{\"cat\": \"kernel\", \"ts\": 1}]}")),
+        doctest::Contains("ts and dur"), InputError);
     fs::remove_all(dir);
   }
 
@@ -132,7 +149,8 @@ TEST_SUITE("scenarios.compare") {
     // The harness ran the twin's own plan: the same collectives with the same CTAs (NCCL_MAX_CTAS
     // = 16 caps the expert gathers and all-to-alls; the dense ones take 8), and a whole step that
     // the micro-step's validation already holds within 10% (scenarios_calibration_test).
-    CHECK(twin["categories"]["collective"]["launches"] == real["categories"]["collective"]["launches"]);
+    CHECK(twin["categories"]["collective"]["launches"] ==
+          real["categories"]["collective"]["launches"]);
     // How many overlap at once is timing (a 16-CTA collective starting a little earlier or later
     // lifts the maximum by 16); held on average while any runs is the plan's.
     const auto& th = twin["sms_held_by_collectives"];
@@ -144,7 +162,9 @@ TEST_SUITE("scenarios.compare") {
     CHECK(std::abs(step_err) < 0.10);
     for (const char* cat : {"other_gemm", "elementwise", "copy_d2h"}) {
       CAPTURE(cat);
-      const double err = twin["categories"][cat]["seconds"].get<double>() / real["categories"][cat]["seconds"].get<double>() - 1;
+      const double err = twin["categories"][cat]["seconds"].get<double>() /
+                             real["categories"][cat]["seconds"].get<double>() -
+                         1;
       CHECK(std::abs(err) < 0.10);
     }
     CHECK(compare_json(args, cmp).dump() == j.dump());  // the same inputs, the same answer
@@ -167,7 +187,8 @@ TEST_SUITE("scenarios.collective") {
     REQUIRE(j["rows"].size() == 3);
     double last = 0;
     for (const auto& r : j["rows"]) {
-      const double size = r["size_B"], t = r["time_us"], alg = r["algbw_GBps"], bus = r["busbw_GBps"];
+      const double size = r["size_B"], t = r["time_us"], alg = r["algbw_GBps"],
+                   bus = r["busbw_GBps"];
       CHECK(alg == doctest::Approx(size / (t * 1e-6) / 1e9));
       CHECK(bus == doctest::Approx(alg * 3 / 4));  // all-gather: (n − 1)/n
       CHECK(alg >= last);                          // latency counts less as messages grow

@@ -41,34 +41,42 @@ TEST_SUITE("scenarios.network") {
     // With per-GPU jitter and slow nodes every replica's GPUs differ; one simulated replica takes
     // the speeds of the replica whose GPU is slowest. Against every replica simulated:
     auto run = [](const std::vector<std::string>& more) {
-      std::vector<std::string> s{"placement.policy=spread", "shared.step_jitter=0.05", "shared.slow_node_fraction=0.2",
-                                 "shared.slow_node_speed=0.85", "parallel.dp=4"};
+      std::vector<std::string> s{"placement.policy=spread", "shared.step_jitter=0.05",
+                                 "shared.slow_node_fraction=0.2", "shared.slow_node_speed=0.85",
+                                 "parallel.dp=4"};
       s.insert(s.end(), more.begin(), more.end());  // later settings win
       return simulate(small(std::move(s)), {}).json;
     };
-    const auto one = run({}), all = run({"placement.simulate_all_replicas=true"}), calm = run({"shared.step_jitter=0",
-                                                                                             "shared.slow_node_fraction=0"});
+    const auto one = run({}), all = run({"placement.simulate_all_replicas=true"}),
+               calm = run({"shared.step_jitter=0", "shared.slow_node_fraction=0"});
     CHECK(one["tokens_per_s_per_gpu"].get<double>() ==
           doctest::Approx(all["tokens_per_s_per_gpu"].get<double>()).epsilon(0.03));
     // (the profile's fixed spread hashes a GPU's index among the simulated ones: within 2%)
     CHECK(one["network"]["slowest_gpu_speed"].get<double>() ==
           doctest::Approx(all["network"]["slowest_gpu_speed"].get<double>()).epsilon(0.02));
-    CHECK(one["tokens_per_s_per_gpu"].get<double>() < 0.97 * calm["tokens_per_s_per_gpu"].get<double>());
+    CHECK(one["tokens_per_s_per_gpu"].get<double>() <
+          0.97 * calm["tokens_per_s_per_gpu"].get<double>());
   }
-  TEST_CASE("plan-dp --samples: percentiles over draws of the shared machine, the same for the same seed") {
+  TEST_CASE(
+      "plan-dp --samples: percentiles over draws of the shared machine, the same for the same "
+      "seed") {
     CommonArgs args;
     args.scenario = (kRoot / "tests/golden/small.json").string();
     args.data_dir = kRoot.string();
-    args.sets = {"shared.step_jitter=0.05", "shared.background_global_load=0.3", "placement.policy=spread"};
+    args.sets = {"shared.step_jitter=0.05", "shared.background_global_load=0.3",
+                 "placement.policy=spread"};
     PlanDpArgs plan;
     plan.replicas = {2};
     plan.samples = 5;
     plan.jobs = 2;
     const auto j = plan_dp_json(args, plan);
     for (const auto& r : j["rows"]) {
-      CHECK(r["tokens_per_s_per_gpu_p10"].get<double>() <= r["tokens_per_s_per_gpu_p50"].get<double>());
-      CHECK(r["tokens_per_s_per_gpu_p50"].get<double>() <= r["tokens_per_s_per_gpu_p90"].get<double>());
-      CHECK(r["tokens_per_s_per_gpu_p10"].get<double>() < r["tokens_per_s_per_gpu_p90"].get<double>());
+      CHECK(r["tokens_per_s_per_gpu_p10"].get<double>() <=
+            r["tokens_per_s_per_gpu_p50"].get<double>());
+      CHECK(r["tokens_per_s_per_gpu_p50"].get<double>() <=
+            r["tokens_per_s_per_gpu_p90"].get<double>());
+      CHECK(r["tokens_per_s_per_gpu_p10"].get<double>() <
+            r["tokens_per_s_per_gpu_p90"].get<double>());
       CHECK(r["tokens_per_s_per_gpu"] == r["tokens_per_s_per_gpu_p50"]);
     }
     CHECK(plan_dp_json(args, plan)["rows"] == j["rows"]);
@@ -79,7 +87,8 @@ TEST_SUITE("scenarios.network") {
     const auto spread = plan_dp_json(args, plan);
     REQUIRE(cmp["rows"].size() == spread["rows"].size());
     for (std::size_t i = 0; i < spread["rows"].size(); ++i) {
-      CHECK(cmp["rows"][i]["tokens_per_s_per_gpu_by_placement"]["spread"] == spread["rows"][i]["tokens_per_s_per_gpu"]);
+      CHECK(cmp["rows"][i]["tokens_per_s_per_gpu_by_placement"]["spread"] ==
+            spread["rows"][i]["tokens_per_s_per_gpu"]);
       CHECK(cmp["rows"][i]["tokens_per_s_per_gpu_by_placement"].contains("packed"));
     }
     plan.placement.clear();

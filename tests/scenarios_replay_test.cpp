@@ -24,7 +24,8 @@ TraceActivity act(std::int64_t stream, double start_us, double dur_us, double la
   return a;
 }
 
-Json replay_of(const char* trace, std::vector<std::string> to = {}, std::vector<std::string> sets = {}) {
+Json replay_of(const char* trace, std::vector<std::string> to = {},
+               std::vector<std::string> sets = {}) {
   CommonArgs args;
   args.scenario = (fs::path(TWIN_SOURCE_DIR) / "scenarios/micro-step.json").string();
   args.data_dir = TWIN_SOURCE_DIR;
@@ -42,15 +43,18 @@ double category_change(const Json& j, const char* cat) {
 }  // namespace
 
 TEST_SUITE("scenarios.replay") {
-  TEST_CASE("dependencies from timing: stream order, a wait on another stream, the host, a front-end gap") {
+  TEST_CASE(
+      "dependencies from timing: stream order, a wait on another stream, the host, a front-end "
+      "gap") {
     KinetoStep s;
-    s.activities = {act(7, 0, 100, -20),       // 0: the first
-                    act(9, 0, 300, -15),       // 1: another stream, at once
-                    act(7, 100, 50, 0),        // 2: queued behind 0
-                    act(7, 300, 20, 5),        // 3: launched long before, starts as 1 ends: waits on 1
-                    act(7, 1000, 10, 988),     // 4: launched late: the host held it back (12 µs)
-                    act(7, 1030, 10, 989),     // 5: 20 µs after 4 with nothing ending between: front end
-                    act(7, 2000, 10, 990)};    // 6: 960 µs of idle time nothing explains
+    s.activities = {
+        act(7, 0, 100, -20),     // 0: the first
+        act(9, 0, 300, -15),     // 1: another stream, at once
+        act(7, 100, 50, 0),      // 2: queued behind 0
+        act(7, 300, 20, 5),      // 3: launched long before, starts as 1 ends: waits on 1
+        act(7, 1000, 10, 988),   // 4: launched late: the host held it back (12 µs)
+        act(7, 1030, 10, 989),   // 5: 20 µs after 4 with nothing ending between: front end
+        act(7, 2000, 10, 990)};  // 6: 960 µs of idle time nothing explains
     const auto d = infer_dependencies(s);
     CHECK(d.stream_pred == std::vector<int>{-1, -1, 0, 2, 3, 4, 5});
     CHECK(d.waits_on == std::vector<int>{-1, -1, -1, 1, -1, -1, -1});
@@ -72,18 +76,22 @@ TEST_SUITE("scenarios.replay") {
       // Kernels keep their measured times: what the held SMs took is removed and given back.
       for (const char* cat : {"other_gemm", "expert_gemm", "attention", "elementwise"})
         CHECK(category_change(j, cat) == doctest::Approx(1).epsilon(0.02));
-      CHECK(replay_of(trace, {}, {setting}).dump() == j.dump());  // the same inputs, the same answer
+      CHECK(replay_of(trace, {}, {setting}).dump() ==
+            j.dump());  // the same inputs, the same answer
     }
     const Json micro = replay_of("micro-step-max-ctas-16.trace.json.gz");
     CHECK(micro["dependencies"]["cross_stream"].get<int>() > 20);  // the plan's event waits, found
   }
 
-  TEST_CASE("what-ifs: fewer CTAs held speed the kernels beside them; another GPU rescales each category") {
+  TEST_CASE(
+      "what-ifs: fewer CTAs held speed the kernels beside them; another GPU rescales each "
+      "category") {
     const Json base = replay_of("micro-step-max-ctas-16.trace.json.gz");
     const Json fewer = replay_of("micro-step-max-ctas-16.trace.json.gz", {"nccl.max_ctas=4"});
     for (const char* cat : {"other_gemm", "attention"}) {
       CAPTURE(cat);
-      CHECK(fewer["categories"][cat]["replayed_s"].get<double>() < base["categories"][cat]["replayed_s"].get<double>());
+      CHECK(fewer["categories"][cat]["replayed_s"].get<double>() <
+            base["categories"][cat]["replayed_s"].get<double>());
     }
     // The MoE step holds no SMs for collectives: its GEMMs scale exactly as the cost model's
     // reference GEMM does between the two profiles.
@@ -93,11 +101,13 @@ TEST_SUITE("scenarios.replay") {
     args.sets = {"hardware.profile=jupiter-gh200"};
     const auto path = fs::path(TWIN_SOURCE_DIR) / "scenarios/micro-step.json";
     const auto h200 = load_scenario(path, {TWIN_SOURCE_DIR, {}}).scenario;
-    const auto gh200 = load_scenario(path, {TWIN_SOURCE_DIR, {"hardware.profile=jupiter-gh200"}}).scenario;
+    const auto gh200 =
+        load_scenario(path, {TWIN_SOURCE_DIR, {"hardware.profile=jupiter-gh200"}}).scenario;
     const double ratio = twin::hardware::KernelCost(gh200.hw).gemm_s(8192, 8192, 8192) /
                          twin::hardware::KernelCost(h200.hw).gemm_s(8192, 8192, 8192);
     CHECK(category_change(gh, "other_gemm") == doctest::Approx(ratio).epsilon(1e-6));
-    CHECK(category_change(gh, "copy_h2d") == doctest::Approx(h200.hw.node.host_h2d_GBps / gh200.hw.node.host_h2d_GBps));
+    CHECK(category_change(gh, "copy_h2d") ==
+          doctest::Approx(h200.hw.node.host_h2d_GBps / gh200.hw.node.host_h2d_GBps));
     CHECK_THROWS_AS(replay_of("moe-step.trace.json.gz", {"nccl.no_such_key=1"}), InputError);
   }
 }

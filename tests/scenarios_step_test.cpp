@@ -1,23 +1,24 @@
 // Tier 3: golden outputs of a small scenario, compared as structured data; determinism of runs
-// and traces; the step's mechanisms and memory (the network and plan-dp: scenarios_network_test.cpp;
-// sweeps, outputs and the CLI's tables: scenarios_commands_test.cpp). Update the golden file after an intended change with
+// and traces; the step's mechanisms and memory (the network and plan-dp:
+// scenarios_network_test.cpp; sweeps, outputs and the CLI's tables: scenarios_commands_test.cpp).
+// Update the golden file after an intended change with
 //   build/twin run tests/golden/small.json --json > tests/golden/small.expected.json
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
-#include <unistd.h>
 
+#include "model/step_memory.hpp"
+#include "reports/output.hpp"
 #include "scenarios/build_info.hpp"
 #include "scenarios/commands.hpp"
 #include "scenarios/json_tree.hpp"
 #include "scenarios/parallel.hpp"
 #include "scenarios/simulate.hpp"
-#include "reports/output.hpp"
-#include "model/step_memory.hpp"
 #include "sim/engine.hpp"
 
 using namespace twin::scenarios;
@@ -36,7 +37,10 @@ Loaded small(std::vector<std::string> sets = {}) {
 void compare(const Json& got, const Json& want, const std::string& path) {
   CAPTURE(path);
   if (path == "$.provenance.commit") return;
-  if (want.is_number()) REQUIRE(got.is_number()); else REQUIRE(got.type() == want.type());
+  if (want.is_number())
+    REQUIRE(got.is_number());
+  else
+    REQUIRE(got.type() == want.type());
   if (want.is_object()) {
     CHECK(got.size() == want.size());
     for (const auto& [k, v] : want.items()) {
@@ -141,7 +145,8 @@ TEST_SUITE("scenarios.step") {
     }
     // Rank 3's last gradient reaches the host at step_end_s, after which only the optimizer runs.
     CHECK(end == doctest::Approx(plan["step_end_s"].get<double>()));
-    for (const char* k : {"gemm", "grouped_gemm", "attention", "elementwise", "collective", "copy_d2h"})
+    for (const char* k :
+         {"gemm", "grouped_gemm", "attention", "elementwise", "collective", "copy_d2h"})
       CHECK(kinds[k] > 0);
     // The documents are the rank's rows: they cover its tokens.
     double tokens = 0;
@@ -161,7 +166,8 @@ TEST_SUITE("scenarios.memory") {
     // Squeeze the allocator below the first step's reserved peak: it retries (on every rank),
     // and the retries' synchronisations and cudaFrees make the step longer.
     const auto tight =
-        simulate(small({"hardware.gpu.hbm_usable_GiB=1.3", "training.allocator_warm_steps=0"}), {}).json;
+        simulate(small({"hardware.gpu.hbm_usable_GiB=1.3", "training.allocator_warm_steps=0"}), {})
+            .json;
     CHECK(tight["memory"]["alloc_retries"].get<int>() > 0);
     CHECK(tight["memory"]["oom"] == false);
     CHECK(tight["simulation"]["passes"] == 2);
@@ -197,7 +203,8 @@ TEST_SUITE("scenarios.memory") {
       reserved += sum;
     }
     CHECK(reserved >= active);
-    CHECK(static_cast<double>(reserved) / twin::sim::kGiB <= m["peak_reserved_GiB"].get<double>() + 1e-9);
+    CHECK(static_cast<double>(reserved) / twin::sim::kGiB <=
+          m["peak_reserved_GiB"].get<double>() + 1e-9);
     // Walking the trace back from the end gives the allocated bytes at the step's start; forward
     // again, the step's peak, which is the replay's.
     const auto& trace = snap["device_traces"][0];
@@ -211,7 +218,8 @@ TEST_SUITE("scenarios.memory") {
     std::int64_t now = active - net, peak = now;
     CHECK(now >= 0);
     for (const auto& e : trace) peak = std::max(peak, now += delta(e));
-    CHECK(static_cast<double>(peak) / twin::sim::kGiB == doctest::Approx(m["peak_allocated_GiB"].get<double>()));
+    CHECK(static_cast<double>(peak) / twin::sim::kGiB ==
+          doctest::Approx(m["peak_allocated_GiB"].get<double>()));
     // Each action names the buffer it serves.
     CHECK(trace[0]["frames"][0]["name"].get<std::string>() != "");
   }
@@ -223,7 +231,9 @@ TEST_SUITE("scenarios.memory") {
       return -1.0;
     };
     const auto fixed = simulate(small(), {}).json;
-    const auto side = simulate(small({"training.unshard_async_op=false", "training.grad_a2a_recv_pool=side"}), {}).json;
+    const auto side =
+        simulate(small({"training.unshard_async_op=false", "training.grad_a2a_recv_pool=side"}), {})
+            .json;
     CHECK(pool(fixed, "all_gather") == 0);
     CHECK(pool(side, "all_gather") > 0);
     CHECK(pool(side, "reduce_scatter") > pool(fixed, "reduce_scatter"));
@@ -257,12 +267,15 @@ TEST_SUITE("scenarios.outputs") {
     CHECK(p["resolved_fnv1a"] == content_hash(l.resolved));
     CHECK(Json::parse(r.trace)["otherData"] == p);
     const auto& f = r.json["flops"];
-    const double gpu_s = static_cast<double>(l.scenario.job.parallel.total_gpus()) * r.json["step_time_s"].get<double>();
-    CHECK(f["mfu"].get<double>() == doctest::Approx(f["model_per_step"].get<double>() /
-                                                     (gpu_s * l.scenario.hw.gpu.bf16_dense_TFLOPs * 1e12)));
+    const double gpu_s = static_cast<double>(l.scenario.job.parallel.total_gpus()) *
+                         r.json["step_time_s"].get<double>();
+    CHECK(f["mfu"].get<double>() ==
+          doctest::Approx(f["model_per_step"].get<double>() /
+                          (gpu_s * l.scenario.hw.gpu.bf16_dense_TFLOPs * 1e12)));
     CHECK(f["hfu"].get<double>() >= f["mfu"].get<double>());  // recomputation only adds
     // Another scenario (one value changed), another hash.
-    CHECK(content_hash(small({"nccl.max_ctas=8"}).resolved) != p["resolved_fnv1a"].get<std::string>());
+    CHECK(content_hash(small({"nccl.max_ctas=8"}).resolved) !=
+          p["resolved_fnv1a"].get<std::string>());
   }
 }
 
@@ -273,7 +286,8 @@ TEST_SUITE("scenarios.outputs") {
     CHECK(summary(fits).rfind("NOT RUNNABLE", 0) == std::string::npos);
     const auto oom = simulate(small({"training.seq_len=4194304"}), {}).json;
     CHECK_FALSE(oom["runnable"]["ok"].get<bool>());
-    CHECK(oom["runnable"]["why"].get<std::string>().find("out of HBM on rank") != std::string::npos);
+    CHECK(oom["runnable"]["why"].get<std::string>().find("out of HBM on rank") !=
+          std::string::npos);
     CHECK(summary(oom).rfind("NOT RUNNABLE: out of HBM", 0) == 0);
     // The summary's labels are the JSON's keys.
     CHECK(summary(fits).find("compute_overlapped") != std::string::npos);
@@ -300,7 +314,8 @@ TEST_SUITE("scenarios.outputs") {
 }
 
 TEST_SUITE("scenarios.outputs") {
-  TEST_CASE("a trace carries each task's launches, cross-stream dependencies, phases and the step") {
+  TEST_CASE(
+      "a trace carries each task's launches, cross-stream dependencies, phases and the step") {
     RunOptions o;
     o.trace = true;
     o.trace_ranks = {0, 1};
@@ -354,7 +369,8 @@ TEST_SUITE("scenarios.outputs") {
     CHECK(peak_compute >= 0.95 * replay);
   }
 
-  TEST_CASE("a trace named *.gz is the same trace, gzip-compressed, byte for byte the same each time") {
+  TEST_CASE(
+      "a trace named *.gz is the same trace, gzip-compressed, byte for byte the same each time") {
     const std::string text = "{\"traceEvents\":[]}\n";
     const auto z = twin::reports::gzip(text);
     CHECK(z.size() > 10);

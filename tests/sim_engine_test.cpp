@@ -19,8 +19,10 @@ TEST_SUITE("sim.engine") {
     e.at(Time::ns(10), [&] { order += "c"; });
     e.at(Time::ns(5), [&] { order += "a"; });
     e.at(Time::ns(10), [&] { order += "d"; });
-    e.at(Time::ns(10), [&] { order += "b"; }, Priority::completion);
-    e.at(Time::ns(10), [&] { order += "e"; }, Priority::start);
+    e.at(
+        Time::ns(10), [&] { order += "b"; }, Priority::completion);
+    e.at(
+        Time::ns(10), [&] { order += "e"; }, Priority::start);
     CHECK(e.run() == 5);
     CHECK(order == "abcde");
     CHECK(e.now() == Time::ns(10));

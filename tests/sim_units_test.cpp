@@ -27,12 +27,19 @@ TEST_SUITE("sim.units") {
 }
 
 TEST_SUITE("sim.param") {
-  struct S { std::int64_t n = 0; double x = 0; std::string c; };
+  struct S {
+    std::int64_t n = 0;
+    double x = 0;
+    std::string c;
+  };
   TEST_CASE("a schema sets defaults and reads fields back") {
     Schema<S> s;
-    s.integer("n", "tokens", 1, 10, 4, "count", [](auto& v) -> auto& { return v.n; })
-        .choice("c", {"a", "b"}, "b", "choice", [](auto& v) -> auto& { return v.c; })
-        .real("x", "GBps", 0, 1, std::nullopt, "rate", [](auto& v) -> auto& { return v.x; });
+    s.integer(
+         "n", "tokens", 1, 10, 4, "count", [](auto& v) -> auto& { return v.n; })
+        .choice(
+            "c", {"a", "b"}, "b", "choice", [](auto& v) -> auto& { return v.c; })
+        .real(
+            "x", "GBps", 0, 1, std::nullopt, "rate", [](auto& v) -> auto& { return v.x; });
     S v;
     s.apply_defaults(v);
     CHECK(v.n == 4);
@@ -44,12 +51,19 @@ TEST_SUITE("sim.param") {
   }
   enum class Mode { off, fast };
   constexpr Named<Mode> kModes[] = {{Mode::off, "off"}, {Mode::fast, "fast"}};
-  struct T { std::int64_t n = 7; Mode m = Mode::fast; bool on = true; };
+  struct T {
+    std::int64_t n = 7;
+    Mode m = Mode::fast;
+    bool on = true;
+  };
   TEST_CASE("defaults come from the struct's initializers; enumerations are named at the edge") {
     Schema<T> s;
-    s.integer("n", "", 0, 10, "count", [](auto& v) -> auto& { return v.n; })
-        .enumeration("m", names(kModes), "mode", [](auto& v) -> auto& { return v.m; })
-        .boolean("on", "flag", [](auto& v) -> auto& { return v.on; });
+    s.integer(
+         "n", "", 0, 10, "count", [](auto& v) -> auto& { return v.n; })
+        .enumeration(
+            "m", names(kModes), "mode", [](auto& v) -> auto& { return v.m; })
+        .boolean(
+            "on", "flag", [](auto& v) -> auto& { return v.on; });
     CHECK(std::get<std::int64_t>(*s.entries()[0].spec.default_value) == 7);
     CHECK(std::get<std::string>(*s.entries()[1].spec.default_value) == "fast");
     CHECK(s.entries()[1].spec.choices == std::vector<std::string>{"off", "fast"});

@@ -76,7 +76,8 @@ TEST_CASE("ladder: rung 11 retries on every rank in a long run, rung 12's fixes 
   CHECK(side_resv / 27.3 - 1 >= 0.10);
   CHECK(side_resv / 27.3 - 1 <= 0.25);
   CHECK(std::abs(side_alloc / 6.4 - 1) <= 0.10);
-  CHECK(rung_memory("11-minor", {"training.allocator_warm_steps=0"})["ranks_with_retries"].get<int>() == 0);
+  CHECK(rung_memory("11-minor", {"training.allocator_warm_steps=0"})["ranks_with_retries"]
+            .get<int>() == 0);
   CHECK(rung_memory("12-allocator-pools")["ranks_with_retries"].get<int>() == 0);
 }
 

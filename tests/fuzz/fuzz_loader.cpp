@@ -36,7 +36,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (text.rfind("--set ", 0) == 0) sets.push_back(cut(text, "\n").substr(6));
   std::string scenario = cut(text, "\n---\n"), lengths = cut(text, "\n---\n"), nodes = text;
   if (scenario.empty())
-    scenario = std::string("{\"base\": \"") + TWIN_SOURCE_DIR + "/scenarios/europa.json\", \"name\": \"f\", "
+    scenario = std::string("{\"base\": \"") + TWIN_SOURCE_DIR +
+               "/scenarios/europa.json\", \"name\": \"f\", "
                "\"data\": {\"doc_lengths_file\": \"lengths.txt\"}, "
                "\"placement\": {\"policy\": \"file\", \"node_list_file\": \"nodes.txt\"}}";
   std::ofstream(dir / "scenario.json", std::ios::binary | std::ios::trunc) << scenario;

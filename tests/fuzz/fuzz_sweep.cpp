@@ -20,9 +20,11 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace twin::scenarios;
   static const std::filesystem::path progress =
-      std::filesystem::temp_directory_path() / ("twin-fuzz-sweep-" + std::to_string(::getpid()) + ".partial");
+      std::filesystem::temp_directory_path() /
+      ("twin-fuzz-sweep-" + std::to_string(::getpid()) + ".partial");
   std::string text(reinterpret_cast<const char*>(data), size), partial;
-  if (const auto at = text.find("---\n"); at != std::string::npos) partial = text.substr(at + 4), text.resize(at);
+  if (const auto at = text.find("---\n"); at != std::string::npos)
+    partial = text.substr(at + 4), text.resize(at);
   CommonArgs args;
   args.scenario = std::string(TWIN_SOURCE_DIR) + "/tests/golden/small.json";
   args.data_dir = TWIN_SOURCE_DIR;
