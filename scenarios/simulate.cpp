@@ -339,47 +339,43 @@ Json alloc_events_json(const Scenario& s, const Pass& p, int r, double capacity)
           {"events", ev}};
 }
 
-}  // namespace
-
-RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
-  const auto& s = loaded.scenario;
-  check_resources(s, s.name, opts);
-  const auto host = model::host_memory(s.job, s.hw);
-  const double capacity =
-      model::allocator_capacity_bytes(s.job, s.hw, s.nccl, host.hbm_spill_bytes);
-  // Allocator retries cost time: a second run carries the first run's retries (memory_replay.hpp).
+// Allocator retries cost time: a second run carries the first run's retries
+// (memory_replay.hpp). Sets `passes` to the runs made.
+std::unique_ptr<Pass> run_with_retries(const Scenario& s, const RunOptions& opts, double capacity,
+                                       int& passes) {
   auto pass = run_pass(s, opts, capacity, nullptr);
   std::vector<std::vector<model::AllocRetry>> retries;
   bool any = false;
   for (const auto& h : pass->hbm) retries.push_back(h.retries), any = any || !h.retries.empty();
-  if (any) {
-    model::resolve_retries(pass->graph, model::kStreamCount, retries);
-    pass = run_pass(s, opts, capacity, &retries);
-  }
-  auto& graph = pass->graph;
-  auto& builder = pass->builder;
-  auto& marks = pass->marks;
-  auto& sms = pass->sms;
-  auto& fluid = pass->fluid;
-  auto& engine = pass->engine;
-  const int gpus = pass->cluster.gpus();
+  passes = any ? 2 : 1;
+  if (!any) return pass;
+  model::resolve_retries(pass->graph, model::kStreamCount, retries);
+  return run_pass(s, opts, capacity, &retries);
+}
 
-  double step = 0;
-  for (auto* t : marks.optimizer_end) step = std::max(step, t->end_time().to_s());
-  std::vector<RankTimes> times(static_cast<std::size_t>(gpus));
-  for (std::size_t i = 0; i < graph.size(); ++i) {
-    const auto& t = graph[i];
+// Each rank's compute and collective intervals and GPU time per category.
+std::vector<RankTimes> rank_times(const Pass& p) {
+  std::vector<RankTimes> times(static_cast<std::size_t>(p.cluster.gpus()));
+  for (std::size_t i = 0; i < p.graph.size(); ++i) {
+    const auto& t = p.graph[i];
     const auto rank = static_cast<std::size_t>(t.lane / model::kStreamCount);
     const Interval iv{t.start_time().count_ns(), t.end_time().count_ns()};
     if (model::is_gpu_compute(t.category)) times[rank].compute.push_back(iv);
     if (model::is_collective(t.category)) times[rank].comm.push_back(iv);
     const double dur = static_cast<double>(iv.end_ns - iv.begin_ns) * 1e-9;
-    if (const auto fp = builder.parts(i)) {
+    if (const auto fp = p.builder.parts(i)) {
       fp->split(dur, [&](std::int32_t c, double share) { times[rank].add(c, share); });
     } else if (t.category != model::kMarker) {
       times[rank].add(t.category, dur);
     }
   }
+  return times;
+}
+
+// The step's time metrics (reports/metrics.hpp): throughput, the slowest rank, rank 0's
+// breakdown and GPU time per category, the optimizer step, NCCL's SMs.
+Json time_json(const Scenario& s, Pass& p, double step) {
+  auto times = rank_times(p);
   std::size_t slowest = 0;
   std::vector<double> busy(times.size());
   for (std::size_t r = 0; r < times.size(); ++r) {
@@ -395,7 +391,7 @@ RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
   j["tokens_per_day"] = tokens * 86400 / step;
   j["slowest_rank"] = {{"rank", slowest},
                        {"gpu_compute_s", busy[slowest]},
-                       {"why", slowest_why(builder.workload(), slowest)}};
+                       {"why", slowest_why(p.builder.workload(), slowest)}};
   j["breakdown_s"] = {{"rank0", breakdown_json(times[0], step)},
                       {"slowest", breakdown_json(times[slowest], step)}};
   Json gt = Json::object();
@@ -406,37 +402,60 @@ RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
   for (const auto& [k, v] : by_name) gt[k] = v;
   j["gpu_time_s"] = gt;
   j["optimizer_step_s"] =
-      (marks.optimizer_end[0]->end_time() - marks.backward_end[0]->end_time()).to_s();
+      (p.marks.optimizer_end[0]->end_time() - p.marks.backward_end[0]->end_time()).to_s();
   j["exposed_comm_s"] = j["breakdown_s"]["rank0"]["comm_wait"];
-  const auto st = sms[0].stats(sim::Time::s(step));
+  const auto st = p.sms[0].stats(sim::Time::s(step));
   j["nccl_sms"] = {{"mean_while_collective", st.mean_while_collective},
                    {"max", st.max},
                    {"seconds_at_or_above_64", st.seconds_at_or_above_64}};
-  j["memory"] = memory_json(s, host, capacity, *pass);
-  j["network"] = network_json(s, *pass, step);
-  j["simulation"] = {{"tasks", graph.size()},
-                     {"events", engine.events_processed()},
-                     {"fluid_solves", fluid.solves()},
-                     {"passes", any ? 2 : 1}};
-  j["runnable"] = runnable_json(j["memory"]);
-  j["flops"] = flops_json(s, step);
-  j["provenance"] = provenance(loaded.resolved);
+  return j;
+}
 
-  RunResult out;
+// What the options ask to export besides the metrics: a plan, allocations, a snapshot, a trace.
+void exports(RunResult& out, const Scenario& s, Pass& p, const RunOptions& opts, double capacity,
+             double step, const Json& provenance) {
+  const int gpus = p.cluster.gpus();
   if (opts.plan_rank >= 0 && opts.plan_rank < gpus)
-    out.plan = step_plan(s, graph, builder, marks, opts.plan_rank);
+    out.plan = step_plan(s, p.graph, p.builder, p.marks, opts.plan_rank);
   if (opts.alloc_events_rank >= 0 && opts.alloc_events_rank < gpus)
-    out.alloc_events = alloc_events_json(s, *pass, opts.alloc_events_rank, capacity);
+    out.alloc_events = alloc_events_json(s, p, opts.alloc_events_rank, capacity);
   if (opts.snapshot_rank >= 0 && opts.snapshot_rank < gpus)
-    out.memory_snapshot = memory_snapshot_json(
-        allocator_trace(s, builder, opts.snapshot_rank, capacity), s, opts.snapshot_rank, capacity);
+    out.memory_snapshot =
+        memory_snapshot_json(allocator_trace(s, p.builder, opts.snapshot_rank, capacity), s,
+                             opts.snapshot_rank, capacity);
   if (opts.trace) {
     std::map<int, model::AllocatorTrace> alloc;
     for (int r : opts.trace_ranks.empty() ? std::vector<int>{0} : opts.trace_ranks)
-      if (r >= 0 && r < gpus) alloc[r] = allocator_trace(s, builder, r, capacity);
-    out.trace = trace_text(pass->graph, pass->builder, pass->sms, alloc, opts.trace_ranks, gpus,
-                           step, j["provenance"]);
+      if (r >= 0 && r < gpus) alloc[r] = allocator_trace(s, p.builder, r, capacity);
+    out.trace =
+        trace_text(p.graph, p.builder, p.sms, alloc, opts.trace_ranks, gpus, step, provenance);
   }
+}
+
+}  // namespace
+
+RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
+  const auto& s = loaded.scenario;
+  check_resources(s, s.name, opts);
+  const auto host = model::host_memory(s.job, s.hw);
+  const double capacity =
+      model::allocator_capacity_bytes(s.job, s.hw, s.nccl, host.hbm_spill_bytes);
+  int passes = 1;
+  auto pass = run_with_retries(s, opts, capacity, passes);
+  double step = 0;
+  for (auto* t : pass->marks.optimizer_end) step = std::max(step, t->end_time().to_s());
+  Json j = time_json(s, *pass, step);
+  j["memory"] = memory_json(s, host, capacity, *pass);
+  j["network"] = network_json(s, *pass, step);
+  j["simulation"] = {{"tasks", pass->graph.size()},
+                     {"events", pass->engine.events_processed()},
+                     {"fluid_solves", pass->fluid.solves()},
+                     {"passes", passes}};
+  j["runnable"] = runnable_json(j["memory"]);
+  j["flops"] = flops_json(s, step);
+  j["provenance"] = provenance(loaded.resolved);
+  RunResult out;
+  exports(out, s, *pass, opts, capacity, step, j["provenance"]);
   out.json = std::move(j);
   return out;
 }
