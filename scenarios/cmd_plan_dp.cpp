@@ -51,17 +51,12 @@ const std::vector<std::pair<const char*, std::vector<std::string>>>& stages() {
   return s;
 }
 
-}  // namespace
-
-Json plan_dp_json(const CommonArgs& args, const PlanDpArgs& plan) {
-  std::vector<int> counts = plan.replicas;
-  if (std::find(counts.begin(), counts.end(), 1) == counts.end()) counts.insert(counts.begin(), 1);
-  const std::size_t draws = static_cast<std::size_t>(std::max(1, plan.samples));
-  const std::size_t n_stages = plan.split ? stages().size() : 1;
-  // Load every point first: bad input fails before any run. DP = 1 loads first, so an error of
-  // a larger count is the count's (the machine cannot hold it), not the scenario's.
-  std::vector<Loaded> loaded;  // loaded[((count · stages) + stage) · draws + draw]; the last stage
-                               // is the scenario's
+// Every point loaded before any runs, so that bad input fails first: per replica count, per
+// stage (the split's, else the scenario's only), per draw of the shared machine. DP = 1 loads
+// first, so an error of a larger count is the count's (the machine cannot hold it).
+std::vector<Loaded> load_points(const CommonArgs& args, const PlanDpArgs& plan,
+                                const std::vector<int>& counts, std::size_t n_stages) {
+  std::vector<Loaded> loaded;
   for (int dp : counts)
     for (std::size_t st = stages().size() - n_stages; st < stages().size(); ++st) {
       LoadOptions base = with_replicas(args, plan, dp);
@@ -79,59 +74,87 @@ Json plan_dp_json(const CommonArgs& args, const PlanDpArgs& plan) {
         }
       }
     }
-  // A point that fails to simulate fails the command (exit 2 past --max-events, 1 otherwise);
-  // nothing is printed (issue #23, item 5).
-  reports::Progress progress("plan-dp: replica counts × samples", loaded.size(),
-                             args.progress ? stderr : nullptr);
-  auto runs = run_parallel<Json>(
-      loaded.size(), plan.jobs,
-      [&](std::size_t i) { return simulate(loaded[i], args.run_options()).json; }, &progress);
+  return loaded;
+}
+
+// The runs of every point, at [((count · stages) + stage) · draws + draw]; the last stage is
+// the scenario's.
+struct PlanRuns {
+  std::vector<Json> runs;
+  std::size_t stages = 1, draws = 1;
+  bool sampled = false;
   // One metric over a count's draws (of the scenario's stage, or of stage `st` of the split):
-  // its median, and with --samples its p10, p50 and p90.
-  auto over_draws = [&](std::size_t i, Json& row, const std::string& key,
-                        std::size_t st = SIZE_MAX) {
-    const std::size_t block = i * n_stages + std::min(st, n_stages - 1);
+  // its median, and when sampled its p10, p50 and p90 into `row`.
+  double over_draws(std::size_t i, Json& row, const std::string& key,
+                    std::size_t st = SIZE_MAX) const {
+    const std::size_t block = i * stages + std::min(st, stages - 1);
     std::vector<const Json*> v;
     for (std::size_t d = 0; d < draws; ++d) v.push_back(&runs[block * draws + d]);
     Json p;
     const double median = add_percentiles(p, key, v);
-    if (plan.samples > 0) row.update(p);
+    if (sampled) row.update(p);
     return median;
-  };
-  Json base_row;
-  const double base = over_draws(0, base_row, "tokens_per_s_per_gpu");
-  Json rows = Json::array();
-  for (std::size_t i = 0; i < counts.size(); ++i) {
-    const std::size_t first =
-        ((i + 1) * n_stages - 1) * draws;  // the scenario's first draw: placement, links
-    const auto& r = runs[first];
-    Json row{{"replicas", counts[i]}, {"gpus", loaded[first].scenario.job.parallel.total_gpus()}};
-    const auto& net = r["network"];
-    row["nodes"] = net["nodes"];
-    row["groups"] = net["groups"];
-    row["groups_per_replica_max"] = net["groups_per_replica_max"];
-    const double tps = over_draws(i, row, "tokens_per_s_per_gpu");
-    row["tokens_per_s_per_gpu"] = tps;
-    row["relative_to_dp1"] = base > 0 ? tps / base : 0;
-    row["step_time_s"] = over_draws(i, row, "step_time_s");
-    const double per_day = over_draws(i, row, "tokens_per_day");
-    row["tokens_per_day"] = per_day;
-    row["days_to_tokens"] = plan.tokens / per_day;
-    if (plan.samples > 0) row["samples"] = plan.samples;
-    if (plan.split) {
-      Json split = Json::object(), unused;
-      for (std::size_t st = 0; st < n_stages; ++st)
-        split[stages()[st].first] = over_draws(i, unused, "tokens_per_s_per_gpu", st);
-      row["tokens_per_s_per_gpu_by_stage"] = split;
-    }
-    row["links_saturating"] = net["links_saturating"];
-    const Json top = net["busiest_links"].empty() ? Json::object() : net["busiest_links"][0];
-    row["busiest_link"] = top.value("link", "");
-    row["busiest_link_utilization"] = top.value("utilization_while_busy", 0.0);
-    row["busiest_link_saturated_s"] = top.value("saturated_s", 0.0);
-    row["host_oom_probability"] = r["memory"]["host_oom_probability"];
-    rows.push_back(row);
   }
+  const Json& first_of(std::size_t i) const { return runs[first_index(i)]; }
+  std::size_t first_index(std::size_t i) const { return ((i + 1) * stages - 1) * draws; }
+};
+
+// One replica count's row: throughput, time and days over its draws, placement and links of
+// its first draw of the scenario (`base`: DP = 1's tokens/s/GPU).
+Json plan_row(const PlanRuns& pr, const PlanDpArgs& plan, int count, std::size_t i,
+              std::int64_t gpus, double base) {
+  const auto& r = pr.first_of(i);
+  const auto& net = r["network"];
+  Json row{{"replicas", count}, {"gpus", gpus}};
+  row["nodes"] = net["nodes"];
+  row["groups"] = net["groups"];
+  row["groups_per_replica_max"] = net["groups_per_replica_max"];
+  const double tps = pr.over_draws(i, row, "tokens_per_s_per_gpu");
+  row["tokens_per_s_per_gpu"] = tps;
+  row["relative_to_dp1"] = base > 0 ? tps / base : 0;
+  row["step_time_s"] = pr.over_draws(i, row, "step_time_s");
+  const double per_day = pr.over_draws(i, row, "tokens_per_day");
+  row["tokens_per_day"] = per_day;
+  row["days_to_tokens"] = plan.tokens / per_day;
+  if (plan.samples > 0) row["samples"] = plan.samples;
+  if (plan.split) {
+    Json split = Json::object(), unused;
+    for (std::size_t st = 0; st < pr.stages; ++st)
+      split[stages()[st].first] = pr.over_draws(i, unused, "tokens_per_s_per_gpu", st);
+    row["tokens_per_s_per_gpu_by_stage"] = split;
+  }
+  row["links_saturating"] = net["links_saturating"];
+  const Json top = net["busiest_links"].empty() ? Json::object() : net["busiest_links"][0];
+  row["busiest_link"] = top.value("link", "");
+  row["busiest_link_utilization"] = top.value("utilization_while_busy", 0.0);
+  row["busiest_link_saturated_s"] = top.value("saturated_s", 0.0);
+  row["host_oom_probability"] = r["memory"]["host_oom_probability"];
+  return row;
+}
+
+}  // namespace
+
+Json plan_dp_json(const CommonArgs& args, const PlanDpArgs& plan) {
+  std::vector<int> counts = plan.replicas;
+  if (std::find(counts.begin(), counts.end(), 1) == counts.end()) counts.insert(counts.begin(), 1);
+  PlanRuns pr;
+  pr.draws = static_cast<std::size_t>(std::max(1, plan.samples));
+  pr.stages = plan.split ? stages().size() : 1;
+  pr.sampled = plan.samples > 0;
+  const auto loaded = load_points(args, plan, counts, pr.stages);
+  // A point that fails to simulate fails the command (exit 2 past --max-events, 1 otherwise);
+  // nothing is printed (issue #23, item 5).
+  reports::Progress progress("plan-dp: replica counts × samples", loaded.size(),
+                             args.progress ? stderr : nullptr);
+  pr.runs = run_parallel<Json>(
+      loaded.size(), plan.jobs,
+      [&](std::size_t i) { return simulate(loaded[i], args.run_options()).json; }, &progress);
+  Json unused;
+  const double base = pr.over_draws(0, unused, "tokens_per_s_per_gpu");
+  Json rows = Json::array();
+  for (std::size_t i = 0; i < counts.size(); ++i)
+    rows.push_back(plan_row(pr, plan, counts[i], i,
+                            loaded[pr.first_index(i)].scenario.job.parallel.total_gpus(), base));
   return {{"scenario", args.scenario},
           {"tokens", plan.tokens},
           {"rows", rows},
