@@ -62,6 +62,55 @@ std::vector<std::pair<std::string, std::string>> facts(const Json& j) {
        j["runnable"]["ok"].get<bool>() ? "yes" : "NO: " + j["runnable"]["why"].get<std::string>()}};
 }
 
+// `--plan-dp FILE`, read and checked; a comparison of placements (`--placement A,B`) gives its
+// first one's plan. Null without the option.
+Json read_plan_dp(const std::string& file) {
+  if (file.empty()) return Json();
+  Json plan_dp = read_json_file(file);
+  if (plan_dp.is_object() && plan_dp.contains("placements") && plan_dp["placements"].is_object() &&
+      !plan_dp["placements"].empty())
+    plan_dp = Json(plan_dp["placements"].begin().value());
+  bool ok = plan_dp.is_object() && plan_dp.contains("rows") && plan_dp["rows"].is_array();
+  for (const auto& r : ok ? plan_dp["rows"] : Json::array())
+    ok = ok && r.is_object() && r.contains("replicas") && r.contains("gpus") &&
+         r.contains("tokens_per_s_per_gpu") && r.contains("relative_to_dp1");
+  if (!ok)
+    throw InputError(file, "rows",
+                     "expected the output of `twin plan-dp --json` (rows of replicas, gpus, "
+                     "tokens_per_s_per_gpu, "
+                     "relative_to_dp1)");
+  return plan_dp;
+}
+
+// The real trace beside the twin's plan of the same rank.
+reports::Section real_trace_section(const CommonArgs& args, const Loaded& loaded,
+                                    const KinetoStep& real, int rank) {
+  RunOptions o = args.run_options();
+  o.plan_rank = rank;
+  const Json plan = simulate(loaded, o).plan;
+  if (plan.is_null())
+    throw InputError("--kineto-rank", "",
+                     fmt::format("{}: not a rank of the scenario's simulated GPUs", rank));
+  const auto r = spans_of(real), t = spans_of_plan(plan);
+  return {"Against a real trace", {compare_timeline_chart(r, t), compare_categories_chart(r, t)}};
+}
+
+// The ladder, sweeps and plan-dp sections, where asked for.
+void add_what_ifs(reports::Page& page, const CommonArgs& args, const ReportArgs& rep,
+                  const std::vector<std::pair<std::string, Json>>& sweeps, const Json& plan_dp) {
+  if (rep.ladder) {
+    LadderArgs la;
+    la.data_dir = args.data_dir;
+    la.jobs = rep.jobs;
+    la.progress = args.progress;
+    page.sections.push_back({"Against the published figures", {ladder_chart(ladder_json(la))}});
+  }
+  reports::Section what_if{"What-ifs", {}};
+  for (const auto& [file, rows] : sweeps) what_if.charts.push_back(sweep_chart(rows, file));
+  if (!plan_dp.is_null()) what_if.charts.push_back(plan_dp_chart(plan_dp));
+  if (!what_if.charts.empty()) page.sections.push_back(std::move(what_if));
+}
+
 }  // namespace
 
 int cmd_report(const CommonArgs& args, const ReportArgs& rep, std::ostream& out) {
@@ -73,22 +122,7 @@ int cmd_report(const CommonArgs& args, const ReportArgs& rep, std::ostream& out)
   // Every input is read before any work: a bad file fails at once.
   std::vector<std::pair<std::string, Json>> sweeps;
   for (const auto& f : rep.sweeps) sweeps.emplace_back(f, read_sweep_rows(f));
-  Json plan_dp = rep.plan_dp.empty() ? Json() : read_json_file(rep.plan_dp);
-  // A comparison of placements (`--placement A,B`): the chart shows the first one's plan.
-  if (plan_dp.is_object() && plan_dp.contains("placements") && plan_dp["placements"].is_object() &&
-      !plan_dp["placements"].empty())
-    plan_dp = Json(plan_dp["placements"].begin().value());
-  if (!plan_dp.is_null()) {
-    bool ok = plan_dp.is_object() && plan_dp.contains("rows") && plan_dp["rows"].is_array();
-    for (const auto& r : ok ? plan_dp["rows"] : Json::array())
-      ok = ok && r.is_object() && r.contains("replicas") && r.contains("gpus") &&
-           r.contains("tokens_per_s_per_gpu") && r.contains("relative_to_dp1");
-    if (!ok)
-      throw InputError(rep.plan_dp, "rows",
-                       "expected the output of `twin plan-dp --json` (rows of replicas, gpus, "
-                       "tokens_per_s_per_gpu, "
-                       "relative_to_dp1)");
-  }
+  const Json plan_dp = read_plan_dp(rep.plan_dp);
   const auto real = rep.kineto.kineto.empty() ? std::optional<KinetoStep>()
                                               : read_kineto(rep.kineto.kineto, rep.kineto.step);
   const Loaded loaded = load_scenario(args.scenario, args.load_options());
@@ -104,29 +138,8 @@ int cmd_report(const CommonArgs& args, const ReportArgs& rep, std::ostream& out)
                   loaded.resolved.value("description", ""));
   const Json trace = Json::parse(run.trace);  // parsed once for the step's and memory's charts
   page.sections = {step_section(run, trace), memory_section(run, trace)};
-  if (rep.ladder) {
-    LadderArgs la;
-    la.data_dir = args.data_dir;
-    la.jobs = rep.jobs;
-    la.progress = args.progress;
-    page.sections.push_back({"Against the published figures", {ladder_chart(ladder_json(la))}});
-  }
-  reports::Section what_if{"What-ifs", {}};
-  for (const auto& [file, rows] : sweeps) what_if.charts.push_back(sweep_chart(rows, file));
-  if (!plan_dp.is_null()) what_if.charts.push_back(plan_dp_chart(plan_dp));
-  if (!what_if.charts.empty()) page.sections.push_back(std::move(what_if));
-  if (real) {
-    RunOptions o = args.run_options();
-    o.plan_rank = rep.kineto.rank;
-    const Json plan = simulate(loaded, o).plan;
-    if (plan.is_null())
-      throw InputError(
-          "--kineto-rank", "",
-          fmt::format("{}: not a rank of the scenario's simulated GPUs", rep.kineto.rank));
-    const auto r = spans_of(*real), t = spans_of_plan(plan);
-    page.sections.push_back(
-        {"Against a real trace", {compare_timeline_chart(r, t), compare_categories_chart(r, t)}});
-  }
+  add_what_ifs(page, args, rep, sweeps, plan_dp);
+  if (real) page.sections.push_back(real_trace_section(args, loaded, *real, rep.kineto.rank));
   const fs::path fit = data / "reports/calibration/contention/fit.json";
   if (fs::exists(fit))
     page.sections.push_back({"Calibration", {contention_chart(read_json_file(fit))}});
