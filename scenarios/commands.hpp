@@ -161,6 +161,8 @@ Json ladder_json(const LadderArgs& args);
 // `progress`: the resumable progress file ("" for none), see cmd_sweep.cpp.
 Json sweep_json(const CommonArgs& args, const SweepArgs& sweep, const std::string& progress = "");
 std::string to_csv(const Json& rows);
+// A sweep's rows from its CSV or JSON file (`twin sweep --out`); InputError on a bad file.
+Json read_sweep_rows(const std::string& file);
 int cmd_run(const CommonArgs& args, const RunArgs& run, std::ostream& out);
 int cmd_plan_dp(const CommonArgs& args, const PlanDpArgs& plan, std::ostream& out);
 Json plan_dp_json(const CommonArgs& args, const PlanDpArgs& plan);

@@ -43,7 +43,4 @@ Chart contention_chart(const Json& fit);
 Chart compare_timeline_chart(const std::vector<Span>& real, const std::vector<Span>& twin);
 Chart compare_categories_chart(const std::vector<Span>& real, const std::vector<Span>& twin);
 
-// A sweep's rows from its CSV or JSON file (`twin sweep --out`); InputError on a bad file.
-Json read_sweep_rows(const std::string& file);
-
 }  // namespace twin::scenarios

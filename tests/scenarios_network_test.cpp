@@ -7,6 +7,7 @@
 
 #include "scenarios/commands.hpp"
 #include "scenarios/simulate.hpp"
+#include "tests/golden_small.hpp"
 
 using namespace twin::scenarios;
 namespace fs = std::filesystem;
@@ -15,9 +16,7 @@ namespace {
 
 const fs::path kRoot = TWIN_SOURCE_DIR;
 
-Loaded small(std::vector<std::string> sets = {}) {
-  return load_scenario(kRoot / "tests/golden/small.json", {kRoot, std::move(sets)});
-}
+using twin::test::small;
 
 }  // namespace
 

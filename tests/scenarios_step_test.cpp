@@ -20,6 +20,7 @@
 #include "scenarios/parallel.hpp"
 #include "scenarios/simulate.hpp"
 #include "sim/engine.hpp"
+#include "tests/golden_small.hpp"
 
 using namespace twin::scenarios;
 namespace fs = std::filesystem;
@@ -28,9 +29,7 @@ namespace {
 
 const fs::path kRoot = TWIN_SOURCE_DIR;
 
-Loaded small(std::vector<std::string> sets = {}) {
-  return load_scenario(kRoot / "tests/golden/small.json", {kRoot, std::move(sets)});
-}
+using twin::test::small;
 
 // Structured comparison: same keys, strings equal, numbers within a relative 1e-9; the commit the
 // twin was built from (provenance.commit) is the build's, not the scenario's.
