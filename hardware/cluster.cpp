@@ -5,16 +5,16 @@
 #include <stdexcept>
 #include <string>
 
+#include "hardware/collective.hpp"
 #include "sim/random.hpp"
 
 namespace twin::hardware {
 
 Cluster::Cluster(sim::Engine& engine, sim::Fluid& fluid, const Profile& profile, int gpus,
-                 const NcclOptions& nccl)
+                 int reserved_sms, const std::optional<FabricSpec>& fabric)
     : engine_(engine),
       fluid_(fluid),
       profile_(profile),
-      nccl_(nccl),
       gpus_per_node_(static_cast<int>(profile.node.gpus)),
       contention_(profile.contention) {
   if (gpus <= 0 || gpus % gpus_per_node_ != 0)
@@ -26,9 +26,9 @@ Cluster::Cluster(sim::Engine& engine, sim::Fluid& fluid, const Profile& profile,
     const std::string p = "gpu" + std::to_string(g) + ".";
     // Per-GPU speed: a hash of the index, so the slow GPUs are the same in every run.
     const double u = sim::Rng(static_cast<std::uint64_t>(g) * 0x9e3779b97f4a7c15ULL + 17).uniform();
-    gpus_.push_back(std::make_unique<Gpu>(
-        fluid_, g, static_cast<int>(profile.gpu.sm_count), profile.gpu.hbm_bw_GBps * 1e9,
-        1.0 - profile.gpu.speed_spread * u, static_cast<int>(nccl.reserved_sms)));
+    gpus_.push_back(std::make_unique<Gpu>(fluid_, g, static_cast<int>(profile.gpu.sm_count),
+                                          profile.gpu.hbm_bw_GBps * 1e9,
+                                          1.0 - profile.gpu.speed_spread * u, reserved_sms));
     links_.push_back(
         {fluid_.add_resource(n.nvlink_gpu_GBps * 1e9, p + "nvlink_out"),
          fluid_.add_resource(n.nvlink_gpu_GBps * 1e9, p + "nvlink_in"),
@@ -45,11 +45,16 @@ Cluster::Cluster(sim::Engine& engine, sim::Fluid& fluid, const Profile& profile,
                                                     p + "nvlink_to_gpu" + std::to_string(b)));
     }
   }
+  collectives_ = std::make_unique<CollectiveModel>();
+  if (fabric) attach_fabric(*fabric);
 }
 
-void Cluster::attach_fabric(const PlacementOptions& o, int copies) {
-  copies_ = copies;
-  placement_ = place_nodes(copies * gpus() / gpus_per_node_, o, profile_.network);
+Cluster::~Cluster() = default;
+
+void Cluster::attach_fabric(const FabricSpec& f) {
+  const auto& o = f.placement;
+  copies_ = f.copies;
+  placement_ = place_nodes(copies_ * gpus() / gpus_per_node_, o, profile_.network);
   const auto seed = sample_seed(o.shared, o.seed);
   fabric_ = std::make_unique<Dragonfly>(
       fluid_, profile_.network, static_cast<double>(gpus_per_node_) * profile_.node.nic_GBps,

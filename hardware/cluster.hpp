@@ -6,12 +6,12 @@
 
 #include <memory>
 #include <memory_resource>
+#include <optional>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "hardware/gpu.hpp"
-#include "hardware/nccl_options.hpp"
 #include "hardware/placement.hpp"
 #include "hardware/profile.hpp"
 #include "hardware/topology.hpp"
@@ -20,14 +20,28 @@
 
 namespace twin::hardware {
 
+class CollectiveModel;  // collective.hpp
+
+// The fabric beyond the NICs (topology.hpp), when a machine has one: the simulated nodes stand
+// for `copies` identical copies (data-parallel replicas simulated once), placed as `placement`
+// asks.
+struct FabricSpec {
+  PlacementOptions placement;
+  int copies = 1;
+};
+
 struct GpuLinks {
   sim::Fluid::ResourceId nvl_out, nvl_in, nic_out, nic_in, h2d, d2h, cpu, hbm;
 };
 
+// Built in one phase: every resource, the fabric's included, exists once the constructor returns.
 class Cluster {
  public:
+  // `reserved_sms`: SMs held on every GPU for the whole run (nccl.reserved_sms); `fabric`: none
+  // for a machine of its nodes alone (no links beyond the NICs).
   Cluster(sim::Engine& engine, sim::Fluid& fluid, const Profile& profile, int gpus,
-          const NcclOptions& nccl);
+          int reserved_sms = 0, const std::optional<FabricSpec>& fabric = std::nullopt);
+  ~Cluster();
 
   int gpus() const { return static_cast<int>(gpus_.size()); }
   int gpus_per_node() const { return gpus_per_node_; }
@@ -37,14 +51,11 @@ class Cluster {
   // The NVLink resource from GPU a to GPU b of the same node.
   sim::Fluid::ResourceId pair(int a, int b) const;
 
-  // The fabric beyond the NICs (topology.hpp), when attached: the simulated nodes stand for
-  // `copies` identical copies (data-parallel replicas simulated once), copy d's node n sitting
-  // at fabric node placement[d·nodes + n].
-  // Stragglers (o.shared): every copy's GPUs get their node's and the sample's speed; the
-  // simulated GPUs take the speeds of the copy with the slowest GPU (a replica waits at every
+  // The fabric (FabricSpec): copy d's node n sits at fabric node placement[d·nodes + n].
+  // Stragglers (placement.shared): every copy's GPUs get their node's and the sample's speed;
+  // the simulated GPUs take the speeds of the copy with the slowest GPU (a replica waits at every
   // layer for its slowest GPU, and every replica for the slowest replica at the all-reduce: the
   // order statistic the step sees).
-  void attach_fabric(const PlacementOptions& o, int copies);
   int slowest_copy() const { return slowest_copy_; }
   // Null when there is no fabric, or when it cannot constrain anything: every node of every
   // copy in one group behind non-blocking leaves (then no route crosses a fabric resource).
@@ -79,7 +90,6 @@ class Cluster {
     kept_.push_back(p);
     return p.get();
   }
-  const NcclOptions& nccl() const { return nccl_; }
   // Makes a trivially destructible T that lives as long as the cluster, from a monotonic arena:
   // what a task's on_ready needs without one heap allocation per task.
   template <class T, class... A>
@@ -99,9 +109,8 @@ class Cluster {
     return p;
   }
   void give_back_transient(void* p) { spare_.push_back(p); }
-  // A slot for collective.cpp's cache of collective plans (opaque here: hardware/collective.hpp
-  // builds on this header).
-  std::shared_ptr<void>& plan_cache() { return plan_cache_; }
+  // The machine's collectives: plans, link merging (collective.hpp).
+  CollectiveModel& collectives() { return *collectives_; }
   sim::Engine& engine() { return engine_; }
   sim::Fluid& fluid() { return fluid_; }
 
@@ -109,7 +118,6 @@ class Cluster {
   sim::Engine& engine_;
   sim::Fluid& fluid_;
   const Profile& profile_;
-  NcclOptions nccl_;
   int gpus_per_node_;
   ContentionModel contention_;
   ContentionMemo memo_{contention_};
@@ -118,13 +126,14 @@ class Cluster {
   std::vector<sim::Fluid::ResourceId> pairs_;  // [gpu][local peer]
   std::unique_ptr<Dragonfly> fabric_;
   std::vector<int> placement_;
+  void attach_fabric(const FabricSpec& f);
   void apply_stragglers(const SharedMachine& m, std::uint64_t seed);
   int copies_ = 1;
   int slowest_copy_ = 0;
   bool fabric_inert_ = false;
   std::vector<std::shared_ptr<void>> kept_;
   std::pmr::monotonic_buffer_resource arena_{&sim::large_pages()};
-  std::shared_ptr<void> plan_cache_;
+  std::unique_ptr<CollectiveModel> collectives_;
   std::vector<sim::Fluid::ResourceId> solver_resource_;  // by link; shorter: unmerged
   std::vector<void*> spare_;                             // transient blocks handed back
 };

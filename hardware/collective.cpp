@@ -70,11 +70,28 @@ void all_to_all_uses(const Cluster& c, const CollectiveSpec& s, Uses& u, Uses& h
   }
 }
 
+// What sets one collective kind apart (collective.hpp): ring passes (its amount is passes·(n−1)/n
+// of S, its latency passes × the ring's steps) or an all-to-all (amount (n−1)/n of S, links to
+// every peer, one hop).
+struct KindModel {
+  CollKind kind;
+  bool all_to_all;
+  int passes;
+};
+constexpr KindModel kKindModels[] = {{CollKind::all_gather, false, 1},
+                                     {CollKind::reduce_scatter, false, 1},
+                                     {CollKind::all_reduce, false, 2},
+                                     {CollKind::all_to_all, true, 1}};
+const KindModel& kind_model(CollKind k) {
+  for (const auto& m : kKindModels)
+    if (m.kind == k) return m;
+  throw std::logic_error("a collective kind without a model");
+}
+
 // Fabric uses, for every copy of the simulated nodes (collective.hpp).
-void fabric_uses(const Cluster& c, const CollectiveSpec& s, Uses& u) {
+void fabric_uses(const Cluster& c, const CollectiveSpec& s, Uses& u, Dragonfly::RouteSum& sum) {
   Dragonfly* f = c.fabric();
   if (!f) return;
-  thread_local Dragonfly::RouteSum sum;  // per thread: sweeps run simulations in threads
   const int copies = c.copies();
   if (s.across_copies) {
     const int node = c.node_of(s.ranks.front());
@@ -93,7 +110,7 @@ void fabric_uses(const Cluster& c, const CollectiveSpec& s, Uses& u) {
   if (members.size() < 2) return;
   const double n = static_cast<double>(s.ranks.size());
   for (int d = 0; d < copies; ++d) {
-    if (s.kind == CollKind::all_to_all) {
+    if (kind_model(s.kind).all_to_all) {
       for (const auto& [a, ga] : members)
         for (const auto& [b, gb] : members)
           if (a != b) f->route(c.fabric_node(d, a), c.fabric_node(d, b), ga * gb / (n - 1), sum);
@@ -106,95 +123,88 @@ void fabric_uses(const Cluster& c, const CollectiveSpec& s, Uses& u) {
   sum.drain(u);
 }
 
+int nodes_spanned(const Cluster& c, const std::vector<int>& ranks) {
+  std::vector<int> ns;
+  for (int r : ranks) ns.push_back(c.node_of(r));
+  std::sort(ns.begin(), ns.end());
+  return static_cast<int>(std::unique(ns.begin(), ns.end()) - ns.begin());
+}
+
+// The all-reduce across copies (collective.hpp): each rank's ring over its copies' nodes.
+void plan_across_copies(const Cluster& c, const CollectiveSpec& s, CollectivePlan& plan, Uses& u,
+                        Uses& h) {
+  if (s.kind != CollKind::all_reduce || s.ranks.size() != 1)
+    throw std::invalid_argument("a collective across copies is an all-reduce of one rank");
+  const double cn = c.copies();
+  plan.amount = cn > 1 ? 2 * (cn - 1) / cn * s.bytes : 0;
+  const auto& l = c.links(s.ranks.front());
+  u[l.nic_out] += 1;
+  u[l.nic_in] += 1;
+  h[l.hbm] += 1;
+}
+
+// NCCL's latency for the plan (ring/Simple): base + hops, one per ring step (passes × n − 1,
+// a node boundary a network hop), or one hop for an all-to-all.
+double latency_us(const Cluster& c, const CollectiveSpec& s, bool crosses_network, int nodes) {
+  const auto& p = c.profile().nccl;
+  const int n = static_cast<int>(s.ranks.size());
+  const auto& m = kind_model(s.kind);
+  if (s.across_copies) return p.base_latency_us + 2 * (c.copies() - 1) * p.hop_latency_net_us;
+  if (m.all_to_all)
+    return p.base_latency_us + (crosses_network ? p.hop_latency_net_us : p.hop_latency_nvlink_us);
+  if (n <= 1) return p.base_latency_us;
+  const int net_steps = crosses_network ? nodes - 1 : 0;
+  const int nvl_steps = n - 1 - net_steps;
+  return p.base_latency_us +
+         m.passes * (net_steps * p.hop_latency_net_us + nvl_steps * p.hop_latency_nvlink_us);
+}
+
 }  // namespace
 
-CollectivePlan plan_collective(const Cluster& c, const CollectiveSpec& s) {
+CollectivePlan CollectiveModel::plan(const Cluster& c, const CollectiveSpec& s) {
   const auto& p = c.profile();
   const int n = static_cast<int>(s.ranks.size());
   if (n < 1) throw std::invalid_argument("a collective needs at least one rank");
   CollectivePlan plan;
-  plan.ctas = channels(s.kind, s.default_ctas, c.nccl(), static_cast<int>(p.gpu.sm_count));
-  int nodes = 0;
-  {
-    std::vector<int> ns;
-    for (int r : s.ranks) ns.push_back(c.node_of(r));
-    std::sort(ns.begin(), ns.end());
-    nodes = static_cast<int>(std::unique(ns.begin(), ns.end()) - ns.begin());
-  }
+  plan.ctas = s.ctas;
+  const int nodes = nodes_spanned(c, s.ranks);
   plan.crosses_network = nodes > 1 || s.across_copies;
   const double frac = n > 1 ? static_cast<double>(n - 1) / n : 0.0;
+  const auto& m = kind_model(s.kind);
   Uses u, h;
   if (s.across_copies) {
-    if (s.kind != CollKind::all_reduce || n != 1)
-      throw std::invalid_argument("a collective across copies is an all-reduce of one rank");
-    const double cn = c.copies();
-    plan.amount = cn > 1 ? 2 * (cn - 1) / cn * s.bytes : 0;
-    const auto& l = c.links(s.ranks.front());
-    u[l.nic_out] += 1;
-    u[l.nic_in] += 1;
-    h[l.hbm] += 1;
-  } else if (s.kind == CollKind::all_to_all) {
-    plan.amount = frac * s.bytes;
-    if (n > 1) all_to_all_uses(c, s, u, h, p.nccl.hbm_traffic_factor);
+    plan_across_copies(c, s, plan, u, h);
   } else {
-    plan.amount = (s.kind == CollKind::all_reduce ? 2 : 1) * frac * s.bytes;
-    if (n > 1) ring_uses(c, s, u, h, p.nccl.hbm_traffic_factor);
+    plan.amount = m.passes * frac * s.bytes;
+    if (n > 1) (m.all_to_all ? all_to_all_uses : ring_uses)(c, s, u, h, p.nccl.hbm_traffic_factor);
   }
   const double cta_Bps =
       (plan.crosses_network ? p.nccl.cta_net_GBps : p.nccl.cta_nvlink_GBps) * 1e9;
   plan.bound = plan.ctas * cta_Bps;
   plan.solo_Bps = plan.bound;
-  fabric_uses(c, s, u);
+  fabric_uses(c, s, u, route_sum_);
   for (const auto& [r, w] : u) {
     plan.uses.push_back({r, w});
     plan.solo_Bps = std::min(plan.solo_Bps, c.fluid_capacity(r) / w);
   }
   for (const auto& [r, w] : h) plan.hbm.push_back({r, w});
-  double lat = p.nccl.base_latency_us;
-  if (s.across_copies) {
-    lat += 2 * (c.copies() - 1) * p.nccl.hop_latency_net_us;
-  } else if (s.kind == CollKind::all_to_all) {
-    lat += plan.crosses_network ? p.nccl.hop_latency_net_us : p.nccl.hop_latency_nvlink_us;
-  } else if (n > 1) {
-    const int net_steps = plan.crosses_network ? nodes - 1 : 0;
-    const int nvl_steps = n - 1 - net_steps;
-    const int mult = s.kind == CollKind::all_reduce ? 2 : 1;
-    lat +=
-        mult * (net_steps * p.nccl.hop_latency_net_us + nvl_steps * p.nccl.hop_latency_nvlink_us);
-  }
-  plan.latency = sim::Time::us(lat);
+  plan.latency = sim::Time::us(latency_us(c, s, plan.crosses_network, nodes));
   return plan;
 }
 
-namespace {
-
-// Plans of one byte, by everything but the size: the links and latency of a collective do not
-// depend on its bytes and its amount is proportional to them. A step repeats the same
-// collectives every layer, so most plans come from here. A map: plans keep their addresses.
-using PlanKey = std::tuple<CollKind, int, bool, std::vector<int>>;
-struct PlanCache {
-  std::map<PlanKey, CollectivePlan> plans;
-  bool merged = false;  // merge_alike_links ran: no new plan may come
-};
-
-PlanCache& plan_cache(Cluster& c) {
-  auto& slot = c.plan_cache();
-  if (!slot) slot = std::make_shared<PlanCache>();
-  return *static_cast<PlanCache*>(slot.get());
-}
-
-const CollectivePlan& cached_plan(Cluster& c, const CollectiveSpec& spec) {
-  auto& cache = plan_cache(c);
-  PlanKey key{spec.kind, spec.default_ctas, spec.across_copies, spec.ranks};
-  auto it = cache.plans.find(key);
-  if (it == cache.plans.end()) {
-    if (cache.merged) throw std::logic_error("a collective was bound after its links were merged");
+const CollectivePlan& CollectiveModel::cached_plan(Cluster& c, const CollectiveSpec& spec) {
+  PlanKey key{spec.kind, spec.ctas, spec.across_copies, spec.ranks};
+  auto it = plans_.find(key);
+  if (it == plans_.end()) {
+    if (merged_) throw std::logic_error("a collective was bound after its links were merged");
     CollectiveSpec one = spec;
     one.bytes = 1;
-    it = cache.plans.emplace(std::move(key), plan_collective(c, one)).first;
+    it = plans_.emplace(std::move(key), plan(c, one)).first;
   }
   return it->second;
 }
+
+namespace {
 
 // One collective in flight. Callbacks capture only (State*, index), which fits std::function's
 // inline buffer: no allocation per task (a step has ~10⁶ of them). The cluster keeps it alive.
@@ -242,7 +252,8 @@ struct CollectiveState {
 
 }  // namespace
 
-void run_collective(const std::vector<sim::Task*>& tasks, Cluster& c, CollectiveSpec spec) {
+void CollectiveModel::run(const std::vector<sim::Task*>& tasks, Cluster& c,
+                          const CollectiveSpec& spec) {
   if (tasks.size() != spec.ranks.size()) throw std::invalid_argument("one task per rank");
   const auto& plan = cached_plan(c, spec);
   auto* st = c.keep(std::make_shared<CollectiveState>(CollectiveState{
@@ -251,15 +262,14 @@ void run_collective(const std::vector<sim::Task*>& tasks, Cluster& c, Collective
     tasks[i]->on_ready = [st, i](sim::Task&) { st->ready(i); };
 }
 
-void merge_alike_links(Cluster& c) {
-  auto& cache = plan_cache(c);
-  if (cache.merged) return;
-  cache.merged = true;
+void CollectiveModel::merge_alike_links(Cluster& c) {
+  if (merged_) return;
+  merged_ = true;
   // Each link's uses by the plans, as (plan number, weight) in plan order, with its capacity.
   using Usage = std::pair<double, std::vector<std::pair<std::size_t, double>>>;
   std::map<sim::Fluid::ResourceId, Usage> usage;
   std::size_t k = 0;
-  for (const auto& [key, plan] : cache.plans) {
+  for (const auto& [key, plan] : plans_) {
     for (const auto& u : plan.uses) {
       auto& x = usage[u.resource];
       x.first = c.fluid_capacity(u.resource);
@@ -279,7 +289,7 @@ void merge_alike_links(Cluster& c) {
   // Every member of a class has the same weight in each plan: keep the first of each class.
   std::vector<std::size_t> taken_by(c.fluid().resource_count(), 0);  // plan number + 1
   k = 0;
-  for (auto& [key, plan] : cache.plans) {
+  for (auto& [key, plan] : plans_) {
     ++k;
     plan.solver_uses.clear();
     for (const auto& u : plan.uses) {

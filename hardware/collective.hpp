@@ -3,7 +3,8 @@
 // Channels: one CTA per channel, each holding one SM from its rank's launch to the collective's
 // end, waiting for late peers included:
 //     ctas = min(default for that collective, NCCL_MAX_CTAS if set), send/recv (all-to-all)
-//     rounded up to a power of two, never more than the GPU's SMs.
+//     rounded up to a power of two, never more than the GPU's SMs (channels(); the caller
+//     resolves them once — model/comm_plan.hpp for a step — and the spec carries the result).
 // Data moves once every participant has launched (holds all its CTAs), as one fluid flow whose
 // amount A is the bytes each rank sends:
 //     ring all-gather / reduce-scatter of an S-byte (gathered) buffer over n ranks: A = (n−1)/n·S
@@ -31,15 +32,21 @@
 // Latency (NCCL's tuning model, ring/Simple): base + NVLink steps·hop_nvlink + network
 // steps·hop_net, with n−1 steps (2(n−1) for all-reduce), one per node boundary on the network;
 // all-to-all: base + one hop.
+// Each kind is one descriptor (collective.cpp, kKindModels): how many ring passes its amount
+// takes (all-reduce 2, the others 1) or whether it is an all-to-all, which gives its amount, its
+// link uses and its latency steps.
 // Collectives of one communicator serialize: the caller chains their tasks.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "hardware/cluster.hpp"
+#include "hardware/nccl_options.hpp"
 #include "sim/param.hpp"
 #include "sim/task.hpp"
 
@@ -58,7 +65,7 @@ struct CollectiveSpec {
   CollKind kind = CollKind::all_gather;
   std::vector<int> ranks;  // global GPU indices, in ring order
   double bytes = 0;        // S, as above
-  int default_ctas = 1;    // NCCL's own channel count for this collective
+  int ctas = 1;            // channels (CTAs) it runs, as channels() resolves them
   // An all-reduce among the copies of each rank (cluster.hpp): the data-parallel replicas'
   // all-reduce when one replica stands for all. Each rank's ring runs over its copies' nodes.
   bool across_copies = false;
@@ -78,17 +85,42 @@ struct CollectivePlan {
 };
 
 int channels(CollKind kind, int default_ctas, const NcclOptions& opts, int sm_count);
-CollectivePlan plan_collective(const Cluster& c, const CollectiveSpec& spec);
 
-// Binds tasks[i] (on GPU spec.ranks[i]) to one collective.
-void run_collective(const std::vector<sim::Task*>& tasks, Cluster& c, CollectiveSpec spec);
+// The collectives of one machine: their plans (cached by everything but the size: a step repeats
+// the same collectives every layer), the merging of alike links, and the fabric's route scratch.
+// The cluster owns one (Cluster::collectives()).
+class CollectiveModel {
+ public:
+  // Binds tasks[i] (on GPU spec.ranks[i]) to one collective.
+  void run(const std::vector<sim::Task*>& tasks, Cluster& c, const CollectiveSpec& spec);
+  // Once every collective is bound (a step's graph is built): links that every planned
+  // collective uses with the same weight, and of the same capacity, always carry the same flows
+  // at the same rates — the NICs of one ring's members, the NVLinks of one group. Each such class
+  // becomes one solver resource (Cluster::solver_resource), so a ring over 384 GPUs is a flow
+  // over a few resources instead of 1,500; rates are unchanged. Collectives bound afterwards are
+  // refused.
+  void merge_alike_links(Cluster& c);
+  // The plan of a collective on this machine (amount, links, bound, latency; collective.hpp).
+  CollectivePlan plan(const Cluster& c, const CollectiveSpec& spec);
 
-// Once every collective is bound (a step's graph is built): links that every planned collective
-// uses with the same weight, and of the same capacity, always carry the same flows at the same
-// rates — the NICs of one ring's members, the NVLinks of one group. Each such class becomes one
-// solver resource (Cluster::solver_resource), so a ring over 384 GPUs is a flow over a few
-// resources instead of 1,500; rates are unchanged. Collectives bound afterwards are refused.
-void merge_alike_links(Cluster& c);
+ private:
+  const CollectivePlan& cached_plan(Cluster& c, const CollectiveSpec& spec);
+  // Plans of one byte, by everything but the size: the links and latency of a collective do not
+  // depend on its bytes and its amount is proportional to them. A map: plans keep their
+  // addresses.
+  using PlanKey = std::tuple<CollKind, int, bool, std::vector<int>>;
+  std::map<PlanKey, CollectivePlan> plans_;
+  bool merged_ = false;            // merge_alike_links ran: no new plan may come
+  Dragonfly::RouteSum route_sum_;  // fabric routes' scratch (one model per simulation)
+};
+
+inline void run_collective(const std::vector<sim::Task*>& tasks, Cluster& c,
+                           const CollectiveSpec& spec) {
+  c.collectives().run(tasks, c, spec);
+}
+inline void merge_alike_links(Cluster& c) {
+  c.collectives().merge_alike_links(c);
+}
 
 // A CPU (gloo-style) all-reduce of `bytes` among the host threads of `ranks`: no SMs, no GPU
 // links. It starts when the last participant arrives and takes recursive doubling's

@@ -10,6 +10,7 @@
 #include "hardware/cluster.hpp"
 #include "hardware/collective.hpp"
 #include "hardware/ops.hpp"
+#include "model/comm_plan.hpp"
 #include "model/step_costs.hpp"
 #include "sim/task.hpp"
 #include "sim/units.hpp"
@@ -117,24 +118,8 @@ HbmReplay replay_hbm(const BufferLog& log, std::int64_t rank, const CachingAlloc
 
 double nccl_buffer_bytes(const Job& job, const hardware::Profile& p,
                          const hardware::NcclOptions& n) {
-  using hardware::CollKind;
-  const auto& d = n.default_ctas;
-  const int sms = static_cast<int>(p.gpu.sm_count);
-  auto ch = [&](CollKind k, std::int64_t def) {
-    return hardware::channels(k, static_cast<int>(def), n, sms);
-  };
-  const auto& t = job.training;
-  // Communicators of a rank: dense FSDP, expert FSDP, EP, (node for the NVLink re-gather),
-  // (replicas). A communicator keeps buffers for the most channels any of its collectives uses.
-  int channels = ch(CollKind::all_gather, d.dense) + ch(CollKind::all_to_all, d.ep_all_to_all);
-  channels += std::max({ch(CollKind::all_gather, d.expert_allgather),
-                        t.grad_reduce == GradReduce::bf16_all_to_all
-                            ? ch(CollKind::all_to_all, d.grad_all_to_all)
-                            : ch(CollKind::reduce_scatter, d.expert_reduce_scatter)});
-  if (t.dense_reshard == DenseReshard::node_local)
-    channels += ch(CollKind::all_gather, d.nvlink_gather);
-  if (job.parallel.dp > 1) channels += ch(CollKind::all_reduce, d.dense);
-  return channels * p.nccl.buffer_per_channel_MiB * 1024 * 1024;
+  const auto comms = plan_comms(job, n, static_cast<int>(p.gpu.sm_count));
+  return comms.buffered_channels() * p.nccl.buffer_per_channel_MiB * 1024 * 1024;
 }
 
 double allocator_capacity_bytes(const Job& job, const hardware::Profile& p,

@@ -72,7 +72,8 @@ struct AllocatorTrace {
 HbmReplay replay_hbm(const BufferLog& log, std::int64_t rank, const CachingAllocator::Options& opts,
                      std::int64_t warm_steps = 0, AllocatorTrace* trace = nullptr);
 
-// NCCL's device buffers on one rank: per communicator, channels × buffer per channel.
+// NCCL's device buffers on one rank: the channels it keeps buffers for (comm_plan.hpp) × the
+// buffer per channel.
 double nccl_buffer_bytes(const Job& job, const hardware::Profile& p,
                          const hardware::NcclOptions& n);
 

@@ -10,7 +10,6 @@
 
 namespace twin::model {
 
-using hardware::CollKind;
 using hardware::Family;
 using hardware::gemm_shape;
 using hardware::grid_work;
@@ -34,9 +33,7 @@ StepBuilder::PerRank StepBuilder::backward_head(const PerRank& last_fwd_end, Bac
   const auto& m = job_.model;
   const double h = static_cast<double>(m.hidden), V = static_cast<double>(m.vocab);
   const auto L = static_cast<std::int32_t>(m.layers);
-  const auto& ctas = c_.nccl().default_ctas;
-  auto head_ag = collective(dense_pg_, kDensePg, CollKind::all_gather, V * h * 2, ctas.dense,
-                            "head_gather", kCollDenseGather, L);
+  auto head_ag = collective(StepColl::dense_gather, V * h * 2, "head_gather", L);
   after_all(head_ag, last_fwd_end);
   std::vector<std::size_t> head_grad(static_cast<std::size_t>(ranks_));
   for (std::int64_t r = 0; r < ranks_; ++r) {
@@ -63,8 +60,7 @@ StepBuilder::PerRank StepBuilder::backward_head(const PerRank& last_fwd_end, Bac
         mem_.alloc(r, "head_grad", kPoolCompute, V * h * (kBf16 + kFp32), hb, BufferLog::kEnd);
   }
   const PerRank issue = marker(kCompute, "backward_start", L);
-  st.prev_reduce = collective(dense_pg_, kDensePg, CollKind::reduce_scatter, V * h * 4, ctas.dense,
-                              "head_grad_reduce_scatter", kCollDenseReduce, L);
+  st.prev_reduce = collective(StepColl::dense_reduce, V * h * 4, "head_grad_reduce_scatter", L);
   after_all(st.prev_reduce, issue);
   for (std::int64_t r = 0; r < ranks_; ++r)
     mem_.free(r, head_grad[static_cast<std::size_t>(r)],
@@ -78,7 +74,6 @@ StepBuilder::PerRank StepBuilder::backward_head(const PerRank& last_fwd_end, Bac
 StepBuilder::Fetch StepBuilder::prefetch_layer(std::int32_t i, const PerRank& issue_at,
                                                const PerRank& d2h_all) {
   const auto& t = job_.training;
-  const auto& ctas = c_.nccl().default_ctas;
   const std::int64_t L = job_.model.layers;
   const double h = static_cast<double>(job_.model.hidden);
   const auto comm = layer_comm(job_, i);
@@ -93,12 +88,9 @@ StepBuilder::Fetch StepBuilder::prefetch_layer(std::int32_t i, const PerRank& is
           r, "reloaded_output", kPoolOffload, work_[r].tokens * h * kBf16, x, BufferLog::kStart));
     }
   f.dense = t.dense_reshard == DenseReshard::node_local
-                ? collective(node_pg_, kNodePg, CollKind::all_gather, comm.dense_gather,
-                             ctas.nvlink_gather, "dense_regather_nvlink", kCollDenseGather, i)
-                : collective(dense_pg_, kDensePg, CollKind::all_gather, comm.dense_gather,
-                             ctas.dense, "dense_regather", kCollDenseGather, i);
-  f.expert = collective(expert_pg_, kExpertPg, CollKind::all_gather, comm.expert_gather,
-                        ctas.expert_allgather, "expert_regather", kCollExpertGather, i);
+                ? collective(StepColl::nvlink_gather, comm.dense_gather, "dense_regather_nvlink", i)
+                : collective(StepColl::dense_gather, comm.dense_gather, "dense_regather", i);
+  f.expert = collective(StepColl::expert_gather, comm.expert_gather, "expert_regather", i);
   after_all(f.dense, issue_at);
   after_all(f.expert, issue_at);
   return f;
@@ -140,18 +132,13 @@ void StepBuilder::layer_boundary_buffers(std::int32_t i, const Fetch& cur, const
 // reduced shard's way home.
 void StepBuilder::reduce_layer_grads(std::int32_t i, const PerRank& boundary, BackwardState& st) {
   const auto& t = job_.training;
-  const auto& ctas = c_.nccl().default_ctas;
   const double R = static_cast<double>(job_.parallel.replica_gpus);
   const double expert_pg = R / static_cast<double>(job_.parallel.ep);
   const auto comm = layer_comm(job_, i);
-  auto rsd = collective(dense_pg_, kDensePg, CollKind::reduce_scatter, comm.dense_reduce,
-                        ctas.dense, "dense_grad_reduce_scatter", kCollDenseReduce, i);
+  auto rsd = collective(StepColl::dense_reduce, comm.dense_reduce, "dense_grad_reduce_scatter", i);
   const bool a2a = t.grad_reduce == GradReduce::bf16_all_to_all;
-  auto rse = a2a ? collective(expert_pg_, kExpertPg, CollKind::all_to_all, comm.expert_reduce,
-                              ctas.grad_all_to_all, "expert_grad_all_to_all", kCollExpertReduce, i)
-                 : collective(expert_pg_, kExpertPg, CollKind::reduce_scatter, comm.expert_reduce,
-                              ctas.expert_reduce_scatter, "expert_grad_reduce_scatter",
-                              kCollExpertReduce, i);
+  auto rse = collective(StepColl::expert_grad_reduce, comm.expert_reduce,
+                        a2a ? "expert_grad_all_to_all" : "expert_grad_reduce_scatter", i);
   after_all(rsd, boundary);
   after_all(rse, boundary);
   for (std::int64_t r = 0; r < ranks_; ++r) {
@@ -175,8 +162,7 @@ void StepBuilder::reduce_layer_grads(std::int32_t i, const PerRank& boundary, Ba
   const double shard_bytes = comm.dense_reduce / R + 4 * comm.expert_elems / expert_pg;
   PerRank reduced = rse;
   if (job_.parallel.dp > 1) {
-    reduced = collective(replica_pg_, kReplicaPg, CollKind::all_reduce, shard_bytes, ctas.dense,
-                         "replica_grad_all_reduce", kCollReplicaAllReduce, i);
+    reduced = collective(StepColl::replica_all_reduce, shard_bytes, "replica_grad_all_reduce", i);
     after_all(reduced, rsd);
     after_all(reduced, rse);
   }
@@ -208,8 +194,7 @@ void StepBuilder::reduce_layer_grads(std::int32_t i, const PerRank& boundary, Ba
 // reduce-scatter (SPEC.md §6.11b).
 void StepBuilder::embedding_regather(const PerRank& boundary) {
   const double vh = static_cast<double>(job_.model.vocab) * static_cast<double>(job_.model.hidden);
-  auto emb = collective(dense_pg_, kDensePg, CollKind::all_gather, vh * 2,
-                        c_.nccl().default_ctas.dense, "embedding_regather", kCollDenseGather, -1);
+  auto emb = collective(StepColl::dense_gather, vh * 2, "embedding_regather", -1);
   after_all(emb, boundary);
   auto wait = marker(kCompute, "embedding_weight_ready", -1);
   after_all(wait, emb);
@@ -228,9 +213,7 @@ void StepBuilder::backward_embedding(BackwardState& st, PerRank& grads_home) {
                 elementwise_op(job_, cost_, Family::ew_scatter_add, eb), -1),
          {elementwise_launch(eb)});
   }
-  auto emb_rs = collective(dense_pg_, kDensePg, CollKind::reduce_scatter, V * h * 4,
-                           c_.nccl().default_ctas.dense, "embedding_grad_reduce_scatter",
-                           kCollDenseReduce, -1);
+  auto emb_rs = collective(StepColl::dense_reduce, V * h * 4, "embedding_grad_reduce_scatter", -1);
   const auto bw_end = marker(kCompute, "backward_end", -1);
   after_all(emb_rs, bw_end);
   for (std::int64_t r = 0; r < ranks_; ++r) {

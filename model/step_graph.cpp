@@ -10,8 +10,6 @@ namespace twin::model {
 using hardware::grid_stride_shape;
 using hardware::grid_work;
 
-using hardware::CollKind;
-
 namespace {
 constexpr const char* kStreamNames[] = {"compute",    "dense_pg", "expert_pg", "ep_pg", "node_pg",
                                         "replica_pg", "d2h",      "h2d",       "side",  "cpu"};
@@ -22,7 +20,8 @@ const char* stream_name(std::int32_t s) {
   return s >= 0 && s < kStreamCount ? kStreamNames[s] : "?";
 }
 
-StepBuilder::StepBuilder(const Job& job, hardware::Cluster& cluster, sim::TaskGraph& graph)
+StepBuilder::StepBuilder(const Job& job, const hardware::NcclOptions& nccl,
+                         hardware::Cluster& cluster, sim::TaskGraph& graph)
     : job_(job),
       c_(cluster),
       g_(graph),
@@ -30,38 +29,15 @@ StepBuilder::StepBuilder(const Job& job, hardware::Cluster& cluster, sim::TaskGr
       work_(build_workload(job)),
       ranks_(cluster.gpus()),
       last_(static_cast<std::size_t>(ranks_)),
+      comms_(plan_comms(job, nccl, static_cast<int>(cluster.profile().gpu.sm_count))),
+      pgs_(process_groups(job.parallel, static_cast<int>(ranks_), cluster.gpus_per_node(),
+                          cluster.copies())),
       mem_(ranks_),
       held_(static_cast<std::size_t>(ranks_ * job.model.layers)),
       local_shard_(static_cast<std::size_t>(ranks_ * job.model.layers), 0) {
   for (auto& l : last_) l.fill(nullptr);
   const auto& eff = cluster.profile().efficiency;
   weigh_attention(work_, job.model, eff.attention_fwd_half_tokens, eff.attention_bwd_half_tokens);
-  const int R = static_cast<int>(job.parallel.replica_gpus), ep = static_cast<int>(job.parallel.ep);
-  // Replicas simulated: all of them, or one standing for every copy (cluster.copies()).
-  const int gpn = cluster.gpus_per_node(), dp = static_cast<int>(ranks_ / R);
-  if (ranks_ % R != 0 || (dp != job.parallel.dp && cluster.copies() != job.parallel.dp))
-    throw std::invalid_argument("the cluster holds neither one replica nor all of them");
-  for (int d = 0; d < dp; ++d) {
-    dense_pg_.emplace_back();
-    for (int j = 0; j < R; ++j) dense_pg_.back().push_back(d * R + j);
-    for (int b = 0; b < ep; ++b) {
-      expert_pg_.emplace_back();
-      for (int j = b; j < R; j += ep) expert_pg_.back().push_back(d * R + j);
-    }
-  }
-  for (int r = 0; r < ranks_; r += ep) {
-    ep_pg_.emplace_back();
-    for (int j = 0; j < ep; ++j) ep_pg_.back().push_back(r + j);
-  }
-  for (int r = 0; r < ranks_; r += gpn) {
-    node_pg_.emplace_back();
-    for (int j = 0; j < gpn; ++j) node_pg_.back().push_back(r + j);
-  }
-  for (int j = 0; j < R; ++j) {
-    replica_pg_.emplace_back();
-    for (int d = 0; d < dp; ++d) replica_pg_.back().push_back(d * R + j);
-  }
-  replicas_are_copies_ = cluster.copies() > 1;
 }
 
 std::optional<FusedParts> StepBuilder::parts(std::size_t task_id) const {
@@ -140,17 +116,48 @@ sim::Task& StepBuilder::kernels(std::int64_t rank, const char* name, Category c,
   return t;
 }
 
-StepBuilder::PerRank StepBuilder::collective(const std::vector<std::vector<int>>& groups, Stream s,
-                                             CollKind kind, double bytes, std::int64_t default_ctas,
-                                             const char* name, Category c, std::int32_t layer) {
+namespace {
+
+// Each collective's category in the reports.
+Category category_of(StepColl c) {
+  switch (c) {
+    case StepColl::dense_gather:
+    case StepColl::nvlink_gather:
+      return kCollDenseGather;
+    case StepColl::dense_reduce:
+      return kCollDenseReduce;
+    case StepColl::expert_gather:
+      return kCollExpertGather;
+    case StepColl::expert_grad_reduce:
+      return kCollExpertReduce;
+    case StepColl::ep_all_to_all:
+      return kCollEpAllToAll;
+    case StepColl::replica_all_reduce:
+      return kCollReplicaAllReduce;
+    case StepColl::norm_all_reduce:
+      return kCollNormAllReduce;
+    case StepColl::optimizer_all_to_all:
+    case StepColl::count:
+      break;
+  }
+  return kCollOptimizerAllToAll;
+}
+
+}  // namespace
+
+StepBuilder::PerRank StepBuilder::collective(StepColl which, double bytes, const char* name,
+                                             std::int32_t layer) {
+  const auto& pc = comms_[which];
+  // The communicators' streams follow Comm's order from kDensePg on.
+  const auto s = static_cast<Stream>(kDensePg + static_cast<std::int32_t>(pc.comm));
+  const Category c = category_of(which);
   PerRank out(static_cast<std::size_t>(ranks_), nullptr);
-  for (const auto& grp : groups) {
+  for (const auto& grp : pgs_[pc.comm]) {
     std::vector<sim::Task*> ts;
     for (int r : grp) ts.push_back(out[static_cast<std::size_t>(r)] = &task(r, s, name, c, layer));
     if (!launch_ranks_.empty()) {
       Launch l{Launch::kCollective};
-      l.ctas = hardware::channels(kind, static_cast<int>(default_ctas), c_.nccl(),
-                                  static_cast<int>(c_.profile().gpu.sm_count));
+      l.ctas = pc.ctas;
       for (int r : grp) note(r, *out[static_cast<std::size_t>(r)], {l});
       if (grp.size() > 1 &&
           std::any_of(grp.begin(), grp.end(), [&](int r) { return records(r); })) {
@@ -158,9 +165,9 @@ StepBuilder::PerRank StepBuilder::collective(const std::vector<std::vector<int>>
         for (const auto* t : ts) ids.push_back(t->id());
       }
     }
-    hardware::run_collective(ts, c_,
-                             {kind, grp, bytes, static_cast<int>(default_ctas),
-                              s == kReplicaPg && replicas_are_copies_});
+    hardware::run_collective(
+        ts, c_,
+        {pc.kind, grp, bytes, pc.ctas, pc.comm == Comm::replica && pgs_.replicas_are_copies});
   }
   return out;
 }
@@ -211,9 +218,7 @@ void StepBuilder::run_ops(const std::vector<std::vector<Op>>& ops, std::int32_t 
   for (std::size_t j = 0; j < ops[0].size(); ++j) {
     const Op& shape = ops[0][j];
     if (shape.a2a_bytes > 0) {
-      auto ts =
-          collective(ep_pg_, kEpPg, CollKind::all_to_all, shape.a2a_bytes,
-                     c_.nccl().default_ctas.ep_all_to_all, shape.name, kCollEpAllToAll, layer);
+      auto ts = collective(StepColl::ep_all_to_all, shape.a2a_bytes, shape.name, layer);
       for (std::int64_t r = 0; r < ranks_; ++r) {
         auto& last = last_[static_cast<std::size_t>(r)][kCompute];
         if (last) ts[static_cast<std::size_t>(r)]->after(*last);

@@ -22,6 +22,7 @@
 #include "hardware/cluster.hpp"
 #include "hardware/collective.hpp"
 #include "hardware/kernel_cost.hpp"
+#include "model/comm_plan.hpp"
 #include "model/job.hpp"
 #include "model/step_costs.hpp"
 #include "model/step_memory.hpp"
@@ -71,7 +72,8 @@ struct StepMarks {
 
 class StepBuilder {
  public:
-  StepBuilder(const Job& job, hardware::Cluster& cluster, sim::TaskGraph& graph);
+  StepBuilder(const Job& job, const hardware::NcclOptions& nccl, hardware::Cluster& cluster,
+              sim::TaskGraph& graph);
   StepMarks build();
   const std::vector<RankWorkload>& workload() const { return work_; }
   // Parts of a fused task (category kFused), by task id; none for other tasks.
@@ -102,10 +104,9 @@ class StepBuilder {
   // Several kernels back to back as one task of category c (ops.hpp's run_fused).
   sim::Task& kernels(std::int64_t rank, const char* name, Category c,
                      std::span<const hardware::KernelPart> parts, std::int32_t layer);
-  // One collective per group of `groups`; returns each participating rank's task (else null).
-  PerRank collective(const std::vector<std::vector<int>>& groups, Stream s, hardware::CollKind kind,
-                     double bytes, std::int64_t default_ctas, const char* name, Category c,
-                     std::int32_t layer);
+  // Collective `which` of the comm plan, one per process group of its communicator; returns
+  // each participating rank's task (else null).
+  PerRank collective(StepColl which, double bytes, const char* name, std::int32_t layer);
   void after_all(PerRank& tasks, const PerRank& preds);
 
   void forward(std::vector<PerRank>& begin, std::vector<PerRank>& end, PerRank& d2h);
@@ -150,8 +151,8 @@ class StepBuilder {
   std::vector<RankWorkload> work_;
   std::int64_t ranks_;
   std::vector<std::array<sim::Task*, kStreamCount>> last_;
-  std::vector<std::vector<int>> dense_pg_, expert_pg_, ep_pg_, node_pg_, replica_pg_;
-  bool replicas_are_copies_ = false;  // one replica simulated: its all-reduce runs across copies
+  CommPlan comms_;
+  ProcessGroups pgs_;
   // Fused tasks' parts, flat: task id → its parts fused_parts_[fused_begin_[k] .. +count],
   // k = fused_index_[id] (−1: not fused; the count is fused_begin_[k + 1] − fused_begin_[k]).
   std::vector<std::int32_t> fused_index_;

@@ -10,8 +10,6 @@
 
 namespace twin::model {
 
-using hardware::CollKind;
-
 namespace {
 
 struct Matrix {
@@ -48,15 +46,14 @@ void StepBuilder::grad_norm(const PerRank& grads_home, double shard) {
   if (job_.training.grad_norm == GradNorm::cpu) {
     for (std::int64_t r = 0; r < ranks_; ++r)
       cpu(r, "grad_norm_cpu", cost_.cpu_stream_s(4 * shard));
-    for (const auto& grp : dense_pg_) {
+    for (const auto& grp : pgs_[Comm::dense]) {
       std::vector<sim::Task*> ts;
       for (int r : grp) ts.push_back(&task(r, kCpu, "grad_norm_gloo_all_reduce", kCpuOther, -1));
       hardware::run_cpu_all_reduce(ts, c_, 4);
     }
     return;
   }
-  auto ar = collective(dense_pg_, kDensePg, CollKind::all_reduce, 4, c_.nccl().default_ctas.dense,
-                       "grad_norm_all_reduce", kCollNormAllReduce, -1);
+  auto ar = collective(StepColl::norm_all_reduce, 4, "grad_norm_all_reduce", -1);
   after_all(ar, grads_home);
   auto wait = marker(kCpu, "grad_norm_ready", -1);
   after_all(wait, ar);
@@ -107,8 +104,7 @@ void StepBuilder::muon_newton_schulz(double muon_elems) {
   const bool epilogues = t.newton_schulz_kernels == NsKernels::baddbmm;
   // The fp32 shards of every dense matrix, to their owners and back.
   auto dense_all_to_all = [&](const char* name) {
-    return collective(dense_pg_, kDensePg, CollKind::all_to_all, 4 * dense_elems / R,
-                      c_.nccl().default_ctas.dense, name, kCollOptimizerAllToAll, -1);
+    return collective(StepColl::optimizer_all_to_all, 4 * dense_elems / R, name, -1);
   };
   auto gather = dense_all_to_all("ns_dense_gather_all_to_all");
   for (std::int64_t r = 0; r < ranks_; ++r) {

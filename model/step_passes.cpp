@@ -13,17 +13,14 @@ using hardware::gemm_shape;
 using hardware::grid_stride_shape;
 using hardware::grid_work;
 
-using hardware::CollKind;
 using hardware::Family;
 
 void StepBuilder::forward(std::vector<PerRank>& begin, std::vector<PerRank>& end,
                           PerRank& d2h_all) {
   const auto& m = job_.model;
-  const auto& ctas = c_.nccl().default_ctas;
   const std::int64_t L = m.layers, off = offloaded_layers(job_);
   const double h = static_cast<double>(m.hidden), V = static_cast<double>(m.vocab);
-  auto emb = collective(dense_pg_, kDensePg, CollKind::all_gather, V * h * 2, ctas.dense,
-                        "embedding_gather", kCollDenseGather, -1);
+  auto emb = collective(StepColl::dense_gather, V * h * 2, "embedding_gather", -1);
   const double rope = rope_cache_bytes(job_);
   for (std::int64_t r = 0; r < ranks_; ++r) {
     const double eb = 4 * work_[r].tokens * h;
@@ -38,10 +35,8 @@ void StepBuilder::forward(std::vector<PerRank>& begin, std::vector<PerRank>& end
   end.resize(static_cast<std::size_t>(L));
   for (std::int32_t i = 0; i < L; ++i) {
     const auto comm = layer_comm(job_, i);
-    auto agd = collective(dense_pg_, kDensePg, CollKind::all_gather, comm.dense_gather, ctas.dense,
-                          "dense_gather", kCollDenseGather, i);
-    auto age = collective(expert_pg_, kExpertPg, CollKind::all_gather, comm.expert_gather,
-                          ctas.expert_allgather, "expert_gather", kCollExpertGather, i);
+    auto agd = collective(StepColl::dense_gather, comm.dense_gather, "dense_gather", i);
+    auto age = collective(StepColl::expert_gather, comm.expert_gather, "expert_gather", i);
     if (i >= 1) after_all(agd, begin[i - 1]), after_all(age, begin[i - 1]);  // prefetch
     if (i >= 2) after_all(agd, end[i - 2]), after_all(age, end[i - 2]);      // two buffers
     begin[i] = marker(kCompute, "layer_forward", i);

@@ -29,12 +29,12 @@ double collective_s(const Scenario& s, hardware::CollKind kind, int ranks, int c
   sim::Fluid f(e);
   sim::TaskGraph g(e);
   const int gpn = static_cast<int>(s.hw.node.gpus);
-  hardware::Cluster c(e, f, s.hw, (ranks + gpn - 1) / gpn * gpn, s.nccl);
-  c.attach_fabric(s.placement, 1);
+  hardware::Cluster c(e, f, s.hw, (ranks + gpn - 1) / gpn * gpn,
+                      static_cast<int>(s.nccl.reserved_sms), hardware::FabricSpec{s.placement, 1});
   hardware::CollectiveSpec spec;
   spec.kind = kind;
   spec.bytes = bytes;
-  spec.default_ctas = ctas;
+  spec.ctas = hardware::channels(kind, ctas, s.nccl, static_cast<int>(s.hw.gpu.sm_count));
   std::vector<sim::Task*> tasks;
   for (int r = 0; r < ranks; ++r) spec.ranks.push_back(r), tasks.push_back(&g.add("collective"));
   hardware::run_collective(tasks, c, spec);

@@ -63,7 +63,7 @@ KernelWork kernel_work(const KernelArgs& k, const hardware::KernelCost& cost, bo
 
 // A collective over the GPUs of the scenario's first node, NCCL's CTAs capped as the scenario
 // says: "KIND,BYTES,CTAS" (KIND all_gather | reduce_scatter | all_reduce | all_to_all).
-hardware::CollectiveSpec collective_spec(const std::string& text, int gpus) {
+hardware::CollectiveSpec collective_spec(const std::string& text, const Scenario& s) {
   const auto fail = [&] {
     return InputError("--beside-collective", "",
                       fmt::format("\"{}\": expected KIND,BYTES,CTAS with KIND "
@@ -80,12 +80,13 @@ hardware::CollectiveSpec collective_spec(const std::string& text, int gpus) {
   }
   try {
     spec.bytes = std::stod(text.substr(a + 1, b - a - 1));
-    spec.default_ctas = std::stoi(text.substr(b + 1));
+    spec.ctas = std::stoi(text.substr(b + 1));  // NCCL's own count; capped below
   } catch (const std::exception&) {
     throw fail();
   }
-  if (!(spec.bytes > 0) || spec.default_ctas < 1 || spec.default_ctas > 64) throw fail();
-  for (int g = 0; g < gpus; ++g) spec.ranks.push_back(g);
+  if (!(spec.bytes > 0) || spec.ctas < 1 || spec.ctas > 64) throw fail();
+  spec.ctas = hardware::channels(spec.kind, spec.ctas, s.nccl, static_cast<int>(s.hw.gpu.sm_count));
+  for (int g = 0; g < static_cast<int>(s.hw.node.gpus); ++g) spec.ranks.push_back(g);
   return spec;
 }
 
@@ -101,7 +102,7 @@ Times engine_s(const Scenario& s, const KernelWork& w, int held,
   sim::Fluid f(e);
   sim::TaskGraph g(e);
   const int gpus = static_cast<int>(s.hw.node.gpus);
-  hardware::Cluster c(e, f, s.hw, gpus, s.nccl);
+  hardware::Cluster c(e, f, s.hw, gpus, static_cast<int>(s.nccl.reserved_sms));
   if (held > 0) c.gpu(0).request(held, hardware::Gpu::Holder::nccl, [](int) {});
   std::vector<sim::Task*> coll;
   if (beside) {
@@ -126,8 +127,7 @@ int cmd_kernel(const CommonArgs& args, const KernelArgs& k, std::ostream& out) {
   const KernelWork w = kernel_work(k, cost, s.job.training.expert_rows == model::ExpertRows::equal);
   const int sms = static_cast<int>(s.hw.gpu.sm_count) - static_cast<int>(s.nccl.reserved_sms);
   std::optional<hardware::CollectiveSpec> beside;
-  if (!k.beside_collective.empty())
-    beside = collective_spec(k.beside_collective, static_cast<int>(s.hw.node.gpus));
+  if (!k.beside_collective.empty()) beside = collective_spec(k.beside_collective, s);
   const double alone = engine_s(s, w, 0, nullptr).kernel_s;
   Json rows = Json::array();
   for (const int held : k.held_sms) {

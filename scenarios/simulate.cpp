@@ -120,14 +120,11 @@ struct Pass {
   std::map<int, reports::SmTimeline> sms;
   std::vector<model::HbmReplay> hbm;  // per rank
   Pass(const Scenario& s)
-      : cluster(engine, fluid, s.hw, simulated_gpus(s), s.nccl),
-        builder(job_with_fabric(s), cluster, graph) {}
-  // Attaches the fabric before the builder plans any collective (member order).
-  const model::Job& job_with_fabric(const Scenario& s) {
-    cluster.attach_fabric(
-        s.placement, s.placement.simulate_all_replicas ? 1 : static_cast<int>(s.job.parallel.dp));
-    return s.job;
-  }
+      : cluster(engine, fluid, s.hw, simulated_gpus(s), static_cast<int>(s.nccl.reserved_sms),
+                hardware::FabricSpec{s.placement, s.placement.simulate_all_replicas
+                                                      ? 1
+                                                      : static_cast<int>(s.job.parallel.dp)}),
+        builder(s.job, s.nccl, cluster, graph) {}
 };
 
 using sim::kGiB;

@@ -203,8 +203,10 @@ ReplayedStep replay_trace(const KinetoStep& step, const TraceDependencies& deps,
   // the source's is only asked for slowdowns.
   hardware::Profile nominal = target.hw;
   nominal.gpu.speed_spread = 0;
-  hardware::Cluster from(e, f, source.hw, static_cast<int>(source.hw.node.gpus), source.nccl);
-  hardware::Cluster to(e, f, nominal, static_cast<int>(nominal.node.gpus), target.nccl);
+  hardware::Cluster from(e, f, source.hw, static_cast<int>(source.hw.node.gpus),
+                         static_cast<int>(source.nccl.reserved_sms));
+  hardware::Cluster to(e, f, nominal, static_cast<int>(nominal.node.gpus),
+                       static_cast<int>(target.nccl.reserved_sms));
   const int sms = static_cast<int>(source.hw.gpu.sm_count);
   const auto edges = held_edges(acts, sms);
   std::vector<sim::Task*> tasks;

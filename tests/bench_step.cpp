@@ -28,8 +28,9 @@ static void StepEuropaBuildGraph(benchmark::State& state) {
     sim::Engine e;
     sim::Fluid f(e);
     sim::TaskGraph g(e);
-    hardware::Cluster c(e, f, s.hw, static_cast<int>(s.job.parallel.total_gpus()), s.nccl);
-    model::StepBuilder b(s.job, c, g);
+    hardware::Cluster c(e, f, s.hw, static_cast<int>(s.job.parallel.total_gpus()),
+                        static_cast<int>(s.nccl.reserved_sms));
+    model::StepBuilder b(s.job, s.nccl, c, g);
     benchmark::DoNotOptimize(b.build());
     state.counters["tasks"] = static_cast<double>(g.size());
   }

@@ -203,7 +203,7 @@ TEST_SUITE("hardware.contention") {
     CHECK(t.end_time().to_s() == doctest::Approx(2.0 + 132.0 / 25).epsilon(0.01));
   }
   TEST_CASE("SMs reserved by another library are never free") {
-    Rig r(4, NcclOptions{0, 20});
+    Rig r(4, 20);
     CHECK(r.cluster.gpu(0).free_sms() == 112);
     auto& t = r.graph.add("k");
     run_kernel(t, r.cluster, 0, {1.0});

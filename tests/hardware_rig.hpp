@@ -27,7 +27,12 @@ struct Rig {
   sim::TaskGraph graph{engine};
   Profile profile = test_profile();
   Cluster cluster;
-  explicit Rig(int gpus, NcclOptions o = {}) : cluster(engine, fluid, profile, gpus, o) {}
+  explicit Rig(int gpus, int reserved_sms = 0,
+               const std::optional<FabricSpec>& fabric = std::nullopt)
+      : cluster(engine, fluid, profile, gpus, reserved_sms, fabric) {}
+  // A machine of another profile (its fabric's network, say).
+  Rig(int gpus, const Profile& p, const std::optional<FabricSpec>& fabric = std::nullopt)
+      : profile(p), cluster(engine, fluid, profile, gpus, 0, fabric) {}
 };
 
 // Holds k SMs of a GPU from 0 until `until` (an NCCL kernel stand-in).

@@ -245,13 +245,13 @@ TEST_SUITE("hardware.network") {
   double ring_s(int groups, PlacementPolicy policy, Routing routing,
                 std::vector<std::vector<int>> rings, double bytes,
                 NetworkSpec net = {0, 100, 10, 10, 100, 1, 10}) {
-    Rig r(16);
     net.nodes_total = 100 * groups;
-    r.profile.network = net;
+    Profile p = test_profile();
+    p.network = net;
     PlacementOptions o;
     o.policy = policy;
     o.routing = routing;
-    r.cluster.attach_fabric(o, 1);
+    Rig r(16, p, FabricSpec{o, 1});
     std::vector<sim::Task*> all;
     for (const auto& ranks : rings) {
       std::vector<sim::Task*> ts;

@@ -141,13 +141,14 @@ double engine_collective_ms(const hardware::Profile& hw, hardware::CollKind kind
   sim::Engine e;
   sim::Fluid f(e);
   sim::TaskGraph g(e);
-  hardware::Cluster c(e, f, hw, static_cast<int>(hw.node.gpus), {max_ctas, {}});
+  hardware::Cluster c(e, f, hw, static_cast<int>(hw.node.gpus));
   // NCCL's own channels on this machine (from the run's log): 24 collective, 32 p2p.
   const int def = kind == hardware::CollKind::all_to_all ? 32 : 24;
   std::vector<sim::Task*> ts;
   std::vector<int> ranks;
   for (int r = 0; r < gpus; ++r) ts.push_back(&g.add("c")), ranks.push_back(r);
-  hardware::run_collective(ts, c, {kind, ranks, bytes, def});
+  const int ctas = hardware::channels(kind, def, {max_ctas, {}}, static_cast<int>(hw.gpu.sm_count));
+  hardware::run_collective(ts, c, {kind, ranks, bytes, ctas});
   g.start();
   e.run();
   return ts[0]->end_time().to_s() * 1e3;
