@@ -6,6 +6,7 @@
 #include <cctype>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string_view>
@@ -143,6 +144,26 @@ Columns columns_of(const std::vector<std::string>& header) {
   return c;
 }
 
+// A result line's row under the header's columns; nullopt for a line that is not one (too few
+// words, not starting with a size).
+std::optional<NcclTestsRow> result_row(const std::vector<std::string>& w, const Columns& cols,
+                                       int n) {
+  const int need =
+      std::max({cols.size, cols.count, cols.type, cols.redop, cols.time, cols.algbw, cols.busbw});
+  if (static_cast<int>(w.size()) <= need || !std::isdigit(static_cast<unsigned char>(w[0][0])))
+    return std::nullopt;
+  auto at = [&w](int c) -> const std::string& { return w[static_cast<std::size_t>(c)]; };
+  NcclTestsRow r;
+  r.size_B = number(at(cols.size), n, "size");
+  if (cols.count >= 0) r.count = number(at(cols.count), n, "count");
+  if (cols.type >= 0) r.type = at(cols.type);
+  if (cols.redop >= 0) r.redop = at(cols.redop);
+  r.time_us = number(at(cols.time), n, "time");
+  r.algbw_GBps = number(at(cols.algbw), n, "algbw");
+  r.busbw_GBps = number(at(cols.busbw), n, "busbw");
+  return r;
+}
+
 }  // namespace
 
 std::vector<NcclTestsRun> parse_nccl_tests(const std::string& text) {
@@ -185,19 +206,7 @@ std::vector<NcclTestsRun> parse_nccl_tests(const std::string& text) {
     if (runs.empty())
       throw std::invalid_argument(
           fmt::format("line {}: a result before \"# Collective test starting\"", n));
-    const int need =
-        std::max({cols.size, cols.count, cols.type, cols.redop, cols.time, cols.algbw, cols.busbw});
-    if (static_cast<int>(w.size()) <= need || !std::isdigit(static_cast<unsigned char>(w[0][0])))
-      continue;
-    NcclTestsRow r;
-    r.size_B = number(w[static_cast<std::size_t>(cols.size)], n, "size");
-    if (cols.count >= 0) r.count = number(w[static_cast<std::size_t>(cols.count)], n, "count");
-    if (cols.type >= 0) r.type = w[static_cast<std::size_t>(cols.type)];
-    if (cols.redop >= 0) r.redop = w[static_cast<std::size_t>(cols.redop)];
-    r.time_us = number(w[static_cast<std::size_t>(cols.time)], n, "time");
-    r.algbw_GBps = number(w[static_cast<std::size_t>(cols.algbw)], n, "algbw");
-    r.busbw_GBps = number(w[static_cast<std::size_t>(cols.busbw)], n, "busbw");
-    runs.back().rows.push_back(r);
+    if (auto r = result_row(w, cols, n)) runs.back().rows.push_back(*r);
   }
   for (const auto& r : runs)
     if (r.ranks < 2)

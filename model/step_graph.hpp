@@ -110,6 +110,11 @@ class StepBuilder {
   void after_all(PerRank& tasks, const PerRank& preds);
 
   void forward(std::vector<PerRank>& begin, std::vector<PerRank>& end, PerRank& d2h);
+  // forward's named steps (step_passes.cpp).
+  void forward_embedding();
+  void forward_layer_buffers(std::int64_t r, std::int32_t i, const sim::Task& gather_d,
+                             const sim::Task& gather_e, const sim::Task& begin, sim::Task& end,
+                             PerRank& d2h_all);
   void run_ops(const std::vector<std::vector<Op>>& ops, std::int32_t layer,
                const PerRank& weights_expert);
   void backward(const std::vector<PerRank>& fwd_end, const PerRank& d2h, PerRank& grads_home);

@@ -15,10 +15,9 @@ using hardware::grid_work;
 
 using hardware::Family;
 
-void StepBuilder::forward(std::vector<PerRank>& begin, std::vector<PerRank>& end,
-                          PerRank& d2h_all) {
+// The embedding: gathered, looked up; the RoPE caches, kept all step.
+void StepBuilder::forward_embedding() {
   const auto& m = job_.model;
-  const std::int64_t L = m.layers, off = offloaded_layers(job_);
   const double h = static_cast<double>(m.hidden), V = static_cast<double>(m.vocab);
   auto emb = collective(StepColl::dense_gather, V * h * 2, "embedding_gather", -1);
   const double rope = rope_cache_bytes(job_);
@@ -31,6 +30,48 @@ void StepBuilder::forward(std::vector<PerRank>& begin, std::vector<PerRank>& end
     unshard(r, V * h * kBf16, V * h * kBf16, *emb[static_cast<std::size_t>(r)], k, k);
     mem_.alloc(r, "rope_caches", kPoolCompute, rope, k, BufferLog::kStart);  // kept all step
   }
+}
+
+// Layer i's buffers on rank r: its gathered weights, its activations (freed at the layer's end
+// under checkpointing: only the output, and under selective checkpointing some more, is kept for
+// backward), its output (offloaded to the host for the first layers).
+void StepBuilder::forward_layer_buffers(std::int64_t r, std::int32_t i, const sim::Task& gather_d,
+                                        const sim::Task& gather_e, const sim::Task& begin,
+                                        sim::Task& end, PerRank& d2h_all) {
+  const auto ri = static_cast<std::size_t>(r),
+             k = static_cast<std::size_t>(r * job_.model.layers + i);
+  const auto b = layer_buffers(job_, work_[ri], i, c_.gpus_per_node());
+  const auto ckpt = job_.training.activation_checkpointing;
+  unshard(r, b.dense_flat, b.dense_weights, gather_d, begin, end);
+  unshard(r, b.expert_flat, b.expert_weights, gather_e, begin, end);
+  const auto act =
+      mem_.alloc(r, "layer_activations", kPoolCompute, b.attention + b.moe, begin, BufferLog::kEnd);
+  if (ckpt == Checkpointing::none)
+    held_[k].push_back(act);
+  else
+    mem_.free(r, act, end, BufferLog::kStart);
+  if (b.kept_extra > 0 && ckpt == Checkpointing::selective)
+    held_[k].push_back(
+        mem_.alloc(r, "saved_activations", kPoolCompute, b.kept_extra, end, BufferLog::kEnd));
+  if (b.dense_local > 0)
+    local_shard_[k] =
+        mem_.alloc(r, "dense_node_local_shard", kPoolCompute, b.dense_local, end, BufferLog::kEnd);
+  const auto out = mem_.alloc(r, "layer_output", kPoolCompute, b.layer_out, end, BufferLog::kEnd);
+  if (i < offloaded_layers(job_)) {
+    auto& t = copy(r, true, "offload_activation", i,
+                   work_[r].tokens * static_cast<double>(job_.model.hidden) * 2);
+    t.after(end);
+    d2h_all[k] = &t;
+    mem_.free(r, out, t, BufferLog::kEnd);  // returns to the pool once the copy is done
+  } else {
+    held_[k].push_back(out);
+  }
+}
+
+void StepBuilder::forward(std::vector<PerRank>& begin, std::vector<PerRank>& end,
+                          PerRank& d2h_all) {
+  const std::int64_t L = job_.model.layers;
+  forward_embedding();
   begin.resize(static_cast<std::size_t>(L));
   end.resize(static_cast<std::size_t>(L));
   for (std::int32_t i = 0; i < L; ++i) {
@@ -47,34 +88,8 @@ void StepBuilder::forward(std::vector<PerRank>& begin, std::vector<PerRank>& end
     run_ops(per_rank(ops, &LayerOps::forward), i, age);
     end[i] = marker(kCompute, "layer_forward_end", i);
     for (std::int64_t r = 0; r < ranks_; ++r) {
-      const auto ri = static_cast<std::size_t>(r), k = static_cast<std::size_t>(r * L + i);
-      const auto b = layer_buffers(job_, work_[ri], i, c_.gpus_per_node());
-      unshard(r, b.dense_flat, b.dense_weights, *agd[ri], *begin[i][ri], *end[i][ri]);
-      unshard(r, b.expert_flat, b.expert_weights, *age[ri], *begin[i][ri], *end[i][ri]);
-      // Activations of the forward pass: freed at the layer's end under checkpointing (only the
-      // output, and under selective checkpointing some more, is kept for backward).
-      const auto act = mem_.alloc(r, "layer_activations", kPoolCompute, b.attention + b.moe,
-                                  *begin[i][ri], BufferLog::kEnd);
-      if (job_.training.activation_checkpointing == Checkpointing::none)
-        held_[k].push_back(act);
-      else
-        mem_.free(r, act, *end[i][ri], BufferLog::kStart);
-      if (b.kept_extra > 0 && job_.training.activation_checkpointing == Checkpointing::selective)
-        held_[k].push_back(mem_.alloc(r, "saved_activations", kPoolCompute, b.kept_extra,
-                                      *end[i][ri], BufferLog::kEnd));
-      if (b.dense_local > 0)
-        local_shard_[k] = mem_.alloc(r, "dense_node_local_shard", kPoolCompute, b.dense_local,
-                                     *end[i][ri], BufferLog::kEnd);
-      const auto out =
-          mem_.alloc(r, "layer_output", kPoolCompute, b.layer_out, *end[i][ri], BufferLog::kEnd);
-      if (i < off) {
-        auto& t = copy(r, true, "offload_activation", i, work_[r].tokens * h * 2);
-        t.after(*end[i][ri]);
-        d2h_all[k] = &t;
-        mem_.free(r, out, t, BufferLog::kEnd);  // returns to the pool once the copy is done
-      } else {
-        held_[k].push_back(out);
-      }
+      const auto ri = static_cast<std::size_t>(r);
+      forward_layer_buffers(r, i, *agd[ri], *age[ri], *begin[i][ri], *end[i][ri], d2h_all);
     }
   }
 }

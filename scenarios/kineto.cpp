@@ -152,14 +152,10 @@ KinetoStep read_kineto(const std::string& file, const std::string& step) {
 }
 
 namespace {
-KinetoStep read_events(const std::string& file, const Json& doc, const std::string& step) {
-  const Json* events =
-      doc.is_object() && doc.contains("traceEvents") ? &doc["traceEvents"] : nullptr;
-  if (!events || !events->is_array())
-    throw InputError(file, "traceEvents",
-                     "expected an array of events (a torch.profiler Chrome trace)");
-  KinetoStep out;
-  const auto windows = step_windows(*events);
+
+// The profiler step named `step` (the last one when empty), or null when the trace has none.
+const Window* chosen_window(const std::string& file, const std::vector<Window>& windows,
+                            const std::string& step) {
   const Window* w = nullptr;
   for (const auto& x : windows)
     if (step.empty() || x.name == step) w = &x;
@@ -170,40 +166,66 @@ KinetoStep read_events(const std::string& file, const Json& doc, const std::stri
                      fmt::format("no step \"{}\" (the trace has: {})", step,
                                  names.empty() ? "no ProfilerStep markers" : names));
   }
-  std::map<std::int64_t, double> launched_at;  // correlation id → the CUDA call's time (CPU)
-  for (const auto& e : *events) {
+  return w;
+}
+
+// Correlation id → the time of the CUDA runtime or driver call that launched it (CPU).
+std::map<std::int64_t, double> launch_times(const Json& events) {
+  std::map<std::int64_t, double> launched_at;
+  for (const auto& e : events) {
     const auto cat = e.value("cat", "");
     if ((cat == "cuda_runtime" || cat == "cuda_driver") && e.contains("args") &&
         e["args"].is_object() && e["args"].contains("correlation") &&
         e["args"]["correlation"].is_number_integer() && e.contains("ts") && e["ts"].is_number())
       launched_at[e["args"]["correlation"].get<std::int64_t>()] = e["ts"].get<double>();
   }
+  return launched_at;
+}
+
+// GPU event i as an activity (its launch time filled by the caller).
+TraceActivity gpu_activity(const std::string& file, const Json& e, std::size_t i,
+                           const std::string& cat) {
+  if (!e.contains("ts") || !e.contains("dur") || !e["ts"].is_number() || !e["dur"].is_number())
+    throw InputError(file, fmt::format("traceEvents[{}]", i),
+                     "expected a GPU event with numbers ts and dur");
+  const Json args = e.value("args", Json::object());
+  TraceActivity a;
+  if (args.contains("bytes") && args["bytes"].is_number()) a.bytes = args["bytes"].get<double>();
+  a.name = e.value("name", "");
+  a.category = activity_category(cat, a.name, a.collective);
+  a.stream = args.value("stream", e.value("tid", std::int64_t{0}));
+  a.start_us = e["ts"].get<double>();
+  a.dur_us = e["dur"].get<double>();
+  if (args.contains("grid") && args["grid"].is_array())
+    for (const auto& g : args["grid"]) {
+      if (!g.is_number_integer() || g.get<std::int64_t>() < 1)
+        throw InputError(file, fmt::format("traceEvents[{}].args.grid", i),
+                         "expected positive whole numbers");
+      a.ctas = (a.ctas == 0 ? 1 : a.ctas) * g.get<int>();
+    }
+  return a;
+}
+
+KinetoStep read_events(const std::string& file, const Json& doc, const std::string& step) {
+  const Json* events =
+      doc.is_object() && doc.contains("traceEvents") ? &doc["traceEvents"] : nullptr;
+  if (!events || !events->is_array())
+    throw InputError(file, "traceEvents",
+                     "expected an array of events (a torch.profiler Chrome trace)");
+  KinetoStep out;
+  const auto windows = step_windows(*events);
+  const Window* w = chosen_window(file, windows, step);
+  const auto launched_at = launch_times(*events);
   for (std::size_t i = 0; i < events->size(); ++i) {
     const auto& e = (*events)[i];
     const auto cat = e.value("cat", "");
     if (cat != "kernel" && cat != "gpu_memcpy" && cat != "gpu_memset") continue;
-    if (!e.contains("ts") || !e.contains("dur") || !e["ts"].is_number() || !e["dur"].is_number())
-      throw InputError(file, fmt::format("traceEvents[{}]", i),
-                       "expected a GPU event with numbers ts and dur");
-    const Json args = e.value("args", Json::object());
-    const auto launch = launched_at.find(args.value("correlation", std::int64_t{-1}));
+    auto a = gpu_activity(file, e, i, cat);
+    const auto launch =
+        launched_at.find(e.value("args", Json::object()).value("correlation", std::int64_t{-1}));
     if (w && (launch == launched_at.end() || launch->second < w->begin || launch->second > w->end))
       continue;
-    TraceActivity a;
     if (launch != launched_at.end()) a.launch_us = launch->second;
-    if (args.contains("bytes") && args["bytes"].is_number()) a.bytes = args["bytes"].get<double>();
-    a.name = e.value("name", "");
-    a.category = activity_category(cat, a.name, a.collective);
-    a.stream = args.value("stream", e.value("tid", std::int64_t{0}));
-    a.start_us = e["ts"].get<double>();
-    a.dur_us = e["dur"].get<double>();
-    if (args.contains("grid") && args["grid"].is_array())
-      for (const auto& g : args["grid"]) {
-        if (!g.is_number_integer() || g.get<std::int64_t>() < 1)
-          throw InputError(file, fmt::format("traceEvents[{}].args.grid", i),
-                           "expected positive whole numbers");
-        a.ctas = (a.ctas == 0 ? 1 : a.ctas) * g.get<int>();
-      }
     out.activities.push_back(std::move(a));
   }
   if (out.activities.empty())

@@ -102,19 +102,13 @@ Json task_launches(const sim::TaskGraph& g, const model::StepBuilder& b, std::si
   return launches;  // empty: a marker, or a task whose launches were not recorded
 }
 
-Json step_plan(const Scenario& s, const sim::TaskGraph& g, const model::StepBuilder& b,
-               const model::StepMarks& marks, int rank) {
-  const auto end = marks.backward_end.at(static_cast<std::size_t>(rank))->end_time();
-  // The exported tasks, by graph id → plan id (ids in a topological order, smallest id first).
-  std::map<std::size_t, std::size_t> in;
-  for (std::size_t i = 0; i < g.size(); ++i) {
-    const auto& t = g[i];
-    if (t.lane / model::kStreamCount != rank || t.lane % model::kStreamCount == model::kCpu)
-      continue;
-    if (t.start_time() < end || &t == marks.backward_end[static_cast<std::size_t>(rank)]) in[i] = 0;
-  }
+namespace {
+
+// The rank's tasks of the plan in a topological order, smallest graph id first among the ready
+// ones; `in` maps every exported graph id to its plan id, `preds` to its exported predecessors.
+std::vector<std::size_t> plan_order(const sim::TaskGraph& g, std::map<std::size_t, std::size_t>& in,
+                                    std::map<std::size_t, std::vector<std::size_t>>& preds) {
   std::map<std::size_t, int> pending;
-  std::map<std::size_t, std::vector<std::size_t>> preds;
   for (const auto& entry : in) {
     const std::size_t i = entry.first;  // not a structured binding: clang < 16 cannot capture one
     g[i].each_successor([&](const sim::Task& succ) {
@@ -134,6 +128,24 @@ Json step_plan(const Scenario& s, const sim::TaskGraph& g, const model::StepBuil
       if (in.count(succ.id()) && --pending[succ.id()] == 0) ready.push(succ.id());
     });
   }
+  return order;
+}
+
+}  // namespace
+
+Json step_plan(const Scenario& s, const sim::TaskGraph& g, const model::StepBuilder& b,
+               const model::StepMarks& marks, int rank) {
+  const auto end = marks.backward_end.at(static_cast<std::size_t>(rank))->end_time();
+  // The exported tasks, by graph id → plan id (ids in a topological order, smallest id first).
+  std::map<std::size_t, std::size_t> in;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const auto& t = g[i];
+    if (t.lane / model::kStreamCount != rank || t.lane % model::kStreamCount == model::kCpu)
+      continue;
+    if (t.start_time() < end || &t == marks.backward_end[static_cast<std::size_t>(rank)]) in[i] = 0;
+  }
+  std::map<std::size_t, std::vector<std::size_t>> preds;
+  const auto order = plan_order(g, in, preds);
   Json tasks = Json::array();
   for (const auto i : order) {
     const auto& t = g[i];

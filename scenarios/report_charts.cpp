@@ -302,6 +302,27 @@ double number_of(const Json& v) {
   return !t.empty() && end == t.c_str() + t.size() ? d : 0.0;
 }
 
+// One sweep row as the heat map's datum: the first grid key across, the second down, the rest
+// naming the panel.
+Json sweep_datum(const Json& r, const std::vector<std::string>& keys) {
+  const bool fits = r.value("fits", false) && r.contains("tokens_per_s_per_gpu") &&
+                    r["tokens_per_s_per_gpu"].is_number();
+  Json v{{"x", text_of(r.value(keys[0], Json("")))},
+         {"xn", number_of(r.value(keys[0], Json("")))},
+         {"yn", keys.size() > 1 ? number_of(r.value(keys[1], Json(""))) : 0.0},
+         {"fits", fits},
+         {"label", fits ? fmt::format("{:.0f}", r["tokens_per_s_per_gpu"].get<double>())
+                        : (r.value("oom", false) ? "OOM" : "×")},
+         {"why", r.value("error", "")}};
+  if (fits) v["tokens"] = r["tokens_per_s_per_gpu"];
+  v["y"] = keys.size() > 1 ? text_of(r.value(keys[1], Json(""))) : "";
+  std::string panel;
+  for (std::size_t i = 2; i < keys.size(); ++i)
+    panel += (panel.empty() ? "" : ", ") + keys[i] + "=" + text_of(r.value(keys[i], Json("")));
+  v["panel"] = panel;
+  return v;
+}
+
 }  // namespace
 
 Chart sweep_chart(const Json& rows, const std::string& file) {
@@ -309,24 +330,7 @@ Chart sweep_chart(const Json& rows, const std::string& file) {
   if (rows.empty() || keys.empty())
     throw InputError(file, "", "expected the rows of `twin sweep` (grid keys and metrics)");
   Json values = Json::array();
-  for (const auto& r : rows) {
-    const bool fits = r.value("fits", false) && r.contains("tokens_per_s_per_gpu") &&
-                      r["tokens_per_s_per_gpu"].is_number();
-    Json v{{"x", text_of(r.value(keys[0], Json("")))},
-           {"xn", number_of(r.value(keys[0], Json("")))},
-           {"yn", keys.size() > 1 ? number_of(r.value(keys[1], Json(""))) : 0.0},
-           {"fits", fits},
-           {"label", fits ? fmt::format("{:.0f}", r["tokens_per_s_per_gpu"].get<double>())
-                          : (r.value("oom", false) ? "OOM" : "×")},
-           {"why", r.value("error", "")}};
-    if (fits) v["tokens"] = r["tokens_per_s_per_gpu"];
-    v["y"] = keys.size() > 1 ? text_of(r.value(keys[1], Json(""))) : "";
-    std::string panel;
-    for (std::size_t i = 2; i < keys.size(); ++i)
-      panel += (panel.empty() ? "" : ", ") + keys[i] + "=" + text_of(r.value(keys[i], Json("")));
-    v["panel"] = panel;
-    values.push_back(std::move(v));
-  }
+  for (const auto& r : rows) values.push_back(sweep_datum(r, keys));
   // Grid values in numeric order (they are written as text: "8" < "16").
   const auto axis = [](const char* f, const char* by, const std::string& title) {
     return Json{{"field", f},

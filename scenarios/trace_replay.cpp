@@ -193,6 +193,33 @@ void run_hold(sim::Task& t, hardware::Cluster& c, int ctas, double dur_s) {
 
 }  // namespace
 
+namespace {
+
+// Each activity after its stream predecessor, the event it waits on and its launch; a front-end
+// gap, when it has one, stands between them and it.
+void wire_dependencies(sim::TaskGraph& g, hardware::Cluster& to, std::vector<sim::Task*>& tasks,
+                       const std::vector<TraceActivity>& acts, const TraceDependencies& deps) {
+  for (std::size_t i = 0; i < acts.size(); ++i) {
+    sim::Task* gate = tasks[i];  // what the predecessors hold back: it, or its front-end gap
+    if (deps.gap_us[i] > 0) {
+      gate = &g.add("front-end gap");
+      hardware::run_delay(*gate, to, sim::Time::s(deps.gap_us[i] * 1e-6));
+      tasks[i]->after(*gate);
+    }
+    if (deps.stream_pred[i] >= 0)
+      gate->after(*tasks[static_cast<std::size_t>(deps.stream_pred[i])]);
+    if (deps.waits_on[i] >= 0) gate->after(*tasks[static_cast<std::size_t>(deps.waits_on[i])]);
+    if (const double at = acts[i].launch_us + deps.launch_latency_us;
+        at > 0) {  // NaN: no launch bound
+      auto& launch = g.add("launch");
+      hardware::run_delay(launch, to, sim::Time::s(at * 1e-6));
+      gate->after(launch);
+    }
+  }
+}
+
+}  // namespace
+
 ReplayedStep replay_trace(const KinetoStep& step, const TraceDependencies& deps,
                           const Scenario& source, const Scenario& target) {
   const auto& acts = step.activities;
@@ -228,24 +255,7 @@ ReplayedStep replay_trace(const KinetoStep& step, const TraceDependencies& deps,
     }
     tasks.push_back(&t);
   }
-  for (std::size_t i = 0; i < acts.size(); ++i) {
-    sim::Task* gate =
-        tasks[i];  // what the activity's predecessors hold back: it, or its front-end gap
-    if (deps.gap_us[i] > 0) {
-      gate = &g.add("front-end gap");
-      hardware::run_delay(*gate, to, sim::Time::s(deps.gap_us[i] * 1e-6));
-      tasks[i]->after(*gate);
-    }
-    if (deps.stream_pred[i] >= 0)
-      gate->after(*tasks[static_cast<std::size_t>(deps.stream_pred[i])]);
-    if (deps.waits_on[i] >= 0) gate->after(*tasks[static_cast<std::size_t>(deps.waits_on[i])]);
-    if (const double at = acts[i].launch_us + deps.launch_latency_us;
-        at > 0) {  // NaN: no launch bound
-      auto& launch = g.add("launch");
-      hardware::run_delay(launch, to, sim::Time::s(at * 1e-6));
-      gate->after(launch);
-    }
-  }
+  wire_dependencies(g, to, tasks, acts, deps);
   g.start();
   e.run();
   ReplayedStep r;
