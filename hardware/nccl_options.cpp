@@ -37,7 +37,12 @@ const sim::Schema<NcclOptions>& nccl_options_schema() {
         .integer(
             "default_ctas.ep_all_to_all", "CTAs", 1, 64,
             "CTAs of the expert-parallel token all-to-all over NVLink [est]",
-            [](auto& n) -> auto& { return n.default_ctas.ep_all_to_all; });
+            [](auto& n) -> auto& { return n.default_ctas.ep_all_to_all; })
+        .integer(
+            "default_ctas.replica_all_reduce", "CTAs", 1, 64,
+            "NCCL's CTAs for the data-parallel replicas' gradient all-reduce (HSDP), one rank per "
+            "replica over InfiniBand [est: as the dense collectives]",
+            [](auto& n) -> auto& { return n.default_ctas.replica_all_reduce; });
     return s;
   }();
   return s;

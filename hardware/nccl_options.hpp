@@ -15,6 +15,7 @@ struct DefaultCtas {
   std::int64_t dense = 8;
   std::int64_t nvlink_gather = 24;
   std::int64_t ep_all_to_all = 16;
+  std::int64_t replica_all_reduce = 8;
 };
 
 struct NcclOptions {

@@ -29,7 +29,7 @@ CommPlan plan_comms(const Job& job, const hardware::NcclOptions& nccl, int sm_co
                 : planned(Comm::expert, CollKind::reduce_scatter, d.expert_reduce_scatter));
   set(StepColl::ep_all_to_all, planned(Comm::ep, CollKind::all_to_all, d.ep_all_to_all));
   set(StepColl::replica_all_reduce,
-      planned(Comm::replica, CollKind::all_reduce, d.dense, job.parallel.dp > 1));
+      planned(Comm::replica, CollKind::all_reduce, d.replica_all_reduce, job.parallel.dp > 1));
   set(StepColl::norm_all_reduce,
       planned(Comm::dense, CollKind::all_reduce, d.dense, t.grad_norm == GradNorm::accumulated));
   set(StepColl::optimizer_all_to_all,

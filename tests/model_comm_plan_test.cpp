@@ -33,6 +33,12 @@ TEST_SUITE("model.comm_plan") {
     CHECK(plan_comms(job, NcclOptions{}, 132).buffered_channels() == 112);
     job.parallel.dp = 2;  // + the replicas' all-reduce, 8
     CHECK(plan_comms(job, NcclOptions{}, 132).buffered_channels() == 120);
+    NcclOptions wide;
+    wide.default_ctas.replica_all_reduce = 32;
+    const auto w = plan_comms(job, wide, 132);
+    CHECK(w[StepColl::replica_all_reduce].ctas == 32);
+    CHECK(w[StepColl::replica_all_reduce].comm == Comm::replica);
+    CHECK(w.buffered_channels() == 144);
     job.training.dense_reshard = DenseReshard::global;  // no node-local re-gather: − 24
     CHECK(plan_comms(job, NcclOptions{}, 132).buffered_channels() == 96);
     // NCCL_MAX_CTAS = 16: dense 8 + expert 16 + EP 16 + replica 8.
