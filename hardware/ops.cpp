@@ -178,16 +178,14 @@ namespace {
 struct FusedCall {
   Cluster* c;
   int gpu;
-  KernelPart* parts;
+  const KernelPart* parts;
   std::uint32_t n;
 };
 }  // namespace
 
 void run_fused(sim::Task& t, Cluster& c, int gpu, std::span<const KernelPart> parts) {
-  auto* copy = static_cast<KernelPart*>(c.allocate(parts.size_bytes(), alignof(KernelPart)));
-  std::copy(parts.begin(), parts.end(), copy);
-  t.on_ready = [k = c.make<FusedCall>(&c, gpu, copy, static_cast<std::uint32_t>(parts.size()))](
-                   sim::Task& task) {
+  t.on_ready = [k = c.make<FusedCall>(&c, gpu, parts.data(),
+                                      static_cast<std::uint32_t>(parts.size()))](sim::Task& task) {
     double alone = 0;
     for (std::uint32_t i = 0; i < k->n; ++i) alone += k->parts[i].alone_s;
     Gpu& g = k->c->gpu(k->gpu);

@@ -38,7 +38,7 @@ enum class CopyDir { h2d, d2h, d2d };
 
 void run_kernel(sim::Task& t, Cluster& c, int gpu, KernelWork w);
 // Grid kernels run back to back as one task: with s free SMs it runs at Σ t_i / Σ
-// t_i·slowdown_i(s).
+// t_i·slowdown_i(s). The parts are read in place: they must outlive the simulation.
 void run_fused(sim::Task& t, Cluster& c, int gpu, std::span<const KernelPart> parts);
 void run_copy(sim::Task& t, Cluster& c, int gpu, CopyDir dir, double bytes);
 // `core_s` core·seconds of work using at most `max_cores` of the rank's cores at once.

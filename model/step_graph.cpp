@@ -80,7 +80,7 @@ void StepBuilder::fuse(std::size_t j0, std::size_t j1, const std::vector<std::ve
       parts.push_back({op.work.shape, op.work.alone_s});
     }
     auto& t = task(r, kCompute, n, kFused, layer);
-    hardware::run_fused(t, c_, static_cast<int>(r), parts);
+    record_fused(t, r, parts);
     if (records(r)) {
       std::vector<Launch> ls;
       for (std::size_t j = j0; j < j1; ++j)
@@ -105,15 +105,23 @@ sim::Task& StepBuilder::task(std::int64_t rank, Stream s, const char* name, Cate
 sim::Task& StepBuilder::kernel(std::int64_t rank, const char* name, Category c,
                                hardware::KernelWork w, std::int32_t layer, Stream s) {
   sim::Task& t = task(rank, s, name, c, layer);
-  hardware::run_kernel(t, c_, static_cast<int>(rank), w);
+  ops_.kernels.push_back({task_id(t), static_cast<std::int32_t>(rank), w});
   return t;
 }
 
 sim::Task& StepBuilder::kernels(std::int64_t rank, const char* name, Category c,
                                 std::span<const hardware::KernelPart> parts, std::int32_t layer) {
   sim::Task& t = task(rank, kCompute, name, c, layer);
-  hardware::run_fused(t, c_, static_cast<int>(rank), parts);
+  record_fused(t, rank, parts);
   return t;
+}
+
+void StepBuilder::record_fused(const sim::Task& t, std::int64_t rank,
+                               std::span<const hardware::KernelPart> parts) {
+  ops_.fused.push_back({task_id(t), static_cast<std::int32_t>(rank),
+                        static_cast<std::uint32_t>(ops_.parts.size()),
+                        static_cast<std::uint32_t>(parts.size())});
+  ops_.parts.insert(ops_.parts.end(), parts.begin(), parts.end());
 }
 
 namespace {
@@ -165,9 +173,9 @@ StepBuilder::PerRank StepBuilder::collective(StepColl which, double bytes, const
         for (const auto* t : ts) ids.push_back(t->id());
       }
     }
-    hardware::run_collective(
-        ts, c_,
-        {pc.kind, grp, bytes, pc.ctas, pc.comm == Comm::replica && pgs_.replicas_are_copies});
+    auto& op = ops_.collectives.emplace_back();
+    for (const auto* t : ts) op.tasks.push_back(task_id(*t));
+    op.spec = {pc.kind, grp, bytes, pc.ctas, pc.comm == Comm::replica && pgs_.replicas_are_copies};
   }
   return out;
 }
@@ -175,8 +183,8 @@ StepBuilder::PerRank StepBuilder::collective(StepColl which, double bytes, const
 sim::Task& StepBuilder::copy(std::int64_t rank, bool to_host, const char* name, std::int32_t layer,
                              double bytes) {
   auto& t = task(rank, to_host ? kD2H : kH2D, name, to_host ? kCopyD2H : kCopyH2D, layer);
-  hardware::run_copy(t, c_, static_cast<int>(rank),
-                     to_host ? hardware::CopyDir::d2h : hardware::CopyDir::h2d, bytes);
+  ops_.copies.push_back({task_id(t), static_cast<std::int32_t>(rank),
+                         to_host ? hardware::CopyDir::d2h : hardware::CopyDir::h2d, bytes});
   Launch l{to_host ? Launch::kCopyD2H : Launch::kCopyH2D};
   l.bytes = bytes;
   note(rank, t, {l});

@@ -8,6 +8,8 @@
 //    i+1's backward starts; after layer i's backward the compute stream waits for layer i+1's
 //    gradient reduction (the FSDP2 stall of SPEC.md §5), then layer i's reductions are issued;
 //  - the optimizer runs on the host after the last gradient reached it (step_optimizer.cpp).
+// The builder emits data only — tasks and edges, buffer events (step_memory.hpp), each task's work
+// (step_ops.hpp) — and touches no hardware: bind_step() attaches the work to a machine.
 #pragma once
 
 #include <array>
@@ -26,6 +28,7 @@
 #include "model/job.hpp"
 #include "model/step_costs.hpp"
 #include "model/step_memory.hpp"
+#include "model/step_ops.hpp"
 #include "model/workload.hpp"
 #include "sim/task.hpp"
 
@@ -80,6 +83,8 @@ class StepBuilder {
   std::optional<FusedParts> parts(std::size_t task_id) const;
   // Every HBM buffer of the step, per rank, against the tasks that allocate and free it.
   const BufferLog& buffers() const { return mem_; }
+  // What each task does (step_ops.hpp): bind_step() attaches it to the machine.
+  const StepOps& ops() const { return ops_; }
   // Keeps what a real GPU would launch for each kernel task of these ranks (call before build()).
   void record_launches(const std::vector<std::int64_t>& ranks) {
     for (const auto r : ranks) {
@@ -108,6 +113,9 @@ class StepBuilder {
   // each participating rank's task (else null).
   PerRank collective(StepColl which, double bytes, const char* name, std::int32_t layer);
   void after_all(PerRank& tasks, const PerRank& preds);
+  static std::uint32_t task_id(const sim::Task& t) { return static_cast<std::uint32_t>(t.id()); }
+  void record_fused(const sim::Task& t, std::int64_t rank,
+                    std::span<const hardware::KernelPart> parts);
 
   void forward(std::vector<PerRank>& begin, std::vector<PerRank>& end, PerRank& d2h);
   // forward's named steps (step_passes.cpp).
@@ -165,6 +173,7 @@ class StepBuilder {
   std::vector<std::pair<Category, double>> fused_parts_;
   std::deque<std::string> names_;  // names of fused tasks (tasks hold const char*)
   BufferLog mem_;
+  StepOps ops_;
   std::vector<bool> launch_ranks_;  // ranks whose launches are kept
   bool records(std::int64_t r) const {
     return r >= 0 && static_cast<std::size_t>(r) < launch_ranks_.size() &&

@@ -35,7 +35,7 @@ std::vector<Matrix> dense_matrices(const ModelArch& m) {
 sim::Task& StepBuilder::cpu(std::int64_t rank, const char* name, double seconds_alone) {
   sim::Task& t = task(rank, kCpu, name, kCpuOptimizer, -1);
   const double cores = static_cast<double>(c_.profile().host.cores_per_gpu);
-  hardware::run_cpu(t, c_, static_cast<int>(rank), seconds_alone * cores, cores);
+  ops_.cpu.push_back({task_id(t), static_cast<std::int32_t>(rank), seconds_alone * cores, cores});
   return t;
 }
 
@@ -47,9 +47,10 @@ void StepBuilder::grad_norm(const PerRank& grads_home, double shard) {
     for (std::int64_t r = 0; r < ranks_; ++r)
       cpu(r, "grad_norm_cpu", cost_.cpu_stream_s(4 * shard));
     for (const auto& grp : pgs_[Comm::dense]) {
-      std::vector<sim::Task*> ts;
-      for (int r : grp) ts.push_back(&task(r, kCpu, "grad_norm_gloo_all_reduce", kCpuOther, -1));
-      hardware::run_cpu_all_reduce(ts, c_, 4);
+      auto& op = ops_.cpu_all_reduces.emplace_back();
+      op.bytes = 4;
+      for (int r : grp)
+        op.tasks.push_back(task_id(task(r, kCpu, "grad_norm_gloo_all_reduce", kCpuOther, -1)));
     }
     return;
   }

@@ -101,7 +101,6 @@ StepMarks StepBuilder::build() {
   StepMarks marks;
   backward(end, d2h, marks.backward_end);
   marks.optimizer_end = build_optimizer(marks.backward_end);
-  hardware::merge_alike_links(c_);  // every collective of the step is bound now
   return marks;
 }
 

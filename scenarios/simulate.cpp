@@ -152,6 +152,7 @@ std::unique_ptr<Pass> run_pass(const Scenario& s, const RunOptions& opts, double
       recorded.push_back(r);
   p->builder.record_launches(recorded);
   p->marks = p->builder.build();
+  model::bind_step(p->builder.ops(), p->graph, p->cluster);
   if (retries) model::inject_retries(p->graph, p->cluster, *retries);
   const int gpus = p->cluster.gpus();
   std::vector<int> tracked{0};
