@@ -21,7 +21,7 @@ const char* stream_name(std::int32_t s) {
 }
 
 StepBuilder::StepBuilder(const Job& job, const hardware::NcclOptions& nccl,
-                         hardware::Cluster& cluster, sim::TaskGraph& graph)
+                         const hardware::Cluster& cluster, sim::TaskGraph& graph)
     : job_(job),
       c_(cluster),
       g_(graph),

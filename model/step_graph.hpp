@@ -75,7 +75,7 @@ struct StepMarks {
 
 class StepBuilder {
  public:
-  StepBuilder(const Job& job, const hardware::NcclOptions& nccl, hardware::Cluster& cluster,
+  StepBuilder(const Job& job, const hardware::NcclOptions& nccl, const hardware::Cluster& cluster,
               sim::TaskGraph& graph);
   StepMarks build();
   const std::vector<RankWorkload>& workload() const { return work_; }
@@ -158,7 +158,7 @@ class StepBuilder {
   std::int32_t gather_pool() const;
 
   const Job& job_;
-  hardware::Cluster& c_;
+  const hardware::Cluster& c_;  // its shape and profile only: binding is bind_step's
   sim::TaskGraph& g_;
   hardware::KernelCost cost_;
   std::vector<RankWorkload> work_;
