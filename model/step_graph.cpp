@@ -105,7 +105,7 @@ sim::Task& StepBuilder::task(std::int64_t rank, Stream s, const char* name, Cate
 sim::Task& StepBuilder::kernel(std::int64_t rank, const char* name, Category c,
                                hardware::KernelWork w, std::int32_t layer, Stream s) {
   sim::Task& t = task(rank, s, name, c, layer);
-  ops_.kernels.push_back({task_id(t), static_cast<std::int32_t>(rank), w});
+  ops_.kernels.emplace_back(task_id(t), static_cast<std::int32_t>(rank), w);
   return t;
 }
 
@@ -118,10 +118,10 @@ sim::Task& StepBuilder::kernels(std::int64_t rank, const char* name, Category c,
 
 void StepBuilder::record_fused(const sim::Task& t, std::int64_t rank,
                                std::span<const hardware::KernelPart> parts) {
-  ops_.fused.push_back({task_id(t), static_cast<std::int32_t>(rank),
-                        static_cast<std::uint32_t>(ops_.parts.size()),
-                        static_cast<std::uint32_t>(parts.size())});
-  ops_.parts.insert(ops_.parts.end(), parts.begin(), parts.end());
+  const auto first = ops_.parts.append_run(parts.begin(), parts.end());
+  ops_.fused.emplace_back(task_id(t), static_cast<std::int32_t>(rank),
+                          static_cast<std::uint32_t>(first),
+                          static_cast<std::uint32_t>(parts.size()));
 }
 
 namespace {
@@ -161,8 +161,8 @@ StepBuilder::PerRank StepBuilder::collective(StepColl which, double bytes, const
   const Category c = category_of(which);
   PerRank out(static_cast<std::size_t>(ranks_), nullptr);
   for (const auto& grp : pgs_[pc.comm]) {
-    std::vector<sim::Task*> ts;
-    for (int r : grp) ts.push_back(out[static_cast<std::size_t>(r)] = &task(r, s, name, c, layer));
+    const auto first = static_cast<std::uint32_t>(g_.size());  // the group's tasks: consecutive
+    for (int r : grp) out[static_cast<std::size_t>(r)] = &task(r, s, name, c, layer);
     if (!launch_ranks_.empty()) {
       Launch l{Launch::kCollective};
       l.ctas = pc.ctas;
@@ -170,12 +170,11 @@ StepBuilder::PerRank StepBuilder::collective(StepColl which, double bytes, const
       if (grp.size() > 1 &&
           std::any_of(grp.begin(), grp.end(), [&](int r) { return records(r); })) {
         auto& ids = peers_.emplace_back();
-        for (const auto* t : ts) ids.push_back(t->id());
+        for (std::size_t j = 0; j < grp.size(); ++j) ids.push_back(first + j);
       }
     }
-    auto& op = ops_.collectives.emplace_back();
-    for (const auto* t : ts) op.tasks.push_back(task_id(*t));
-    op.spec = {pc.kind, grp, bytes, pc.ctas, pc.comm == Comm::replica && pgs_.replicas_are_copies};
+    ops_.collectives.emplace_back(
+        first, pc.kind, pc.ctas, pc.comm == Comm::replica && pgs_.replicas_are_copies, bytes, &grp);
   }
   return out;
 }
@@ -183,8 +182,8 @@ StepBuilder::PerRank StepBuilder::collective(StepColl which, double bytes, const
 sim::Task& StepBuilder::copy(std::int64_t rank, bool to_host, const char* name, std::int32_t layer,
                              double bytes) {
   auto& t = task(rank, to_host ? kD2H : kH2D, name, to_host ? kCopyD2H : kCopyH2D, layer);
-  ops_.copies.push_back({task_id(t), static_cast<std::int32_t>(rank),
-                         to_host ? hardware::CopyDir::d2h : hardware::CopyDir::h2d, bytes});
+  ops_.copies.emplace_back(task_id(t), static_cast<std::int32_t>(rank),
+                           to_host ? hardware::CopyDir::d2h : hardware::CopyDir::h2d, bytes);
   Launch l{to_host ? Launch::kCopyD2H : Launch::kCopyH2D};
   l.bytes = bytes;
   note(rank, t, {l});

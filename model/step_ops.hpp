@@ -12,6 +12,7 @@
 #include "hardware/cluster.hpp"
 #include "hardware/collective.hpp"
 #include "hardware/ops.hpp"
+#include "sim/large_pages.hpp"
 #include "sim/task.hpp"
 
 namespace twin::model {
@@ -28,10 +29,15 @@ struct FusedOp {
   std::int32_t rank;
   std::uint32_t first, count;
 };
-// One collective: tasks[i] on GPU spec.ranks[i].
+// One collective over a process group (its ranks, in ring order: the comm plan's groups, which
+// outlive the ops): task first_task + i on GPU (*ranks)[i].
 struct CollectiveOp {
-  std::vector<std::uint32_t> tasks;
-  hardware::CollectiveSpec spec;
+  std::uint32_t first_task;
+  hardware::CollKind kind;
+  int ctas;
+  bool across_copies;
+  double bytes;
+  const std::vector<int>* ranks;
 };
 struct CopyOp {
   std::uint32_t task;
@@ -51,12 +57,14 @@ struct CpuAllReduceOp {
   double bytes;
 };
 
+// The numerous records in append-only chunks of 2 MiB or more (sim/large_pages.hpp): no copy as
+// they grow, and pages a previous simulation already touched.
 struct StepOps {
-  std::vector<KernelOp> kernels;
-  std::vector<FusedOp> fused;
-  std::vector<hardware::KernelPart> parts;  // of the fused tasks, flat
-  std::vector<CollectiveOp> collectives;
-  std::vector<CopyOp> copies;
+  sim::Chunked<KernelOp, 16> kernels;
+  sim::Chunked<FusedOp, 17> fused;
+  sim::Chunked<hardware::KernelPart, 16> parts;  // of the fused tasks; each task's run contiguous
+  sim::Chunked<CollectiveOp, 16> collectives;
+  sim::Chunked<CopyOp, 17> copies;
   std::vector<CpuOp> cpu;
   std::vector<CpuAllReduceOp> cpu_all_reduces;
 };

@@ -12,6 +12,7 @@
 #include <memory_resource>
 #include <mutex>
 #include <new>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -62,6 +63,18 @@ class Chunked {
     T* p = new (&(*this)[size_]) T{std::forward<A>(args)...};
     ++size_;
     return *p;
+  }
+  // Appends [first, last) inside one chunk (the rest of a chunk too short for it is filled with
+  // default elements), so the run is contiguous: returns the index of its first element.
+  template <class It>
+  std::size_t append_run(It first, It last) {
+    const auto n = static_cast<std::size_t>(last - first);
+    if (n > kChunk) throw std::length_error("a run longer than a chunk");
+    if (const std::size_t room = kChunk - size_ % kChunk; n > room)
+      for (std::size_t i = 0; i < room; ++i) emplace_back();
+    const std::size_t at = size_;
+    for (; first != last; ++first) emplace_back(*first);
+    return at;
   }
 
  private:

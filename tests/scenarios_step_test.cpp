@@ -396,11 +396,12 @@ TEST_SUITE("scenarios.step_ops") {
     const auto& ops = b.ops();
     std::vector<int> records(g.size(), 0);
     auto count = [&records](std::uint32_t id) { ++records.at(id); };
-    for (const auto& k : ops.kernels) count(k.task);
-    for (const auto& x : ops.fused) count(x.task);
-    for (const auto& x : ops.collectives)
-      for (const auto id : x.tasks) count(id);
-    for (const auto& x : ops.copies) count(x.task);
+    for (std::size_t i = 0; i < ops.kernels.size(); ++i) count(ops.kernels[i].task);
+    for (std::size_t i = 0; i < ops.fused.size(); ++i) count(ops.fused[i].task);
+    for (std::size_t i = 0; i < ops.collectives.size(); ++i)
+      for (std::size_t j = 0; j < ops.collectives[i].ranks->size(); ++j)
+        count(static_cast<std::uint32_t>(ops.collectives[i].first_task + j));
+    for (std::size_t i = 0; i < ops.copies.size(); ++i) count(ops.copies[i].task);
     for (const auto& x : ops.cpu) count(x.task);
     for (const auto& x : ops.cpu_all_reduces)
       for (const auto id : x.tasks) count(id);

@@ -213,3 +213,19 @@ TEST_SUITE("sim.task") {
     for (const auto& o : out) CHECK(o == serial);
   }
 }
+
+TEST_SUITE("sim.large_pages") {
+  TEST_CASE("a chunked array keeps each appended run inside one chunk") {
+    twin::sim::Chunked<int, 3> a;  // chunks of 8
+    const int five[] = {1, 2, 3, 4, 5};
+    CHECK(a.append_run(five, five + 5) == 0);
+    CHECK(a.append_run(five, five + 2) == 5);  // fits the 3 left
+    // 1 left in the first chunk: padded with a default element, the run starts the second.
+    CHECK(a.append_run(five, five + 4) == 8);
+    CHECK(a.size() == 12);
+    CHECK(a[7] == 0);
+    for (int i = 0; i < 4; ++i) CHECK(&a[8 + static_cast<std::size_t>(i)] == &a[8] + i);
+    const int nine[9] = {};
+    CHECK_THROWS_AS(a.append_run(nine, nine + 9), std::length_error);
+  }
+}
