@@ -126,30 +126,12 @@ void StepBuilder::record_fused(const sim::Task& t, std::int64_t rank,
 
 namespace {
 
-// Each collective's category in the reports.
-Category category_of(StepColl c) {
-  switch (c) {
-    case StepColl::dense_gather:
-    case StepColl::nvlink_gather:
-      return kCollDenseGather;
-    case StepColl::dense_reduce:
-      return kCollDenseReduce;
-    case StepColl::expert_gather:
-      return kCollExpertGather;
-    case StepColl::expert_grad_reduce:
-      return kCollExpertReduce;
-    case StepColl::ep_all_to_all:
-      return kCollEpAllToAll;
-    case StepColl::replica_all_reduce:
-      return kCollReplicaAllReduce;
-    case StepColl::norm_all_reduce:
-      return kCollNormAllReduce;
-    case StepColl::optimizer_all_to_all:
-    case StepColl::count:
-      break;
-  }
-  return kCollOptimizerAllToAll;
-}
+// Each collective's category in the reports, in StepColl's order.
+constexpr Category kCategoryOf[] = {
+    kCollDenseGather,      kCollDenseReduce,   kCollDenseGather,
+    kCollExpertGather,     kCollExpertReduce,  kCollEpAllToAll,
+    kCollReplicaAllReduce, kCollNormAllReduce, kCollOptimizerAllToAll};
+static_assert(std::size(kCategoryOf) == static_cast<std::size_t>(StepColl::count));
 
 }  // namespace
 
@@ -158,7 +140,7 @@ StepBuilder::PerRank StepBuilder::collective(StepColl which, double bytes, const
   const auto& pc = comms_[which];
   // The communicators' streams follow Comm's order from kDensePg on.
   const auto s = static_cast<Stream>(kDensePg + static_cast<std::int32_t>(pc.comm));
-  const Category c = category_of(which);
+  const Category c = kCategoryOf[static_cast<std::size_t>(which)];
   PerRank out(static_cast<std::size_t>(ranks_), nullptr);
   for (const auto& grp : pgs_[pc.comm]) {
     const auto first = static_cast<std::uint32_t>(g_.size());  // the group's tasks: consecutive
