@@ -26,6 +26,11 @@ struct SharedMachine {
   double slow_node_speed = 0.9;       // their speed relative to nominal
   double step_jitter = 0;             // per-GPU, per-step relative speed noise (standard deviation)
   bool any_traffic() const { return background_global_load > 0 || background_leaf_load > 0; }
+  // Whether a sample's draws can change anything: with every effect off they are never read
+  // (busy nodes, other jobs' traffic, slow nodes, jitter), so every sample is the same run.
+  bool draws_matter() const {
+    return busy_fraction > 0 || any_traffic() || slow_node_fraction > 0 || step_jitter > 0;
+  }
 };
 
 const sim::Schema<SharedMachine>& shared_machine_schema();

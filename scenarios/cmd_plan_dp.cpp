@@ -144,11 +144,10 @@ Json plan_dp_json(const CommonArgs& args, const PlanDpArgs& plan) {
   const auto loaded = load_points(args, plan, counts, pr.stages);
   // A point that fails to simulate fails the command (exit 2 past --max-events, 1 otherwise);
   // nothing is printed (issue #23, item 5).
-  reports::Progress progress("plan-dp: replica counts × samples", loaded.size(),
-                             args.progress ? stderr : nullptr);
-  pr.runs = run_parallel<Json>(
-      loaded.size(), plan.jobs,
-      [&](std::size_t i) { return simulate(loaded[i], args.run_options()).json; }, &progress);
+  pr.runs = run_draws(
+      loaded, pr.draws, plan.jobs,
+      [&](std::size_t i) { return simulate(loaded[i], args.run_options()).json; },
+      "plan-dp: replica counts × samples", args.progress);
   Json unused;
   const double base = pr.over_draws(0, unused, "tokens_per_s_per_gpu");
   Json rows = Json::array();

@@ -19,10 +19,10 @@ Json samples_json(const CommonArgs& args, const RunArgs& run) {
   std::vector<Loaded> loaded;
   for (const auto& lo : sample_loads(args.load_options(), run.samples))
     loaded.push_back(load_scenario(args.scenario, lo));
-  reports::Progress progress("run: samples", loaded.size(), args.progress ? stderr : nullptr);
-  const auto runs = run_parallel<Json>(
-      loaded.size(), run.jobs,
-      [&](std::size_t i) { return simulate(loaded[i], args.run_options()).json; }, &progress);
+  const auto runs = run_draws(
+      loaded, loaded.size(), run.jobs,
+      [&](std::size_t i) { return simulate(loaded[i], args.run_options()).json; }, "run: samples",
+      args.progress);
   std::vector<const Json*> all;
   for (const auto& r : runs) all.push_back(&r);
   Json j{{"count", run.samples}};

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include "reports/metrics.hpp"
+#include "reports/progress.hpp"
+#include "scenarios/parallel.hpp"
 
 namespace twin::scenarios {
 
@@ -12,6 +14,25 @@ std::vector<LoadOptions> sample_loads(const LoadOptions& lo, int n) {
     out.push_back(lo);
     out.back().sets.push_back(fmt::format("shared.sample={}", i));
   }
+  return out;
+}
+
+std::vector<Json> run_draws(const std::vector<Loaded>& loaded, std::size_t draws, int jobs,
+                            const std::function<Json(std::size_t)>& f, const char* what,
+                            bool progress) {
+  std::vector<std::size_t> run;                  // the points' draws that are simulated
+  std::vector<std::size_t> from(loaded.size());  // each draw's run, by index into `run`
+  for (std::size_t i = 0; i < loaded.size(); ++i) {
+    const bool same = i % draws != 0 && !loaded[i].scenario.placement.shared.draws_matter();
+    if (!same) run.push_back(i);
+    from[i] = run.size() - 1;  // a repeated draw: its point's first draw, the last one run
+  }
+  reports::Progress p(what, run.size(), progress ? stderr : nullptr);
+  const auto runs = run_parallel<Json>(
+      run.size(), jobs, [&](std::size_t k) { return f(run[k]); }, &p);
+  std::vector<Json> out;
+  out.reserve(loaded.size());
+  for (std::size_t i = 0; i < loaded.size(); ++i) out.push_back(runs[from[i]]);
   return out;
 }
 

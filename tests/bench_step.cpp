@@ -4,6 +4,7 @@
 
 #include "hardware/cluster.hpp"
 #include "model/step_graph.hpp"
+#include "scenarios/commands.hpp"
 #include "scenarios/simulate.hpp"
 
 using namespace twin;
@@ -52,3 +53,20 @@ static void StepWholeMachineDp61(benchmark::State& state) {
   state.SetLabel("23,424 GPUs, DP = 61, one step");
 }
 BENCHMARK(StepWholeMachineDp61)->Unit(benchmark::kMillisecond)->Iterations(1);
+
+// Issue #16's planning target (≤ 60 s on the 2-core machine): plan-dp over 7 replica counts with
+// 32 draws of the shared machine each, two jobs. europa.json leaves every shared effect off, so a
+// count's draws are one simulation (scenarios/samples.hpp run_draws).
+static void PlanDpEuropa7Counts32Samples(benchmark::State& state) {
+  scenarios::CommonArgs args;
+  args.scenario = std::string(TWIN_SOURCE_DIR) + "/scenarios/europa.json";
+  args.data_dir = TWIN_SOURCE_DIR;
+  args.progress = false;
+  scenarios::PlanDpArgs plan;
+  plan.replicas = {1, 2, 4, 8, 16, 32, 61};
+  plan.samples = 32;
+  plan.jobs = 2;
+  for (auto _ : state) benchmark::DoNotOptimize(scenarios::plan_dp_json(args, plan));
+  state.SetLabel("7 replica counts x 32 samples, 2 jobs");
+}
+BENCHMARK(PlanDpEuropa7Counts32Samples)->Unit(benchmark::kMillisecond)->Iterations(1);

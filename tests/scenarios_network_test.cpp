@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "hardware/shared_machine.hpp"
 #include "scenarios/commands.hpp"
 #include "scenarios/simulate.hpp"
 #include "tests/golden_small.hpp"
@@ -55,6 +56,21 @@ TEST_SUITE("scenarios.network") {
           doctest::Approx(all["network"]["slowest_gpu_speed"].get<double>()).epsilon(0.02));
     CHECK(one["tokens_per_s_per_gpu"].get<double>() <
           0.97 * calm["tokens_per_s_per_gpu"].get<double>());
+  }
+  TEST_CASE("with every shared effect off a sample's draws change nothing (so samples run once)") {
+    auto run = [](std::vector<std::string> s) {
+      s.insert(s.end(), {"placement.policy=slurm", "parallel.dp=2"});
+      auto j = simulate(small(std::move(s)), {}).json;
+      j.erase("provenance");  // names the resolved scenario, whose shared.sample differs
+      return j;
+    };
+    const twin::hardware::SharedMachine off;
+    CHECK_FALSE(off.draws_matter());
+    CHECK(run({"shared.sample=0"}) == run({"shared.sample=3"}));
+    // An effect on, and the draws are read: another sample is another run (traffic on the
+    // global links would not show here: the small job's nodes share one group).
+    CHECK(run({"shared.step_jitter=0.05", "shared.sample=0"}) !=
+          run({"shared.step_jitter=0.05", "shared.sample=3"}));
   }
   TEST_CASE(
       "plan-dp --samples: percentiles over draws of the shared machine, the same for the same "
