@@ -183,8 +183,8 @@ sim::Schema<NcclSpec> nccl_schema() {
   return s;
 }
 
-sim::Schema<EfficiencySpec> efficiency_schema() {
-  sim::Schema<EfficiencySpec> s;
+// GEMMs, grouped GEMMs and FlashAttention: their fraction of peak and its fall-off.
+void add_dense_kernel_keys(sim::Schema<EfficiencySpec>& s) {
   s.real(
        "gemm_peak_fraction", "", 0.01, 1, std::nullopt,
        "fraction of dense bf16 peak that large GEMMs reach",
@@ -220,12 +220,16 @@ sim::Schema<EfficiencySpec> efficiency_schema() {
       .real(
           "attention_bwd_half_tokens", "tokens", 0, 1e7, std::nullopt,
           "document length (or window) at which attention backward reaches half its fraction",
-          [](auto& e) -> auto& { return e.attention_bwd_half_tokens; })
-      .real(
-          "attention_fwd_block_fraction", "", 0, 1, 0.0,
-          "a block-sparse attention kernel (FlexAttention) forward: fraction of dense peak per "
-          "FLOP of its 128x128 mask blocks (0: a FlashAttention kernel, priced per document)",
-          [](auto& e) -> auto& { return e.attention_fwd_block_fraction; })
+          [](auto& e) -> auto& { return e.attention_bwd_half_tokens; });
+}
+
+// Block-sparse attention, per-kernel overhead and the host's loops.
+void add_other_kernel_keys(sim::Schema<EfficiencySpec>& s) {
+  s.real(
+       "attention_fwd_block_fraction", "", 0, 1, 0.0,
+       "a block-sparse attention kernel (FlexAttention) forward: fraction of dense peak per "
+       "FLOP of its 128x128 mask blocks (0: a FlashAttention kernel, priced per document)",
+       [](auto& e) -> auto& { return e.attention_fwd_block_fraction; })
       .real(
           "attention_bwd_block_fraction", "", 0, 1, 0.0,
           "the same for its backward (0: a FlashAttention kernel)",
@@ -249,6 +253,12 @@ sim::Schema<EfficiencySpec> efficiency_schema() {
           "cpu_stream_fraction", "", 0.001, 1, std::nullopt,
           "fraction of host memory bandwidth reached by the CPU optimizer loops",
           [](auto& e) -> auto& { return e.cpu_stream_fraction; });
+}
+
+sim::Schema<EfficiencySpec> efficiency_schema() {
+  sim::Schema<EfficiencySpec> s;
+  add_dense_kernel_keys(s);
+  add_other_kernel_keys(s);
   return s;
 }
 
@@ -257,8 +267,8 @@ sim::Schema<EfficiencySpec> efficiency_schema() {
 constexpr Family kComputeFamilies[] = {Family::gemm, Family::gemm_fp8, Family::grouped_gemm,
                                        Family::attention, Family::attention_bwd};
 
-sim::Schema<ContentionModel> contention_schema() {
-  sim::Schema<ContentionModel> s;
+// The measured cluster tables (reports/calibration/clusters/).
+void add_cluster_keys(sim::Schema<ContentionModel>& s) {
   s.integer(
       "clusters.gpcs", "", 1, 64, std::nullopt, "GPCs the GPU's SMs sit in",
       [](auto& c) -> auto& { return c.gpcs; });
@@ -274,6 +284,9 @@ sim::Schema<ContentionModel> contention_schema() {
             " can use with clusters.held_sms held (0: none starts)",
         [t](auto& c) -> auto& { return c.cluster_usable_sms[t]; });
   }
+}
+
+void add_compute_family_keys(sim::Schema<ContentionModel>& s) {
   for (const Family f : kComputeFamilies) {
     const int i = static_cast<int>(f);
     const std::string n(family_name(f));
@@ -302,6 +315,9 @@ sim::Schema<ContentionModel> contention_schema() {
             "launch, prologue and epilogue of a " + n + " kernel: time SMs held do not stretch",
             [i](auto& c) -> auto& { return c.family[i].fixed_us; });
   }
+}
+
+void add_elementwise_family_keys(sim::Schema<ContentionModel>& s) {
   for (int i = static_cast<int>(Family::ew_add); i < kFamilies; ++i) {
     const std::string n(family_name(static_cast<Family>(i)));
     s.real(
@@ -343,6 +359,13 @@ sim::Schema<ContentionModel> contention_schema() {
               return c.family[i].block.smem_bytes;
             });
   }
+}
+
+sim::Schema<ContentionModel> contention_schema() {
+  sim::Schema<ContentionModel> s;
+  add_cluster_keys(s);
+  add_compute_family_keys(s);
+  add_elementwise_family_keys(s);
   return s;
 }
 

@@ -23,153 +23,171 @@ const sim::Schema<ParallelPlan>& parallel_schema() {
   return s;
 }
 
+namespace {
+
+// The step's size, checkpointing, offload and optimizer (rungs 1-4).
+void add_step_keys(sim::Schema<TrainingOptions>& s) {
+  s.integer(
+       "seq_len", "tokens", 1, 1 << 24, "tokens per sequence (row)",
+       [](auto& t) -> auto& { return t.seq_len; })
+      .integer(
+          "rows_per_gpu", "rows", 1, 4096, "sequences per GPU per step",
+          [](auto& t) -> auto& { return t.rows_per_gpu; })
+      .enumeration(
+          "activation_checkpointing", sim::names(kCheckpointingNames),
+          "none: keep every activation; selective: TorchTitan's per-op policy (attention "
+          "outputs and every second dense matmul output saved; expert GEMMs, elementwise work "
+          "and EP all-to-alls recomputed); full: keep only each layer's output (rung 1)",
+          [](auto& t) -> auto& { return t.activation_checkpointing; })
+      .real(
+          "offload_fraction", "", 0, 1,
+          "share of layers whose checkpointed output is offloaded to the host over C2C (rung 2)",
+          [](auto& t) -> auto& { return t.offload_fraction; })
+      .enumeration(
+          "optimizer", sim::names(kOptimizerNames),
+          "adamw for everything, or Muon for matrices except the router + AdamW (rung 3)",
+          [](auto& t) -> auto& { return t.optimizer; })
+      .boolean(
+          "cpu_offload",
+          "FSDP2 CPUOffloadPolicy: sharded params, grads and optimizer states on the host",
+          [](auto& t) -> auto& { return t.cpu_offload; })
+      .enumeration(
+          "newton_schulz", sim::names(kDeviceNames),
+          "where Muon's Newton–Schulz runs; gpu: expert matrices whole on their owner (rung 4)",
+          [](auto& t) -> auto& { return t.newton_schulz; })
+      .enumeration(
+          "dense_ns_all_to_all", sim::names(kAllToAllModeNames),
+          "all-to-alls gathering dense matrices to their Newton–Schulz owner: blocking the "
+          "CPU thread, or overlapping expert work (rung 4)",
+          [](auto& t) -> auto& { return t.dense_ns_all_to_all; })
+      .enumeration(
+          "newton_schulz_kernels", sim::names(kNsKernelsNames),
+          "Newton–Schulz on the GPU as written in Muon's reference code (unfused: three GEMMs "
+          "and five elementwise kernels per iteration, measured 24% elementwise on our H200), "
+          "or with the scaled sums in the GEMMs' epilogues (torch.baddbmm: three GEMMs)",
+          [](auto& t) -> auto& { return t.newton_schulz_kernels; });
+}
+
+// The MoE kernels, routing and the collectives' forms (rungs 5-11a).
+void add_kernel_and_comm_keys(sim::Schema<TrainingOptions>& s) {
+  s.enumeration(
+       "moe_kernel", sim::names(kMoeKernelNames),
+       "expert GEMMs: SonicMoE's persistent grouped GEMMs, or a plain per-expert loop",
+       [](auto& t) -> auto& { return t.moe_kernel; })
+      .enumeration(
+          "moe_tile_scheduler", sim::names(kTileSchedulerNames),
+          "SonicMoE tile scheduling: static per-block tile lists, or an atomic counter (rung 5)",
+          [](auto& t) -> auto& { return t.moe_tile_scheduler; })
+      .enumeration(
+          "elementwise", sim::names(kElementwiseNames),
+          "elementwise ops as their own kernels (PyTorch eager, the project's FP8 and fp32-sum "
+          "kernels: measured bandwidth and contention per family), or each as one vectorized "
+          "bf16 kernel moving its bytes (the micro-step harness's stand-in)",
+          [](auto& t) -> auto& { return t.elementwise; })
+      .enumeration(
+          "expert_rows", sim::names(kExpertRowsNames),
+          "tokens per expert within a GPU: spread (routing gives each expert its own count; a "
+          "grouped GEMM pads half a tile per expert on average) or equal (every expert the same "
+          "rows, padded to whole tiles: the micro-step harness)",
+          [](auto& t) -> auto& { return t.expert_rows; })
+      .enumeration(
+          "routing", sim::names(kExpertRoutingNames),
+          "unconstrained top-k (EP ranks get unequal tokens) or 2 experts per group of 96 "
+          "(exactly balanced, rung 7)",
+          [](auto& t) -> auto& { return t.routing; })
+      .real(
+          "routing_imbalance_cv", "", 0, 2,
+          "topk routing: coefficient of variation of an EP rank's share of its node's "
+          "token-expert pairs, per layer [est]",
+          [](auto& t) -> auto& { return t.routing_imbalance_cv; })
+      .enumeration(
+          "expert_gather_dtype", sim::names(kGatherDtypeNames),
+          "expert weight all-gather in bf16, or FP8 E4M3 blocks of 128 with an fp32 scale "
+          "(rung 8)",
+          [](auto& t) -> auto& { return t.expert_gather_dtype; })
+      .enumeration(
+          "grad_reduce", sim::names(kGradReduceNames),
+          "expert gradient reduction: fp32 ring reduce-scatter, or a bf16 all-to-all "
+          "summed locally in fp32 (rung 9)",
+          [](auto& t) -> auto& { return t.grad_reduce; })
+      .enumeration(
+          "dense_reshard", sim::names(kDenseReshardNames),
+          "dense weights after forward: resharded over all ranks (re-gathered over "
+          "InfiniBand) or 4-way in the node (re-gathered over NVLink, rung 10)",
+          [](auto& t) -> auto& { return t.dense_reshard; })
+      .enumeration(
+          "grad_norm", sim::names(kGradNormNames),
+          "gradient norm on the CPU after backward (+ gloo all-reduce), or accumulated "
+          "during backward with one NCCL all-reduce (rung 11a)",
+          [](auto& t) -> auto& { return t.grad_norm; });
+}
+
+// Buffers, allocator and host memory (rungs 11b-12, README Memory).
+void add_memory_keys(sim::Schema<TrainingOptions>& s) {
+  s.boolean(
+       "embedding_regather", "re-gather the embedding weight in backward (rung 11b removes it)",
+       [](auto& t) -> auto& { return t.embedding_regather; })
+      .boolean(
+          "shared_rope_cache",
+          "one RoPE cache per distinct cache instead of a copy per RoPE layer (rung 11c)",
+          [](auto& t) -> auto& { return t.shared_rope_cache; })
+      .boolean(
+          "release_grads_early",
+          "with the gradient-norm hook registered, free each reduced gradient two layers "
+          "later instead of at the end of backward (rung 12a)",
+          [](auto& t) -> auto& { return t.release_grads_early; })
+      .boolean(
+          "unshard_async_op",
+          "all-gather set-up (input, flat output, FP8 buffers) on the compute stream, so "
+          "from its pool, instead of FSDP2's copy-in side stream (rung 12b)",
+          [](auto& t) -> auto& { return t.unshard_async_op; })
+      .enumeration(
+          "grad_a2a_recv_pool", sim::names(kRecvPoolNames),
+          "pool of the bf16 gradient all-to-all receive buffer: the reduce-scatter side "
+          "stream's, or the compute stream's (rung 12c)",
+          [](auto& t) -> auto& { return t.grad_a2a_recv_pool; })
+      .boolean(
+          "expandable_segments",
+          "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (segments grow by pages)",
+          [](auto& t) -> auto& { return t.expandable_segments; })
+      .integer(
+          "allocator_warm_steps", "steps", 0, 8,
+          "identical steps replayed through the caching allocator before the reported one: "
+          "its pools keep their cached blocks across steps (0: the first step, from an "
+          "empty cache; README, Memory)",
+          [](auto& t) -> auto& { return t.allocator_warm_steps; })
+      .real(
+          "pinned_round_threshold_MiB", "MiB", 0, 1e6,
+          "pinned host allocations above this keep their size "
+          "(pinned_max_round_threshold_mb); below it, and always when 0, they round up to "
+          "a power of two (README, Memory)",
+          [](auto& t) -> auto& { return t.pinned_round_threshold_MiB; })
+      .boolean(
+          "offload_arena_prefault",
+          "the CPU touches every page of the activation-offload arena at start; if not, "
+          "pages first written by GPU copies may land in HBM when Grace is full (README, Memory)",
+          [](auto& t) -> auto& { return t.offload_arena_prefault; })
+      .boolean(
+          "checkpoint_replicated_qkv",
+          "the checkpoint state_dict hook gathers the full fused QKV weight on every rank "
+          "and the checkpointer caches it (README, Memory)",
+          [](auto& t) -> auto& { return t.checkpoint_replicated_qkv; })
+      .real(
+          "thp_leak_GiB", "GiB", 0, 1e6,
+          "host memory per rank lost to an allocator backing arenas with transparent huge "
+          "pages (mimalloc without MIMALLOC_ALLOW_THP=0; README, Memory); its size is not "
+          "published",
+          [](auto& t) -> auto& { return t.thp_leak_GiB; });
+}
+
+}  // namespace
+
 const sim::Schema<TrainingOptions>& training_schema() {
   static const sim::Schema<TrainingOptions> s = [] {
     sim::Schema<TrainingOptions> s;
-    s.integer(
-         "seq_len", "tokens", 1, 1 << 24, "tokens per sequence (row)",
-         [](auto& t) -> auto& { return t.seq_len; })
-        .integer(
-            "rows_per_gpu", "rows", 1, 4096, "sequences per GPU per step",
-            [](auto& t) -> auto& { return t.rows_per_gpu; })
-        .enumeration(
-            "activation_checkpointing", sim::names(kCheckpointingNames),
-            "none: keep every activation; selective: TorchTitan's per-op policy (attention "
-            "outputs and every second dense matmul output saved; expert GEMMs, elementwise work "
-            "and EP all-to-alls recomputed); full: keep only each layer's output (rung 1)",
-            [](auto& t) -> auto& { return t.activation_checkpointing; })
-        .real(
-            "offload_fraction", "", 0, 1,
-            "share of layers whose checkpointed output is offloaded to the host over C2C (rung 2)",
-            [](auto& t) -> auto& { return t.offload_fraction; })
-        .enumeration(
-            "optimizer", sim::names(kOptimizerNames),
-            "adamw for everything, or Muon for matrices except the router + AdamW (rung 3)",
-            [](auto& t) -> auto& { return t.optimizer; })
-        .boolean(
-            "cpu_offload",
-            "FSDP2 CPUOffloadPolicy: sharded params, grads and optimizer states on the host",
-            [](auto& t) -> auto& { return t.cpu_offload; })
-        .enumeration(
-            "newton_schulz", sim::names(kDeviceNames),
-            "where Muon's Newton–Schulz runs; gpu: expert matrices whole on their owner (rung 4)",
-            [](auto& t) -> auto& { return t.newton_schulz; })
-        .enumeration(
-            "dense_ns_all_to_all", sim::names(kAllToAllModeNames),
-            "all-to-alls gathering dense matrices to their Newton–Schulz owner: blocking the "
-            "CPU thread, or overlapping expert work (rung 4)",
-            [](auto& t) -> auto& { return t.dense_ns_all_to_all; })
-        .enumeration(
-            "newton_schulz_kernels", sim::names(kNsKernelsNames),
-            "Newton–Schulz on the GPU as written in Muon's reference code (unfused: three GEMMs "
-            "and five elementwise kernels per iteration, measured 24% elementwise on our H200), "
-            "or with the scaled sums in the GEMMs' epilogues (torch.baddbmm: three GEMMs)",
-            [](auto& t) -> auto& { return t.newton_schulz_kernels; })
-        .enumeration(
-            "moe_kernel", sim::names(kMoeKernelNames),
-            "expert GEMMs: SonicMoE's persistent grouped GEMMs, or a plain per-expert loop",
-            [](auto& t) -> auto& { return t.moe_kernel; })
-        .enumeration(
-            "moe_tile_scheduler", sim::names(kTileSchedulerNames),
-            "SonicMoE tile scheduling: static per-block tile lists, or an atomic counter (rung 5)",
-            [](auto& t) -> auto& { return t.moe_tile_scheduler; })
-        .enumeration(
-            "elementwise", sim::names(kElementwiseNames),
-            "elementwise ops as their own kernels (PyTorch eager, the project's FP8 and fp32-sum "
-            "kernels: measured bandwidth and contention per family), or each as one vectorized "
-            "bf16 kernel moving its bytes (the micro-step harness's stand-in)",
-            [](auto& t) -> auto& { return t.elementwise; })
-        .enumeration(
-            "expert_rows", sim::names(kExpertRowsNames),
-            "tokens per expert within a GPU: spread (routing gives each expert its own count; a "
-            "grouped GEMM pads half a tile per expert on average) or equal (every expert the same "
-            "rows, padded to whole tiles: the micro-step harness)",
-            [](auto& t) -> auto& { return t.expert_rows; })
-        .enumeration(
-            "routing", sim::names(kExpertRoutingNames),
-            "unconstrained top-k (EP ranks get unequal tokens) or 2 experts per group of 96 "
-            "(exactly balanced, rung 7)",
-            [](auto& t) -> auto& { return t.routing; })
-        .real(
-            "routing_imbalance_cv", "", 0, 2,
-            "topk routing: coefficient of variation of an EP rank's share of its node's "
-            "token-expert pairs, per layer [est]",
-            [](auto& t) -> auto& { return t.routing_imbalance_cv; })
-        .enumeration(
-            "expert_gather_dtype", sim::names(kGatherDtypeNames),
-            "expert weight all-gather in bf16, or FP8 E4M3 blocks of 128 with an fp32 scale "
-            "(rung 8)",
-            [](auto& t) -> auto& { return t.expert_gather_dtype; })
-        .enumeration(
-            "grad_reduce", sim::names(kGradReduceNames),
-            "expert gradient reduction: fp32 ring reduce-scatter, or a bf16 all-to-all "
-            "summed locally in fp32 (rung 9)",
-            [](auto& t) -> auto& { return t.grad_reduce; })
-        .enumeration(
-            "dense_reshard", sim::names(kDenseReshardNames),
-            "dense weights after forward: resharded over all ranks (re-gathered over "
-            "InfiniBand) or 4-way in the node (re-gathered over NVLink, rung 10)",
-            [](auto& t) -> auto& { return t.dense_reshard; })
-        .enumeration(
-            "grad_norm", sim::names(kGradNormNames),
-            "gradient norm on the CPU after backward (+ gloo all-reduce), or accumulated "
-            "during backward with one NCCL all-reduce (rung 11a)",
-            [](auto& t) -> auto& { return t.grad_norm; })
-        .boolean(
-            "embedding_regather",
-            "re-gather the embedding weight in backward (rung 11b removes it)",
-            [](auto& t) -> auto& { return t.embedding_regather; })
-        .boolean(
-            "shared_rope_cache",
-            "one RoPE cache per distinct cache instead of a copy per RoPE layer (rung 11c)",
-            [](auto& t) -> auto& { return t.shared_rope_cache; })
-        .boolean(
-            "release_grads_early",
-            "with the gradient-norm hook registered, free each reduced gradient two layers "
-            "later instead of at the end of backward (rung 12a)",
-            [](auto& t) -> auto& { return t.release_grads_early; })
-        .boolean(
-            "unshard_async_op",
-            "all-gather set-up (input, flat output, FP8 buffers) on the compute stream, so "
-            "from its pool, instead of FSDP2's copy-in side stream (rung 12b)",
-            [](auto& t) -> auto& { return t.unshard_async_op; })
-        .enumeration(
-            "grad_a2a_recv_pool", sim::names(kRecvPoolNames),
-            "pool of the bf16 gradient all-to-all receive buffer: the reduce-scatter side "
-            "stream's, or the compute stream's (rung 12c)",
-            [](auto& t) -> auto& { return t.grad_a2a_recv_pool; })
-        .boolean(
-            "expandable_segments",
-            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (segments grow by pages)",
-            [](auto& t) -> auto& { return t.expandable_segments; })
-        .integer(
-            "allocator_warm_steps", "steps", 0, 8,
-            "identical steps replayed through the caching allocator before the reported one: "
-            "its pools keep their cached blocks across steps (0: the first step, from an "
-            "empty cache; README, Memory)",
-            [](auto& t) -> auto& { return t.allocator_warm_steps; })
-        .real(
-            "pinned_round_threshold_MiB", "MiB", 0, 1e6,
-            "pinned host allocations above this keep their size "
-            "(pinned_max_round_threshold_mb); below it, and always when 0, they round up to "
-            "a power of two (README, Memory)",
-            [](auto& t) -> auto& { return t.pinned_round_threshold_MiB; })
-        .boolean(
-            "offload_arena_prefault",
-            "the CPU touches every page of the activation-offload arena at start; if not, "
-            "pages first written by GPU copies may land in HBM when Grace is full (README, Memory)",
-            [](auto& t) -> auto& { return t.offload_arena_prefault; })
-        .boolean(
-            "checkpoint_replicated_qkv",
-            "the checkpoint state_dict hook gathers the full fused QKV weight on every rank "
-            "and the checkpointer caches it (README, Memory)",
-            [](auto& t) -> auto& { return t.checkpoint_replicated_qkv; })
-        .real(
-            "thp_leak_GiB", "GiB", 0, 1e6,
-            "host memory per rank lost to an allocator backing arenas with transparent huge "
-            "pages (mimalloc without MIMALLOC_ALLOW_THP=0; README, Memory); its size is not "
-            "published",
-            [](auto& t) -> auto& { return t.thp_leak_GiB; });
+    add_step_keys(s);
+    add_kernel_and_comm_keys(s);
+    add_memory_keys(s);
     return s;
   }();
   return s;
