@@ -475,6 +475,13 @@ def gemm_cases() -> list[Case]:
     return cs
 
 
+def router_token_cases() -> list[Case]:
+    """The router GEMM (tokens × 384 experts × hidden) at token counts from one to six of its
+    128-row tiles per CTA: where its steps with a few SMs held fall (issue #15: the 16,384-token
+    router slows ×1.87 with 4–16 held where the static tile lists give ×1.5)."""
+    return [gemm_case("router", T, 384, HIDDEN) for T in (8192, 12288, 16384, 20480, 24576, 32768, 49152)]
+
+
 def fp8_gemm_cases() -> list[Case]:
     cs = []
     for m, n, k in ((8192, 8192, 8192), (16384, QKV_OUT, HIDDEN), (1376, 2 * EXPERT_HIDDEN, HIDDEN)):
@@ -745,7 +752,7 @@ def main() -> int:
     ap.add_argument("--out", default="contention.json")
     ap.add_argument("--held", default=",".join(map(str, HELD_DEFAULT)), help="SMs held, comma-separated")
     ap.add_argument("--only", default="", help="classes: elementwise,fp8_block,gemm,gemm_fp8,grouped,"
-                                               "attention,flex,newton_schulz")
+                                               "attention,flex,newton_schulz,router_tokens")
     ap.add_argument("--budget-s", type=float, default=1e9, help="stop starting cases after this")
     ap.add_argument("--no-copy", action="store_true", help="skip the beside-a-copy measurement")
     ap.add_argument("--commit", default="unknown")
@@ -767,7 +774,8 @@ def main() -> int:
     held = [int(x) for x in args.held.split(",")]
     groups = {"elementwise": elementwise_cases, "fp8_block": lambda: fp8_block_cases(lib),
               "gemm": gemm_cases, "grouped": lambda: grouped_cases(lib), "attention": attention_cases,
-              "newton_schulz": newton_schulz_cases, "gemm_fp8": fp8_gemm_cases, "flex": flex_cases}
+              "newton_schulz": newton_schulz_cases, "gemm_fp8": fp8_gemm_cases, "flex": flex_cases,
+              "router_tokens": router_token_cases}
     only = [g for g in args.only.split(",") if g] or list(groups)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     work = torch.cuda.Stream()
