@@ -23,7 +23,8 @@ std::vector<Json> run_draws(const std::vector<Loaded>& loaded, std::size_t draws
   std::vector<std::size_t> run;                  // the points' draws that are simulated
   std::vector<std::size_t> from(loaded.size());  // each draw's run, by index into `run`
   for (std::size_t i = 0; i < loaded.size(); ++i) {
-    const bool same = i % draws != 0 && !loaded[i].scenario.placement.shared.draws_matter();
+    const bool same =
+        draws > 1 && i % draws != 0 && !loaded[i].scenario.placement.shared.draws_matter();
     if (!same) run.push_back(i);
     from[i] = run.size() - 1;  // a repeated draw: its point's first draw, the last one run
   }
