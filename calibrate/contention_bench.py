@@ -226,12 +226,18 @@ def probe_holder(lib: ctypes.CDLL, sms: int, work: torch.cuda.Stream, copier: Co
 
 # --- timing -------------------------------------------------------------------------------------
 def timed_launches(fn: Callable[[], object], work: torch.cuda.Stream, reps: int, lead_ms: float,
-                   mark: torch.Tensor | None = None, sustain: int = 0) -> list[tuple]:
+                   mark: torch.Tensor | None = None, sustain: int = 0, gap_us: float = 0,
+                   one_span: bool = False) -> list[tuple]:
     """Events around `reps` launches of fn on `work` after one warm-up (and `sustain` more
     launches before it: the GPU's power state of a busy step). A sleep kernel of lead_ms
     goes first, so that the host enqueues every launch before the GPU reaches them: otherwise the
     host's launch gaps (tens of µs per PyTorch op) would be timed as kernel time. `mark` (a
-    ClockObserver's) is set to 1 before the timed launches and to 2 after them."""
+    ClockObserver's) is set to 1 before the timed launches and to 2 after them. gap_us > 0 puts a
+    GPU sleep of that length before each timed launch, outside its events: the launch then
+    follows a one-thread kernel, not itself (whether back-to-back launches overlap, e.g. by
+    programmatic dependent launch, shows as a difference). one_span: one event pair around all
+    reps launches, nothing between them; the pair is returned `reps` times (median_ms then gives
+    the span, to be divided by reps)."""
     evs = []
     with torch.cuda.stream(work):
         torch.cuda._sleep(int(lead_ms * 1e-3 * CLOCK_HZ))
@@ -240,7 +246,16 @@ def timed_launches(fn: Callable[[], object], work: torch.cuda.Stream, reps: int,
         fn()
         if mark is not None:
             mark.fill_(1)
-        for _ in range(reps):
+        if one_span:
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record(work)
+            for _ in range(reps):
+                fn()
+            b.record(work)
+            evs = [(a, b)] * reps
+        for _ in range(0 if one_span else reps):
+            if gap_us > 0:
+                torch.cuda._sleep(int(gap_us * 1e-6 * CLOCK_HZ))
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             a.record(work); fn(); b.record(work)
             evs.append((a, b))
@@ -666,7 +681,8 @@ def clock_pass(fn: Callable[[], object], holder: Holder, clock: ClockObserver, k
 
 
 def measure_case(case: Case, holder: Holder, copier: Copier | None, held: list[int], work: torch.cuda.Stream,
-                 log: Callable[[str], None], clock: ClockObserver | None = None, sustain_ms: float = 0) -> dict:
+                 log: Callable[[str], None], clock: ClockObserver | None = None, sustain_ms: float = 0,
+                 gap_us: float = 0, one_span: bool = False) -> dict:
     # Made on the measured stream: autograd runs a backward on the stream of its forward.
     with torch.cuda.stream(work):
         fn = case.make()
@@ -675,14 +691,14 @@ def measure_case(case: Case, holder: Holder, copier: Copier | None, held: list[i
     host = host_ms_per_call(fn, work)
     alone = median_ms(timed_launches(fn, work, 5, 1 + 9 * host))
     reps = max(3, min(25, int(round(60.0 / max(alone, 1e-3)))))
-    lead = min(200.0, 1 + 2 * (reps + 1) * host)
+    lead = min(200.0, 1 + 2 * (reps + 1) * host + reps * gap_us * 1e-3)
     sustain = int(math.ceil(sustain_ms / max(alone, 1e-3))) if sustain_ms > 0 else 0
     lead = min(200.0, lead + 2 * sustain * host)
     rows = []
     for k in held:
         holder.hold(k, work)
         try:
-            evs = timed_launches(fn, work, reps, lead, sustain=sustain)
+            evs = timed_launches(fn, work, reps, lead, sustain=sustain, gap_us=gap_us, one_span=one_span)
         except BaseException:
             holder.release(work)
             raise
@@ -691,7 +707,7 @@ def measure_case(case: Case, holder: Holder, copier: Copier | None, held: list[i
         except HolderTimeout as e:
             rows.append({"held_sms": k, "blocked": str(e)})
             continue
-        ms = median_ms(evs)
+        ms = median_ms(evs) / (reps if one_span else 1)
         if k == 0:
             alone = ms
         row = {"held_sms": k, "held_distinct": distinct, "median_ms": ms, "slowdown": ms / alone, "reps": reps}
@@ -761,6 +777,10 @@ def main() -> int:
     ap.add_argument("--kernels", default="", help="only the cases of these kernels, comma-separated")
     ap.add_argument("--holder", default="", help="force the holder: SHARED_BYTES,THREADS,MODE "
                                                  "(mode 0 light, 1/2 96 registers)")
+    ap.add_argument("--gap-us", type=float, default=0,
+                    help="a GPU sleep of this many µs before each timed launch (0: back to back)")
+    ap.add_argument("--one-span", action="store_true",
+                    help="time each point's launches back to back with one event pair (mean per launch)")
     ap.add_argument("--sustain-ms", type=float, default=0,
                     help="run the kernel back to back this long before each point's timed launches")
     args = ap.parse_args()
@@ -790,7 +810,8 @@ def main() -> int:
     holder = Holder(lib, sms, shape)
     clock = ClockObserver(lib) if args.clock else None
     doc = {"provenance": provenance(args), "held_sms": held, "holder_probe": probe,
-           "holder_shape": shape or "nccl_cta", "sustain_ms": args.sustain_ms,
+           "holder_shape": shape or "nccl_cta", "sustain_ms": args.sustain_ms, "gap_us": args.gap_us,
+           "one_span": args.one_span,
            "cases": [], "errors": [], "skipped": []}
     if copier is not None:  # is the copy really on a copy engine? Its bandwidth with 124 SMs held:
         holder.hold(min(124, sms - 8), work)
@@ -821,7 +842,8 @@ def main() -> int:
                 doc["skipped"].append(case.name)
                 continue
             try:
-                doc["cases"].append(measure_case(case, holder, copier, held, work, log, clock, args.sustain_ms))
+                doc["cases"].append(measure_case(case, holder, copier, held, work, log, clock, args.sustain_ms,
+                                                    args.gap_us, args.one_span))
             except Exception as e:  # noqa: BLE001 — reported; the other cases still run
                 doc["errors"].append(f"{case.name}: {e!r}"[:500])
                 log(f"ERROR {case.name}: {e!r}"[:300])
