@@ -55,22 +55,21 @@ Json ladder_json(const LadderArgs& a) {
   const Json published = read_json_file(dir / "published.json")["rungs"];
   const LoadOptions lo{a.data_dir.empty() ? default_data_dir() : fs::path(a.data_dir), {}};
   reports::Progress progress("ladder: rungs", rungs.size(), a.progress ? stderr : nullptr);
-  auto results = run_parallel<Json>(
+  auto results = run_parallel<RunResult>(
       rungs.size(), a.jobs,
-      [&](std::size_t i) { return simulate(load_scenario(rungs[i], lo), {}).json; }, &progress);
+      [&](std::size_t i) { return simulate(load_scenario(rungs[i], lo), {}); }, &progress);
   Json out = Json::array();
   for (std::size_t i = 0; i < rungs.size(); ++i) {
-    const auto& r = results[i];
-    Json row{{"rung", r["scenario"]},
-             {"tokens_per_s_per_gpu", r["tokens_per_s_per_gpu"]},
-             {"step_time_s", r["step_time_s"]},
-             {"exposed_comm_s", r["exposed_comm_s"]},
-             {"optimizer_step_s", r["optimizer_step_s"]}};
+    const auto& r = results[i].report;
+    Json row{{"rung", r.scenario},
+             {"tokens_per_s_per_gpu", r.tokens_per_s_per_gpu},
+             {"step_time_s", r.step_time_s},
+             {"exposed_comm_s", r.exposed_comm_s()},
+             {"optimizer_step_s", r.optimizer_step_s}};
     Json checks = Json::array();
-    const auto name = r["scenario"].get<std::string>();
-    if (published.contains(name))
-      for (const auto& [k, v] : published[name].items()) {
-        const double pred = metric(r, k), pub = v.get<double>();
+    if (published.contains(r.scenario))  // published figures name their metric by JSON path
+      for (const auto& [k, v] : published[r.scenario].items()) {
+        const double pred = metric(results[i].json, k), pub = v.get<double>();
         checks.push_back({{"metric", k},
                           {"predicted", pred},
                           {"published", pub},

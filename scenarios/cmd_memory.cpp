@@ -14,63 +14,54 @@ namespace twin::scenarios {
 
 namespace {
 
-void print_rank(std::ostream& out, const Json& r, const char* who) {
+void print_rank(std::ostream& out, const reports::RankMemory& r, const char* who) {
   fmt::print(out,
              "HBM, {}rank {}: peak allocated {:.2f} GiB, peak reserved {:.2f} GiB, "
              "retries {}, inactive split at peak {:.2f} GiB{}\n",
-             who, r["rank"].get<std::int64_t>(), r["peak_allocated_GiB"].get<double>(),
-             r["peak_reserved_GiB"].get<double>(), r["alloc_retries"].get<std::size_t>(),
-             r["inactive_split_at_peak_GiB"].get<double>(),
-             r["oom"].get<bool>()
-                 ? fmt::format(", OUT OF MEMORY at {}", r["failed_allocation"].get<std::string>())
-                 : "");
+             who, r.rank, r.peak_allocated_GiB, r.peak_reserved_GiB, r.alloc_retries,
+             r.inactive_split_at_peak_GiB,
+             r.oom ? fmt::format(", OUT OF MEMORY at {}", r.failed_allocation) : "");
   fmt::print(out, "  {:<16}{:>12}{:>12}{:>14}{:>14}{:>14}\n", "pool (GiB)", "peak alloc",
              "peak resv", "alloc@peak", "resv@peak", "cached@peak");
-  for (const auto& p : r["pools"])
-    fmt::print(out, "  {:<16}{:>12.2f}{:>12.2f}{:>14.2f}{:>14.2f}{:>14.2f}\n",
-               p["pool"].get<std::string>(), p["peak_allocated_GiB"].get<double>(),
-               p["peak_reserved_GiB"].get<double>(), p["at_peak_allocated_GiB"].get<double>(),
-               p["at_peak_reserved_GiB"].get<double>(),
-               p["cached_unused_at_peak_GiB"].get<double>());
-  if (!r["pools"][0].contains("at_first_retry_reserved_GiB")) return;
+  for (const auto& p : r.pools)
+    fmt::print(out, "  {:<16}{:>12.2f}{:>12.2f}{:>14.2f}{:>14.2f}{:>14.2f}\n", p.pool,
+               p.peak_allocated_GiB, p.peak_reserved_GiB, p.at_peak_allocated_GiB,
+               p.at_peak_reserved_GiB, p.cached_unused_at_peak_GiB);
+  if (!r.pools[0].at_first_retry_reserved_GiB) return;
   // The moment SPEC.md §6.12 describes: the compute stream's request fails while the side
   // streams' caches hold memory it cannot use.
   double side_resv = 0, side_alloc = 0;
-  for (const auto& p : r["pools"])
-    if (p["pool"] != "compute") {
-      side_resv += p["at_first_retry_reserved_GiB"].get<double>();
-      side_alloc += p["at_first_retry_allocated_GiB"].get<double>();
+  for (const auto& p : r.pools)
+    if (p.pool != "compute") {
+      side_resv += *p.at_first_retry_reserved_GiB;
+      side_alloc += *p.at_first_retry_allocated_GiB;
     }
-  const auto& c = r["pools"][0];
+  const auto& c = r.pools[0];
   fmt::print(out,
              "  before the first retry: side streams {:.2f} GiB reserved, {:.2f} in use; compute "
              "pool {:.2f} GiB cached but unused\n",
              side_resv, side_alloc,
-             c["at_first_retry_reserved_GiB"].get<double>() -
-                 c["at_first_retry_allocated_GiB"].get<double>());
+             *c.at_first_retry_reserved_GiB - *c.at_first_retry_allocated_GiB);
 }
 
 }  // namespace
 
-void print_memory(std::ostream& out, const Json& m) {
+void print_memory(std::ostream& out, const reports::MemoryReport& m) {
   fmt::print(out,
              "HBM for the caching allocator: {:.2f} GiB (after the CUDA context, {:.2f} GiB "
              "of NCCL buffers and {:.2f} GiB of host pages in HBM)\n",
-             m["hbm_capacity_GiB"].get<double>(), m["nccl_buffers_GiB"].get<double>(),
-             m["host_pages_in_hbm_GiB"].get<double>());
-  print_rank(out, m["rank0"], "");
-  const auto& w = m["worst_rank"];
-  if (w["rank"] != m["rank0"]["rank"])
-    print_rank(out, w, w["oom"].get<bool>() ? "first out of memory, " : "most reserved, ");
-  fmt::print(out, "ranks with allocator retries: {}\n", m["ranks_with_retries"].get<std::size_t>());
+             m.hbm_capacity_GiB, m.nccl_buffers_GiB, m.host_pages_in_hbm_GiB);
+  print_rank(out, m.rank0, "");
+  const auto& w = m.worst_rank;
+  if (w.rank != m.rank0.rank)
+    print_rank(out, w, w.oom ? "first out of memory, " : "most reserved, ");
+  fmt::print(out, "ranks with allocator retries: {}\n", m.ranks_with_retries);
   fmt::print(out, "Grace memory per rank (GiB):\n");
-  for (const auto& [k, v] : m["host_parts_GiB"].items())
-    fmt::print(out, "  {:<30}{:>8.2f}\n", k, v.get<double>());
-  fmt::print(out, "  {:<30}{:>8.2f} of {:.2f}, headroom {:.2f}\n", "total",
-             m["host_peak_GiB"].get<double>(), m["host_capacity_GiB"].get<double>(),
-             m["host_headroom_GiB"].get<double>());
+  for (const auto& [k, v] : m.host_parts_GiB) fmt::print(out, "  {:<30}{:>8.2f}\n", k, v);
+  fmt::print(out, "  {:<30}{:>8.2f} of {:.2f}, headroom {:.2f}\n", "total", m.host_peak_GiB,
+             m.host_capacity_GiB, m.host_headroom_GiB);
   fmt::print(out, "probability that a socket of the job lacks room at start: {:.3g}{}\n",
-             m["host_oom_probability"].get<double>(), host_risk_caveat(m));
+             m.host_oom_probability, reports::host_risk_caveat(m));
 }
 
 int cmd_memory(const CommonArgs& args, const MemoryArgs& mem, std::ostream& out) {
@@ -91,9 +82,9 @@ int cmd_memory(const CommonArgs& args, const MemoryArgs& mem, std::ostream& out)
   write(mem.events_file, r.alloc_events);
   write(mem.snapshot_file, r.memory_snapshot);
   if (args.json)
-    out << r.json["memory"].dump(2) << "\n";
+    out << reports::to_json(r.report.memory).dump(2) << "\n";
   else
-    print_memory(out, r.json["memory"]);
+    print_memory(out, r.report.memory);
   return 0;
 }
 

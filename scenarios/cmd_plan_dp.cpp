@@ -80,22 +80,21 @@ std::vector<Loaded> load_points(const CommonArgs& args, const PlanDpArgs& plan,
 // The runs of every point, at [((count · stages) + stage) · draws + draw]; the last stage is
 // the scenario's.
 struct PlanRuns {
-  std::vector<Json> runs;
+  std::vector<reports::StepReport> runs;
   std::size_t stages = 1, draws = 1;
   bool sampled = false;
   // One metric over a count's draws (of the scenario's stage, or of stage `st` of the split):
   // its median, and when sampled its p10, p50 and p90 into `row`.
-  double over_draws(std::size_t i, Json& row, const std::string& key,
-                    std::size_t st = SIZE_MAX) const {
+  double over_draws(std::size_t i, Json& row, RunMetric m, std::size_t st = SIZE_MAX) const {
     const std::size_t block = i * stages + std::min(st, stages - 1);
-    std::vector<const Json*> v;
+    std::vector<const reports::StepReport*> v;
     for (std::size_t d = 0; d < draws; ++d) v.push_back(&runs[block * draws + d]);
     Json p;
-    const double median = add_percentiles(p, key, v);
+    const double median = add_percentiles(p, m, v);
     if (sampled) row.update(p);
     return median;
   }
-  const Json& first_of(std::size_t i) const { return runs[first_index(i)]; }
+  const reports::StepReport& first_of(std::size_t i) const { return runs[first_index(i)]; }
   std::size_t first_index(std::size_t i) const { return ((i + 1) * stages - 1) * draws; }
 };
 
@@ -104,31 +103,31 @@ struct PlanRuns {
 Json plan_row(const PlanRuns& pr, const PlanDpArgs& plan, int count, std::size_t i,
               std::int64_t gpus, double base) {
   const auto& r = pr.first_of(i);
-  const auto& net = r["network"];
+  const auto& net = r.network;
   Json row{{"replicas", count}, {"gpus", gpus}};
-  row["nodes"] = net["nodes"];
-  row["groups"] = net["groups"];
-  row["groups_per_replica_max"] = net["groups_per_replica_max"];
-  const double tps = pr.over_draws(i, row, "tokens_per_s_per_gpu");
+  row["nodes"] = net.nodes;
+  row["groups"] = net.groups;
+  row["groups_per_replica_max"] = net.groups_per_replica_max;
+  const double tps = pr.over_draws(i, row, kTokensPerGpu);
   row["tokens_per_s_per_gpu"] = tps;
   row["relative_to_dp1"] = base > 0 ? tps / base : 0;
-  row["step_time_s"] = pr.over_draws(i, row, "step_time_s");
-  const double per_day = pr.over_draws(i, row, "tokens_per_day");
+  row["step_time_s"] = pr.over_draws(i, row, kStepTime);
+  const double per_day = pr.over_draws(i, row, kTokensPerDay);
   row["tokens_per_day"] = per_day;
   row["days_to_tokens"] = plan.tokens / per_day;
   if (plan.samples > 0) row["samples"] = plan.samples;
   if (plan.split) {
     Json split = Json::object(), unused;
     for (std::size_t st = 0; st < pr.stages; ++st)
-      split[stages()[st].first] = pr.over_draws(i, unused, "tokens_per_s_per_gpu", st);
+      split[stages()[st].first] = pr.over_draws(i, unused, kTokensPerGpu, st);
     row["tokens_per_s_per_gpu_by_stage"] = split;
   }
-  row["links_saturating"] = net["links_saturating"];
-  const Json top = net["busiest_links"].empty() ? Json::object() : net["busiest_links"][0];
-  row["busiest_link"] = top.value("link", "");
-  row["busiest_link_utilization"] = top.value("utilization_while_busy", 0.0);
-  row["busiest_link_saturated_s"] = top.value("saturated_s", 0.0);
-  row["host_oom_probability"] = r["memory"]["host_oom_probability"];
+  row["links_saturating"] = net.links_saturating;
+  const auto top = net.busiest_links.empty() ? reports::LinkReport{} : net.busiest_links[0];
+  row["busiest_link"] = top.link;
+  row["busiest_link_utilization"] = top.utilization_while_busy;
+  row["busiest_link_saturated_s"] = top.saturated_s;
+  row["host_oom_probability"] = r.memory.host_oom_probability;
   return row;
 }
 
@@ -146,10 +145,10 @@ Json plan_dp_json(const CommonArgs& args, const PlanDpArgs& plan) {
   // nothing is printed (issue #23, item 5).
   pr.runs = run_draws(
       loaded, pr.draws, plan.jobs,
-      [&](std::size_t i) { return simulate(loaded[i], args.run_options()).json; },
+      [&](std::size_t i) { return simulate(loaded[i], args.run_options()).report; },
       "plan-dp: replica counts × samples", args.progress);
   Json unused;
-  const double base = pr.over_draws(0, unused, "tokens_per_s_per_gpu");
+  const double base = pr.over_draws(0, unused, kTokensPerGpu);
   Json rows = Json::array();
   for (std::size_t i = 0; i < counts.size(); ++i)
     rows.push_back(plan_row(pr, plan, counts[i], i,

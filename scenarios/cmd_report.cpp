@@ -27,7 +27,7 @@ RunResult traced_run(const CommonArgs& args, const Loaded& loaded) {
   o.trace = true;
   o.trace_ranks = {0};
   RunResult r = simulate(loaded, o);
-  const int slowest = r.json["slowest_rank"]["rank"];
+  const int slowest = static_cast<int>(r.report.slowest_rank.rank);
   if (slowest == 0) return r;
   o.trace_ranks = {0, slowest};
   return simulate(loaded, o);
@@ -35,31 +35,27 @@ RunResult traced_run(const CommonArgs& args, const Loaded& loaded) {
 
 reports::Section step_section(const RunResult& r, const Json& trace) {
   return {"The step",
-          {breakdown_chart(r.json), timeline_chart(trace), nccl_sms_chart(trace),
-           gpu_time_chart(r.json)}};
+          {breakdown_chart(r.report), timeline_chart(trace), nccl_sms_chart(trace),
+           gpu_time_chart(r.report)}};
 }
 
 reports::Section memory_section(const RunResult& r, const Json& trace) {
   return {"Memory",
-          {hbm_pools_chart(trace, false), hbm_pools_chart(trace, true), host_memory_chart(r.json)}};
+          {hbm_pools_chart(trace, false), hbm_pools_chart(trace, true),
+           host_memory_chart(r.report.memory)}};
 }
 
-std::vector<std::pair<std::string, std::string>> facts(const Json& j) {
-  const auto& m = j["memory"];
-  return {
-      {"tokens/s per GPU", fmt::format("{:.0f}", j["tokens_per_s_per_gpu"].get<double>())},
-      {"MFU", fmt::format("{:.1f}% ({:.0f} TFLOP/s per GPU)", 100 * j["flops"]["mfu"].get<double>(),
-                          j["flops"]["model_TFLOPs_per_gpu"].get<double>())},
-      {"step", fmt::format("{:.2f} s", j["step_time_s"].get<double>())},
-      {"waiting on communication (rank 0)",
-       fmt::format("{:.2f} s", j["exposed_comm_s"].get<double>())},
-      {"HBM peak reserved",
-       fmt::format("{:.1f} of {:.1f} GiB", m["hbm_peak_reserved_GiB"].get<double>(),
-                   m["hbm_capacity_GiB"].get<double>())},
-      {"Grace peak", fmt::format("{:.1f} of {:.1f} GiB", m["host_peak_GiB"].get<double>(),
-                                 m["host_capacity_GiB"].get<double>())},
-      {"runnable",
-       j["runnable"]["ok"].get<bool>() ? "yes" : "NO: " + j["runnable"]["why"].get<std::string>()}};
+std::vector<std::pair<std::string, std::string>> facts(const reports::StepReport& j) {
+  const auto& m = j.memory;
+  return {{"tokens/s per GPU", fmt::format("{:.0f}", j.tokens_per_s_per_gpu)},
+          {"MFU", fmt::format("{:.1f}% ({:.0f} TFLOP/s per GPU)", 100 * j.flops.mfu,
+                              j.flops.model_TFLOPs_per_gpu)},
+          {"step", fmt::format("{:.2f} s", j.step_time_s)},
+          {"waiting on communication (rank 0)", fmt::format("{:.2f} s", j.exposed_comm_s())},
+          {"HBM peak reserved",
+           fmt::format("{:.1f} of {:.1f} GiB", m.hbm_peak_reserved_GiB, m.hbm_capacity_GiB)},
+          {"Grace peak", fmt::format("{:.1f} of {:.1f} GiB", m.host_peak_GiB, m.host_capacity_GiB)},
+          {"runnable", j.runnable.ok ? "yes" : "NO: " + j.runnable.why}};
 }
 
 // `--plan-dp FILE`, read and checked; a comparison of placements (`--placement A,B`) gives its
@@ -130,8 +126,8 @@ int cmd_report(const CommonArgs& args, const ReportArgs& rep, std::ostream& out)
 
   reports::Page page;
   page.title = "twin: " + loaded.resolved.value("name", args.scenario);
-  page.facts = facts(run.json);
-  const Json prov = run.json["provenance"];
+  page.facts = facts(run.report);
+  const Json& prov = run.report.provenance;
   page.provenance =
       fmt::format("twin {} ({}) · {} · resolved scenario fnv1a {} · {}", twin_version(),
                   twin_commit(), args.scenario, prov["resolved_fnv1a"].get<std::string>(),

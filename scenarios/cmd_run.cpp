@@ -21,12 +21,12 @@ Json samples_json(const CommonArgs& args, const RunArgs& run) {
     loaded.push_back(load_scenario(args.scenario, lo));
   const auto runs = run_draws(
       loaded, loaded.size(), run.jobs,
-      [&](std::size_t i) { return simulate(loaded[i], args.run_options()).json; }, "run: samples",
+      [&](std::size_t i) { return simulate(loaded[i], args.run_options()).report; }, "run: samples",
       args.progress);
-  std::vector<const Json*> all;
+  std::vector<const reports::StepReport*> all;
   for (const auto& r : runs) all.push_back(&r);
   Json j{{"count", run.samples}};
-  for (const char* key : {"step_time_s", "tokens_per_s_per_gpu"}) add_percentiles(j, key, all);
+  for (const auto m : {kStepTime, kTokensPerGpu}) add_percentiles(j, m, all);
   return j;
 }
 }  // namespace
@@ -51,20 +51,21 @@ int cmd_run(const CommonArgs& args, const RunArgs& run, std::ostream& out) {
   o.trace = !run.trace_file.empty();
   o.trace_ranks = trace_ranks;
   o.plan_rank = run.plan_file.empty() ? -1 : run.plan_rank;
-  auto r = simulate(loaded, o);
-  if (run.samples > 0) r.json["samples"] = samples_json(args, run);
+  const auto r = simulate(loaded, o);
+  const Json samples = run.samples > 0 ? samples_json(args, run) : Json();
   if (o.trace)
     reports::write_atomic(run.trace_file,
                           reports::gzip_named(run.trace_file) ? reports::gzip(r.trace) : r.trace);
   if (o.plan_rank >= 0) reports::write_atomic(run.plan_file, r.plan.dump(1) + "\n");
   if (args.json) {
     Json j = r.json;
+    if (run.samples > 0) j["samples"] = samples;
     j["resolved_scenario"] = loaded.resolved;
     out << j.dump(2) << "\n";
   } else {
-    out << summary(r.json);
+    out << reports::summary(r.report);
     if (run.samples > 0) {
-      const auto& s = r.json["samples"];
+      const auto& s = samples;
       fmt::print(
           out,
           "  over {} draws of the shared machine: step p10/p50/p90 {:.2f} / {:.2f} / {:.2f} s, "

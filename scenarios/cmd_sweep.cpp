@@ -72,12 +72,22 @@ std::size_t grid_points(const std::vector<Axis>& axes) {
   return points;
 }
 
-const char* kOutputs[] = {"tokens_per_s_per_gpu", "step_time_s", "exposed_comm_s",
-                          "optimizer_step_s", "tokens_per_day"};
-
-}  // namespace
-
-namespace {
+// A sweep row's figures of one run, in the row's column order.
+void add_outputs(Json& row, const reports::StepReport& r) {
+  row["tokens_per_s_per_gpu"] = r.tokens_per_s_per_gpu;
+  row["step_time_s"] = r.step_time_s;
+  row["exposed_comm_s"] = r.exposed_comm_s();
+  row["optimizer_step_s"] = r.optimizer_step_s;
+  row["tokens_per_day"] = r.tokens_per_day;
+  row["nccl_sms_max"] = r.nccl_sms.max;
+  const auto& m = r.memory;
+  row["hbm_peak_reserved_GiB"] = m.hbm_peak_reserved_GiB;
+  row["alloc_retries"] = m.alloc_retries;
+  row["oom"] = m.oom;
+  row["host_peak_GiB"] = m.host_peak_GiB;
+  row["host_oom_probability"] = m.host_oom_probability;
+  row["fits"] = m.fits();
+}
 
 // The finished points of an earlier run with the same arguments (header line equal).
 // Rows that are not a point of this grid (a torn last line, a hand-edited file) are ignored: the
@@ -180,16 +190,7 @@ Json sweep_point(const CommonArgs& args, const std::vector<Axis>& axes, std::siz
     lo.sets = sets;
     const RunOptions ro = args.run_options();
     const auto loaded = load_scenario(args.scenario, lo);
-    const auto r = simulate(loaded, ro).json;
-    for (const char* o : kOutputs) row[o] = r[o];
-    row["nccl_sms_max"] = r["nccl_sms"]["max"];
-    const auto& m = r["memory"];
-    for (const char* k :
-         {"hbm_peak_reserved_GiB", "alloc_retries", "oom", "host_peak_GiB", "host_oom_probability"})
-      row[k] = m[k];
-    // Fits: no HBM out-of-memory, and Grace room on a socket with the median unattributed memory.
-    row["fits"] = !m["oom"].get<bool>() && m["host_headroom_GiB"].get<double>() >
-                                               m["host_unattributed_median_GiB"].get<double>();
+    add_outputs(row, simulate(loaded, ro).report);
     row["error"] = "";
     row["twin"] = fmt::format("{} {}", twin_version(), twin_commit());
     row["resolved_fnv1a"] = content_hash(loaded.resolved);  // this point's scenario

@@ -36,13 +36,12 @@ std::string skip_reason(const Json& row) {
 
 // Where a configuration's step goes differently from the baseline's (rank 0): the breakdown's
 // parts and the three kinds of GPU work that moved most.
-Json why(const Json& r, const Json& base) {
-  Json w{{"step_time_s", r["step_time_s"].get<double>() - base["step_time_s"].get<double>()}};
-  for (const auto& [k, v] : r["breakdown_s"]["rank0"].items())
-    w["breakdown_s"][k] = v.get<double>() - base["breakdown_s"]["rank0"].value(k, 0.0);
+Json why(const reports::StepReport& r, const reports::StepReport& base) {
+  Json w{{"step_time_s", r.step_time_s - base.step_time_s}};
+  const auto d = to_json(r.rank0), b = to_json(base.rank0);
+  for (const auto& [k, v] : d.items()) w["breakdown_s"][k] = v.get<double>() - b[k].get<double>();
   std::vector<std::pair<double, std::string>> moved;
-  for (const auto& [k, v] : r["gpu_time_s"].items())
-    moved.emplace_back(v.get<double>() - base["gpu_time_s"].value(k, 0.0), k);
+  for (const auto& [k, v] : r.gpu_time_s) moved.emplace_back(v - base.gpu_time(k), k);
   std::stable_sort(moved.begin(), moved.end(), [](const auto& a, const auto& b) {
     return std::abs(a.first) > std::abs(b.first);
   });
@@ -52,10 +51,10 @@ Json why(const Json& r, const Json& base) {
   return w;
 }
 
-Json simulate_with(const CommonArgs& args, const std::vector<std::string>& extra) {
+reports::StepReport simulate_with(const CommonArgs& args, const std::vector<std::string>& extra) {
   LoadOptions lo = args.load_options();
   lo.sets.insert(lo.sets.end(), extra.begin(), extra.end());
-  return simulate(load_scenario(args.scenario, lo), args.run_options()).json;
+  return simulate(load_scenario(args.scenario, lo), args.run_options()).report;
 }
 
 }  // namespace
@@ -87,7 +86,9 @@ Json tune_json(const CommonArgs& args, const TuneArgs& t) {
   std::stable_sort(ok.begin(), ok.end(), [&](std::size_t a, std::size_t b) {
     return rows[a][t.objective].get<double>() > rows[b][t.objective].get<double>();
   });
-  const Json base = simulate_with(args, {});
+  const auto base = simulate_with(args, {});
+  const double base_objective =
+      t.objective == "tokens_per_day" ? base.tokens_per_day : base.tokens_per_s_per_gpu;
   Json top = Json::array();
   for (std::size_t n = 0;
        n < std::min<std::size_t>(static_cast<std::size_t>(std::max(t.top, 0)), ok.size()); ++n) {
@@ -102,7 +103,7 @@ Json tune_json(const CommonArgs& args, const TuneArgs& t) {
     const double v = row[t.objective].get<double>();
     top.push_back({{"values", values},
                    {t.objective, v},
-                   {"relative_to_baseline", v / base[t.objective].get<double>()},
+                   {"relative_to_baseline", v / base_objective},
                    {"fits", row["fits"]},
                    {"why", why(simulate_with(args, sets), base)}});
   }
@@ -114,7 +115,7 @@ Json tune_json(const CommonArgs& args, const TuneArgs& t) {
           {"configurations", rows.size()},
           {"ranked", ok.size()},
           {"skipped", skip},
-          {"baseline", {{t.objective, base[t.objective]}, {"step_time_s", base["step_time_s"]}}},
+          {"baseline", {{t.objective, base_objective}, {"step_time_s", base.step_time_s}}},
           {"top", top}};
 }
 

@@ -169,7 +169,7 @@ Json plan_dp_json(const CommonArgs& args, const PlanDpArgs& plan);
 // --placement A,B,…: plan_dp_json per placement, and per replica count each one's tok/s/GPU.
 Json plan_dp_compare_json(const CommonArgs& args, const PlanDpArgs& plan);
 int cmd_memory(const CommonArgs& args, const MemoryArgs& mem, std::ostream& out);
-void print_memory(std::ostream& out, const Json& memory);
+void print_memory(std::ostream& out, const reports::MemoryReport& memory);
 int cmd_resolve(const CommonArgs& args, std::ostream& out);
 int cmd_help_params(bool json, std::ostream& out);
 

@@ -52,18 +52,18 @@ Json stream_timeline(Json values, const char* row, const char* color, const char
 
 }  // namespace
 
-Chart breakdown_chart(const Json& result) {
+Chart breakdown_chart(const reports::StepReport& result) {
   static const char* kParts[] = {"compute_only", "compute_overlapped", "comm_wait", "idle"};
   static const char* kLabels[] = {"compute only", "compute beside communication",
                                   "waiting on communication", "idle"};
   Json values = Json::array();
   for (const auto& [who, label] :
-       {std::pair{"rank0", "rank 0"}, std::pair{"slowest", "slowest rank"}})
+       {std::pair{&result.rank0, "rank 0"}, std::pair{&result.slowest, "slowest rank"}}) {
+    const auto parts = reports::to_json(*who);
     for (int i = 0; i < 4; ++i)
-      values.push_back({{"rank", label},
-                        {"part", kLabels[i]},
-                        {"order", i},
-                        {"seconds", result["breakdown_s"][who][kParts[i]]}});
+      values.push_back(
+          {{"rank", label}, {"part", kLabels[i]}, {"order", i}, {"seconds", parts[kParts[i]]}});
+  }
   Json color = field("part", "nominal", "");
   color["sort"] = Json::array({kLabels[0], kLabels[1], kLabels[2], kLabels[3]});
   Json enc{{"y", field("rank", "nominal", "")},
@@ -79,9 +79,9 @@ Chart breakdown_chart(const Json& result) {
           spec(std::move(values), "bar", std::move(enc), 80)};
 }
 
-Chart gpu_time_chart(const Json& result) {
+Chart gpu_time_chart(const reports::StepReport& result) {
   Json values = Json::array();
-  for (const auto& [kind, s] : result["gpu_time_s"].items())
+  for (const auto& [kind, s] : result.gpu_time_s)
     values.push_back({{"kind", kind}, {"seconds", s}});
   Json y = field("kind", "nominal", "");
   y["sort"] = "-x";
@@ -94,11 +94,9 @@ Chart gpu_time_chart(const Json& result) {
           spec(std::move(values), "bar", std::move(enc))};
 }
 
-Chart host_memory_chart(const Json& result) {
-  const auto& m = result["memory"];
+Chart host_memory_chart(const reports::MemoryReport& m) {
   Json values = Json::array();
-  for (const auto& [part, gib] : m["host_parts_GiB"].items())
-    values.push_back({{"part", part}, {"GiB", gib}});
+  for (const auto& [part, gib] : m.host_parts_GiB) values.push_back({{"part", part}, {"GiB", gib}});
   Json bars{{"mark", "bar"},
             {"encoding",
              {{"x", field("GiB", "quantitative", "GiB per rank at the host peak")},
@@ -107,14 +105,14 @@ Chart host_memory_chart(const Json& result) {
               {"tooltip", Json::array({field("part", "nominal", "part"),
                                        field("GiB", "quantitative", "GiB")})}}}};
   Json cap{{"mark", {{"type", "rule"}, {"color", "red"}, {"strokeWidth", 2}}},
-           {"encoding", {{"x", {{"datum", m["host_capacity_GiB"]}, {"type", "quantitative"}}}}}};
+           {"encoding", {{"x", {{"datum", m.host_capacity_GiB}, {"type", "quantitative"}}}}}};
   Json s = data_spec(std::move(values),
                      {{"width", kWidth}, {"height", 60}, {"layer", Json::array({bars, cap})}});
   return {
       "Grace memory per rank",
       fmt::format("Host memory of one rank at its peak, by component, stacked; the red line is the "
                   "capacity ({:.0f} GiB per rank). Peak {:.1f} GiB.",
-                  m["host_capacity_GiB"].get<double>(), m["host_peak_GiB"].get<double>()),
+                  m.host_capacity_GiB, m.host_peak_GiB),
       std::move(s)};
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "reports/html_page.hpp"
+#include "reports/step_report.hpp"
 #include "scenarios/kineto.hpp"
 #include "scenarios/loader.hpp"
 
@@ -16,10 +17,10 @@ namespace twin::scenarios {
 using reports::Chart;
 
 // `twin run --json`'s result: the step of rank 0 and the slowest rank, and GPU time per kind.
-Chart breakdown_chart(const Json& result);
-Chart gpu_time_chart(const Json& result);
+Chart breakdown_chart(const reports::StepReport& result);
+Chart gpu_time_chart(const reports::StepReport& result);
 // Grace (host) memory per component at its peak, with the capacity.
-Chart host_memory_chart(const Json& result);
+Chart host_memory_chart(const reports::MemoryReport& memory);
 // A Chrome trace of `simulate` (traceEvents): every stream's tasks of the traced ranks, and the
 // SMs NCCL holds on each over the step.
 Chart timeline_chart(const Json& trace);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "reports/step_report.hpp"
 #include "scenarios/loader.hpp"
 
 namespace twin::scenarios {
@@ -15,11 +16,20 @@ std::vector<LoadOptions> sample_loads(const LoadOptions& lo, int n);
 // Runs f(i) for each of `n` points of `draws` consecutive draws each, in parallel, except for the
 // draws of a point whose scenario draws nothing (SharedMachine::draws_matter): those are its first
 // draw's result, not simulated again (identical inputs give identical outputs).
-std::vector<Json> run_draws(const std::vector<Loaded>& loaded, std::size_t draws, int jobs,
-                            const std::function<Json(std::size_t)>& f, const char* what,
-                            bool progress);
-// Sets row[key + "_p10" | "_p50" | "_p90"] over the runs' `key` (a top-level number); returns the
-// median.
-double add_percentiles(Json& row, const std::string& key, const std::vector<const Json*>& runs);
+std::vector<reports::StepReport> run_draws(const std::vector<Loaded>& loaded, std::size_t draws,
+                                           int jobs,
+                                           const std::function<reports::StepReport(std::size_t)>& f,
+                                           const char* what, bool progress);
+// A metric of a run, named as in its JSON (the percentiles' names are built from it).
+struct RunMetric {
+  const char* key;
+  double reports::StepReport::*field;
+};
+inline constexpr RunMetric kStepTime{"step_time_s", &reports::StepReport::step_time_s};
+inline constexpr RunMetric kTokensPerGpu{"tokens_per_s_per_gpu",
+                                         &reports::StepReport::tokens_per_s_per_gpu};
+inline constexpr RunMetric kTokensPerDay{"tokens_per_day", &reports::StepReport::tokens_per_day};
+// Sets row[key + "_p10" | "_p50" | "_p90"] over the runs' metric; returns the median.
+double add_percentiles(Json& row, RunMetric m, const std::vector<const reports::StepReport*>& runs);
 
 }  // namespace twin::scenarios

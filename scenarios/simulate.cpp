@@ -85,14 +85,6 @@ struct RankTimes {
   }
 };
 
-Json breakdown_json(const RankTimes& rt, double step) {
-  const auto b = reports::breakdown(rt.compute, rt.comm, step);
-  return {{"compute_overlapped", b.compute_overlapped},
-          {"compute_only", b.compute_only},
-          {"comm_wait", b.comm_wait},
-          {"idle", b.idle}};
-}
-
 std::string slowest_why(const std::vector<model::RankWorkload>& w, std::size_t r) {
   double attn = 0, experts = 0, attn_r = 0, experts_r = 0;
   for (std::size_t i = 0; i < w.size(); ++i) {
@@ -178,7 +170,7 @@ std::unique_ptr<Pass> run_pass(const Scenario& s, const RunOptions& opts, double
   return p;
 }
 
-Json network_json(const Scenario& s, Pass& p, double step) {
+reports::NetworkReport network_report(const Scenario& s, Pass& p, double step) {
   const auto* f = p.cluster.topology();
   std::set<int> groups;
   for (int n : p.cluster.placement()) groups.insert(f->group_of(n));
@@ -187,58 +179,47 @@ Json network_json(const Scenario& s, Pass& p, double step) {
       s.hw.network);
   double slowest = INFINITY;
   for (int g = 0; g < p.cluster.gpus(); ++g) slowest = std::min(slowest, p.cluster.gpu(g).speed());
-  struct Link {
-    std::string name;
-    double bytes, busy, util, mean, saturated;
-  };
-  std::vector<Link> links;
+  std::vector<reports::LinkReport> links;
   for (const auto& [r, u] : f->usage()) {
     std::vector<reports::Interval> iv;
     for (const auto& [a, b] : u.busy_ns) iv.push_back({a, b});
     const double busy = reports::merge(iv), cap = p.fluid.capacity(r);
-    links.push_back({f->name(r), u.bytes, busy, busy > 0 ? u.bytes / (cap * busy) : 0,
-                     u.bytes / (cap * step), p.fluid.saturated_s(p.cluster.solver_resource(r))});
+    links.push_back({f->name(r), u.bytes / 1e9, busy,
+                     p.fluid.saturated_s(p.cluster.solver_resource(r)),
+                     busy > 0 ? u.bytes / (cap * busy) : 0, u.bytes / (cap * step)});
   }
-  std::sort(links.begin(), links.end(), [](const Link& a, const Link& b) {
-    if (a.saturated != b.saturated) return a.saturated > b.saturated;
-    return a.util != b.util ? a.util > b.util : a.name < b.name;
+  std::sort(links.begin(), links.end(), [](const auto& a, const auto& b) {
+    if (a.saturated_s != b.saturated_s) return a.saturated_s > b.saturated_s;
+    return a.utilization_while_busy != b.utilization_while_busy
+               ? a.utilization_while_busy > b.utilization_while_busy
+               : a.link < b.link;
   });
-  Json top = Json::array();
-  std::size_t saturated = 0;
-  for (const auto& l : links) {
-    saturated += l.saturated > 0.01 * step ? 1 : 0;
-    if (top.size() < 8)
-      top.push_back({{"link", l.name},
-                     {"bytes_GB", l.bytes / 1e9},
-                     {"busy_s", l.busy},
-                     {"saturated_s", l.saturated},
-                     {"utilization_while_busy", l.util},
-                     {"mean_utilization", l.mean}});
+  reports::NetworkReport n{sim::name_of(s.placement.policy, hardware::kPlacementPolicyNames),
+                           sim::name_of(s.placement.routing, hardware::kRoutingNames),
+                           p.cluster.placement().size(),
+                           groups.size(),
+                           *std::max_element(per_replica.begin(), per_replica.end()),
+                           p.cluster.slowest_copy(),
+                           slowest,
+                           s.placement.simulate_all_replicas ? s.job.parallel.dp : 1,
+                           0,
+                           {}};
+  for (auto& l : links) {
+    n.links_saturating += l.saturated_s > 0.01 * step ? 1 : 0;
+    if (n.busiest_links.size() < 8) n.busiest_links.push_back(std::move(l));
   }
-  return {{"placement", sim::name_of(s.placement.policy, hardware::kPlacementPolicyNames)},
-          {"routing", sim::name_of(s.placement.routing, hardware::kRoutingNames)},
-          {"nodes", p.cluster.placement().size()},
-          {"groups", groups.size()},
-          {"groups_per_replica_max", *std::max_element(per_replica.begin(), per_replica.end())},
-          {"slowest_replica", p.cluster.slowest_copy()},
-          {"slowest_gpu_speed", slowest},
-          {"simulated_replicas", s.placement.simulate_all_replicas ? s.job.parallel.dp : 1},
-          {"links_saturating", saturated},
-          {"busiest_links", top}};
+  return n;
 }
 
 // Model FLOPs and utilization (reports/metrics.hpp), against the GPU's dense bf16 peak.
-Json flops_json(const Scenario& s, double step) {
+reports::FlopsReport flops_report(const Scenario& s, double step) {
   const auto f = model::step_flops(s.job, model::step_rows(s.job));
   double model_flops = 0;
   for (const auto& [_, ph] : f.by_category) model_flops += ph.forward + ph.backward;
   const double gpu_s = static_cast<double>(s.job.parallel.total_gpus()) * step;
   const double peak = s.hw.gpu.bf16_dense_TFLOPs * 1e12;
-  return {{"model_per_step", model_flops},
-          {"with_recompute_per_step", f.total()},
-          {"model_TFLOPs_per_gpu", model_flops / gpu_s / 1e12},
-          {"mfu", model_flops / (gpu_s * peak)},
-          {"hfu", f.total() / (gpu_s * peak)}};
+  return {model_flops, f.total(), model_flops / gpu_s / 1e12, model_flops / (gpu_s * peak),
+          f.total() / (gpu_s * peak)};
 }
 
 // One rank's allocations in simulated order (RunResult::alloc_events).
@@ -297,7 +278,7 @@ std::vector<RankTimes> rank_times(const Pass& p) {
 
 // The step's time metrics (reports/metrics.hpp): throughput, the slowest rank, rank 0's
 // breakdown and GPU time per category, the optimizer step, NCCL's SMs.
-Json time_json(const Scenario& s, Pass& p, double step) {
+reports::StepReport time_report(const Scenario& s, Pass& p, double step) {
   auto times = rank_times(p);
   std::size_t slowest = 0;
   std::vector<double> busy(times.size());
@@ -307,30 +288,22 @@ Json time_json(const Scenario& s, Pass& p, double step) {
     if (busy[r] > busy[slowest]) slowest = r;
   }
   const double tokens = static_cast<double>(s.job.tokens_per_step());
-  Json j;
-  j["scenario"] = s.name;
-  j["step_time_s"] = step;
-  j["tokens_per_s_per_gpu"] = tokens / (static_cast<double>(s.job.parallel.total_gpus()) * step);
-  j["tokens_per_day"] = tokens * 86400 / step;
-  j["slowest_rank"] = {{"rank", slowest},
-                       {"gpu_compute_s", busy[slowest]},
-                       {"why", slowest_why(p.builder.workload(), slowest)}};
-  j["breakdown_s"] = {{"rank0", breakdown_json(times[0], step)},
-                      {"slowest", breakdown_json(times[slowest], step)}};
-  Json gt = Json::object();
+  reports::StepReport j;
+  j.scenario = s.name;
+  j.step_time_s = step;
+  j.tokens_per_s_per_gpu = tokens / (static_cast<double>(s.job.parallel.total_gpus()) * step);
+  j.tokens_per_day = tokens * 86400 / step;
+  j.slowest_rank = {slowest, busy[slowest], slowest_why(p.builder.workload(), slowest)};
+  j.rank0 = reports::breakdown(times[0].compute, times[0].comm, step);
+  j.slowest = reports::breakdown(times[slowest].compute, times[slowest].comm, step);
   std::map<std::string, double> by_name;  // reports list categories by name
   for (std::int32_t c = 0; c < model::kCategoryCount; ++c)
     if (times[0].ran[static_cast<std::size_t>(c)])
       by_name[model::category_name(c)] = times[0].gpu_time[static_cast<std::size_t>(c)];
-  for (const auto& [k, v] : by_name) gt[k] = v;
-  j["gpu_time_s"] = gt;
-  j["optimizer_step_s"] =
+  j.gpu_time_s.assign(by_name.begin(), by_name.end());
+  j.optimizer_step_s =
       (p.marks.optimizer_end[0]->end_time() - p.marks.backward_end[0]->end_time()).to_s();
-  j["exposed_comm_s"] = j["breakdown_s"]["rank0"]["comm_wait"];
-  const auto st = p.sms[0].stats(sim::Time::s(step));
-  j["nccl_sms"] = {{"mean_while_collective", st.mean_while_collective},
-                   {"max", st.max},
-                   {"seconds_at_or_above_64", st.seconds_at_or_above_64}};
+  j.nccl_sms = p.sms[0].stats(sim::Time::s(step));
   return j;
 }
 
@@ -367,19 +340,18 @@ RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
   auto pass = run_with_retries(s, opts, capacity, passes);
   double step = 0;
   for (auto* t : pass->marks.optimizer_end) step = std::max(step, t->end_time().to_s());
-  Json j = time_json(s, *pass, step);
-  j["memory"] = memory_json(s, host, capacity, pass->hbm);
-  j["network"] = network_json(s, *pass, step);
-  j["simulation"] = {{"tasks", pass->graph.size()},
-                     {"events", pass->engine.events_processed()},
-                     {"fluid_solves", pass->fluid.solves()},
-                     {"passes", passes}};
-  j["runnable"] = runnable_json(j["memory"]);
-  j["flops"] = flops_json(s, step);
-  j["provenance"] = provenance(loaded.resolved);
   RunResult out;
-  exports(out, s, *pass, opts, capacity, step, j["provenance"]);
-  out.json = std::move(j);
+  auto& j = out.report;
+  j = time_report(s, *pass, step);
+  j.memory = memory_report(s, host, capacity, pass->hbm);
+  j.network = network_report(s, *pass, step);
+  j.simulation = {pass->graph.size(), pass->engine.events_processed(), pass->fluid.solves(),
+                  passes};
+  j.runnable = reports::runnable(j.memory);
+  j.flops = flops_report(s, step);
+  j.provenance = provenance(loaded.resolved);
+  exports(out, s, *pass, opts, capacity, step, j.provenance);
+  out.json = reports::to_json(j);
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "reports/step_report.hpp"
 #include "scenarios/loader.hpp"
 
 namespace twin::scenarios {
@@ -20,8 +21,9 @@ struct RunOptions {
 };
 
 struct RunResult {
-  Json json;          // the metrics of reports/metrics.hpp (stable names)
-  std::string trace;  // Chrome trace JSON when asked for
+  reports::StepReport report;  // the metrics of reports/metrics.hpp, typed
+  Json json;                   // the same as `twin run --json` writes them (stable names)
+  std::string trace;           // Chrome trace JSON when asked for
   // One rank's allocations in simulated order, for replay on a real allocator:
   // {"capacity_bytes", "expandable_segments", "pools": [...], "events": [["alloc", id, bytes,
   // pool, name, t_s] | ["free", id, t_s]]}, t_s the simulated time in the step.
@@ -46,11 +48,5 @@ ResourceEstimate estimate_resources(const Scenario& s);
 // the estimate, the limit and the keys that drive it) or opts.event_limit (sim::EventLimitExceeded,
 // as a run that passes it): issue #23, item 8.
 void check_resources(const Scenario& s, const std::string& file, const RunOptions& opts);
-
-// A short readable summary of a result.
-std::string summary(const Json& result);
-// What host_oom_probability assumes, where it is the bound (no socket releases its unattributed
-// memory): a clause to print after it, else "".
-std::string host_risk_caveat(const Json& memory);
 
 }  // namespace twin::scenarios

@@ -342,7 +342,7 @@ TEST_SUITE("scenarios.report") {
     o.trace = true;
     o.trace_ranks = {0};
     const auto r = simulate(load_scenario(args.scenario, args.load_options()), o);
-    const auto b = breakdown_chart(r.json).spec["data"]["values"];
+    const auto b = breakdown_chart(r.report).spec["data"]["values"];
     double sum = 0;
     for (const auto& v : b)
       if (v["rank"] == "rank 0") sum += v["seconds"].get<double>();
