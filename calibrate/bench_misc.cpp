@@ -23,7 +23,7 @@ void bench_copies(const Options& o, Json& out) {
   check(cudaMalloc(&dev2, bytes), "malloc");
   check(cudaMallocHost(&pinned, bytes), "pinned");
   auto* pageable = static_cast<char*>(std::malloc(bytes));
-  std::memset(pageable, 1, bytes);  // touched from the CPU first (SPEC.md §7: first touch)
+  std::memset(pageable, 1, bytes);  // touched from the CPU first (JOB.md §7: first touch)
   std::memset(pinned, 1, bytes);
   check(cudaMemset(dev, 1, bytes), "memset");
   Json r;
@@ -139,7 +139,7 @@ void bench_fp8(const Options& o, Json& out) {
   const double sms = median_ms(s, 2, o.reps, [&] {
     check(kernels::launch_bf16_sum_fp32(sl, slices, slice_n, sum, s), "sum");
   });
-  // Round-trip error relative to each block's max (SPEC.md: up to ~6% of the block maximum).
+  // Round-trip error relative to each block's max (JOB.md: up to ~6% of the block maximum).
   std::vector<__nv_bfloat16> r(h.size());
   check(cudaMemcpy(r.data(), back, r.size() * 2, cudaMemcpyDeviceToHost), "copy");
   double worst = 0;

@@ -175,7 +175,7 @@ void bench_nccl(const Options& o, Json& out) {
                  CUBLAS_GEMM_DEFAULT);
   };
   // 4 experts (~6 ms alone): shorter than one 4 GiB all-gather (≥ 10 ms), so the collective holds
-  // its SMs across the whole GEMM, as the expert all-gather does in the real step (SPEC.md §6.5).
+  // its SMs across the whole GEMM, as the expert all-gather does in the real step (JOB.md §6.5).
   GroupedCase grouped(4, 1024, 3584, 6144);
   struct Work {
     const char* name;

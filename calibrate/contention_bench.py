@@ -6,7 +6,7 @@ bf16 and FP8 GEMMs, torch._grouped_mm and the project's static/dynamic persisten
 GEMMs, attention forward/backward (cuDNN SDPA, FlexAttention), Newton–Schulz — at the model's
 shapes and two or three other sizes, this times the kernel alone and while k SMs are held the way
 NCCL holds them: one CTA per SM shaped like an NCCL CTA (640 threads × 96 registers, 80 KiB of
-shared memory; SPEC.md §8), spinning until told to stop — what cannot share an SM with an NCCL CTA
+shared memory; JOB.md §8), spinning until told to stop — what cannot share an SM with an NCCL CTA
 cannot share it with the holder. Each holder block writes its %smid and bumps a
 counter; the measured stream first runs a one-thread kernel that waits for the counter to reach
 k, so the kernel starts only when all k holders are resident, and the recorded SM ids prove that
@@ -176,7 +176,7 @@ def checked(rc: int, what: str) -> None:
 # polling and the rest at a barrier. The first shape that lets kernels run beside 124 holders is
 # used; 2026-11-30's files used (200 KiB, 640, 1).
 HOLDER_SHAPES = [
-    None,  # an NCCL CTA: 80 KiB, 640 threads × 96 registers (SPEC.md §8), mode 2
+    None,  # an NCCL CTA: 80 KiB, 640 threads × 96 registers (JOB.md §8), mode 2
     (200 * 1024, 640, 2), (200 * 1024, 640, 1), (200 * 1024, 32, 0)]
 
 
@@ -391,7 +391,7 @@ def elementwise_cases() -> list[Case]:
             return lambda: dst.copy_(src)
         cs.append(Case("copy_engine", "copy_d2d_memcpy", {"tokens": T}, memcpy, bytes_=2 * T * h * 2))
     for T in (4096, 16384, 65536):
-        rows = 2 * T  # token-expert pairs on a GPU: T·top_k / EP = 2T (SPEC.md §3, §4)
+        rows = 2 * T  # token-expert pairs on a GPU: T·top_k / EP = 2T (JOB.md §3, §4)
         def swiglu(rows=rows):
             g, u = rand(rows, EXPERT_HIDDEN), rand(rows, EXPERT_HIDDEN)
             return lambda: F.silu(g) * u

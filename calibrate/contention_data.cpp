@@ -52,7 +52,7 @@ KernelShape grid_shape(Family f, const Json* l, const hardware::BlockResources& 
 }
 
 // The registers of kernels/sm_hold.cu's holder builds (ptxas -v, sm_90): the light one (mode 0)
-// 16, the NCCL-like ones (modes 1, 2) 96; an NCCL CTA as SPEC.md §8 gives it.
+// 16, the NCCL-like ones (modes 1, 2) 96; an NCCL CTA as JOB.md §8 gives it.
 constexpr int kLightHolderRegisters = 16, kNcclHolderRegisters = 96;
 constexpr hardware::BlockResources kNcclCtaHolder{640, kNcclHolderRegisters, 80 * 1024};
 

@@ -1,4 +1,4 @@
-// NCCL collectives as activities spanning ranks (SPEC.md §8, §6.13).
+// NCCL collectives as activities spanning ranks (JOB.md §8, §6.13).
 //
 // Channels: one CTA per channel, each holding one SM from its rank's launch to the collective's
 // end, waiting for late peers included:

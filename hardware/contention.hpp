@@ -1,5 +1,5 @@
 // How much slower a kernel runs while some of the GPU's SMs are held (by NCCL CTAs, another
-// library, a side job): the mechanism under the NCCL_MAX_CTAS what-if (SPEC.md §6.13).
+// library, a side job): the mechanism under the NCCL_MAX_CTAS what-if (JOB.md §6.13).
 // Measured on our H200, kernel class by kernel class, by calibrate/contention_bench.py
 // (reports/calibration/contention/, fits and residuals there).
 //

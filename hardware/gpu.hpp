@@ -1,4 +1,4 @@
-// A GPU's streaming multiprocessors as a resource (SPEC.md §6.5, §6.13).
+// A GPU's streaming multiprocessors as a resource (JOB.md §6.5, §6.13).
 //
 // SMs are *held* by NCCL CTAs and by the blocks of persistent kernels: one SM each, for as long
 // as they run. Requests for SMs are served first come, first served, one SM at a time as SMs

@@ -1,4 +1,4 @@
-// NCCL settings a user controls (environment or ncclConfig_t), SPEC.md §6.13 and §8.
+// NCCL settings a user controls (environment or ncclConfig_t), JOB.md §6.13 and §8.
 #pragma once
 
 #include <cstdint>
@@ -7,7 +7,7 @@
 
 namespace twin::hardware {
 
-// NCCL's default CTAs (channels) per collective, as observed on the real job (SPEC.md §6.13).
+// NCCL's default CTAs (channels) per collective, as observed on the real job (JOB.md §6.13).
 struct DefaultCtas {
   std::int64_t expert_allgather = 40;
   std::int64_t grad_all_to_all = 64;

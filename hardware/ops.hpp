@@ -1,7 +1,7 @@
 // What a task does on the hardware: kernels of three classes, copies, CPU work, fixed delays.
 // Each `run_*` sets the task's on_ready; the task finishes when the work is done.
 //
-// Kernel classes (SPEC.md §6.5): a kernel's work is its time alone on the whole GPU, T; how it
+// Kernel classes (JOB.md §6.5): a kernel's work is its time alone on the whole GPU, T; how it
 // slows with fewer SMs is its shape's contention model (contention.hpp, measured per family).
 //  grid               blocks the hardware dispatches (cuBLAS, attention, elementwise): a fluid
 //                     flow of T·S SM·seconds bounded at S·speed(free SMs) — re-bounded whenever

@@ -1,4 +1,4 @@
-// Where a job's nodes sit in the fabric (SPEC.md §2.2: Slurm places jobs; `--switches` is
+// Where a job's nodes sit in the fabric (JOB.md §2.2: Slurm places jobs; `--switches` is
 // honoured only for minutes, then a job may be spread over groups), and how traffic is routed.
 #pragma once
 
@@ -17,7 +17,7 @@ namespace twin::hardware {
 // seeded sample of the machine's nodes; file: the nodes of `node_list_file`; slurm: as Slurm
 // places a job on a busy machine (shared.busy_fraction of every group held by other jobs): within
 // one group if one has room (`--switches=1`, best fit), else — the wait for it is enforced for
-// minutes only (SPEC.md §2.2) — over the groups with the most free nodes first.
+// minutes only (JOB.md §2.2) — over the groups with the most free nodes first.
 enum class PlacementPolicy { packed, spread, random, file, slurm };
 inline constexpr sim::Named<PlacementPolicy> kPlacementPolicyNames[] = {
     {PlacementPolicy::packed, "packed"},
@@ -30,7 +30,7 @@ struct PlacementOptions {
   PlacementPolicy policy = PlacementPolicy::packed;
   std::string node_list_file;           // Slurm node names (bracket ranges allowed)
   std::vector<std::string> node_names;  // filled by the loader from node_list_file
-  std::int64_t racks_per_group = 5;     // node names carry the rack (SPEC.md §2.2: 5 racks/group)
+  std::int64_t racks_per_group = 5;     // node names carry the rack (JOB.md §2.2: 5 racks/group)
   std::int64_t seed = 1;
   Routing routing = Routing::adaptive;
   double adaptive_nonminimal_fraction = 0.5;

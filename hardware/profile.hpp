@@ -1,6 +1,6 @@
 // A hardware profile: the numbers that describe one kind of node and its network. Every number
 // carries a `source` note in the profile file ([spec], [meas], [est], [cal], or the calibration
-// run that measured it); SPEC.md §2 is the source of the JUPITER profile.
+// run that measured it); JOB.md §2 is the source of the JUPITER profile.
 #pragma once
 
 #include <cstdint>
@@ -34,7 +34,7 @@ struct HostSpec {
   double gloo_hop_latency_us = 0;   // one step of a CPU (gloo) collective over TCP
   double process_baseline_GiB = 0;  // a rank's process besides tensors (Python, CUDA, NCCL host)
   // Memory held by no process at job start, per socket, log-normal through these two points
-  // (SPEC.md §7: 20,436 observations of Grace sockets).
+  // (JOB.md §7: 20,436 observations of Grace sockets).
   double unattributed_median_GiB = 0;
   double unattributed_p90_GiB = 0;
   // Of the sockets, the share that keeps that memory under pressure (the others release it, and
@@ -61,7 +61,7 @@ struct NetworkSpec {
   double global_link_GBps = 0;  // one global link, per direction
 };
 
-// NCCL's behaviour on this machine (SPEC.md §8).
+// NCCL's behaviour on this machine (JOB.md §8).
 struct NcclSpec {
   double cta_nvlink_GBps = 0;         // bandwidth one CTA (channel) moves over NVLink
   double cta_net_GBps = 0;            // bandwidth one CTA moves over the network
@@ -77,7 +77,7 @@ struct NcclSpec {
 };
 
 // Global efficiencies of the kernel cost model (kernel_cost.hpp). Each is either measured by
-// twin-calibrate or fitted to a figure SPEC.md marks (cal); the profile's `source` says which.
+// twin-calibrate or fitted to a figure JOB.md marks (cal); the profile's `source` says which.
 struct EfficiencySpec {
   double gemm_peak_fraction = 0;  // large bf16 GEMMs reach this fraction of dense peak
   double gemm_half_rows = 0;      // a GEMM with this many rows (tokens) reaches half of it

@@ -1,5 +1,5 @@
 // The machine as other jobs leave it (issue #16): JUPITER is shared by hundreds of projects
-// (SPEC.md §2.2). Three effects, each off at its default (an idle machine of identical GPUs):
+// (JOB.md §2.2). Three effects, each off at its default (an idle machine of identical GPUs):
 //  - busy nodes: other jobs hold a share of every group's nodes, so a job placed as Slurm places
 //    it ("slurm" policy, placement.hpp) spills over groups;
 //  - background traffic: other jobs use a share of each fabric link's capacity — the leaf bundles

@@ -1,4 +1,4 @@
-// JUPITER's InfiniBand fabric as a Dragonfly+ (SPEC.md §2.2): groups of nodes, each group a
+// JUPITER's InfiniBand fabric as a Dragonfly+ (JOB.md §2.2): groups of nodes, each group a
 // non-blocking two-level fat tree (leaf and spine switches), global links between the spines of
 // every pair of groups. The group-level graph is a Boost.Graph; routes come through route().
 //

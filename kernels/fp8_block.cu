@@ -3,7 +3,7 @@
 namespace twin::kernels {
 
 namespace {
-constexpr int kBlock = 128;  // values per scale (SPEC.md §6.8)
+constexpr int kBlock = 128;  // values per scale (JOB.md §6.8)
 constexpr float kE4M3Max = 448.f;
 
 // One warp per block of 128 values: 4 values per lane, a warp-wide max for the scale.

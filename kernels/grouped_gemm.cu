@@ -11,7 +11,7 @@ constexpr int kBK = 32;
 constexpr int kThreads = 256;  // 8 warps: 2 (M) × 4 (N), each 64×32 of the 128×128 tile
 constexpr int kSmemPad = 8;
 // Ask for shared memory like the real persistent GEMMs (SonicMoE/QuACK use most of the SM's
-// 228 KiB): one block per SM, and no NCCL CTA can share its SM (SPEC.md §6.13). With 120 KiB an
+// 228 KiB): one block per SM, and no NCCL CTA can share its SM (JOB.md §6.13). With 120 KiB an
 // NCCL CTA did fit beside a block (measured on 2 H200, 2026-11-29: no slowdown at 8–24 CTAs).
 constexpr int kSmemBytes = 200 * 1024;
 

@@ -5,7 +5,7 @@ namespace twin::kernels {
 
 namespace {
 
-// The holder, shaped like an NCCL CTA (SPEC.md §8: 544–640 threads, 96 registers each,
+// The holder, shaped like an NCCL CTA (JOB.md §8: 544–640 threads, 96 registers each,
 // ~80 KiB of shared memory): 640 threads kept at 96 live registers each (61,440 of the SM's
 // 65,536) and 80 KiB of shared memory, so that whatever can share an SM with an NCCL CTA — in
 // practice nothing but the smallest blocks — can share it with the holder. It runs until *stop

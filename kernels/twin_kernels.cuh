@@ -1,4 +1,4 @@
-// CUDA kernels of the calibration harness (SPEC.md §6.5, §6.8, §6.9; issue "calibration").
+// CUDA kernels of the calibration harness (JOB.md §6.5, §6.8, §6.9; issue "calibration").
 // Host-callable launchers; every launcher returns the launch's cudaError_t.
 #pragma once
 
@@ -11,7 +11,7 @@
 namespace twin::kernels {
 
 // Holds `blocks` SMs for `ns` nanoseconds — one block per SM, each the footprint of an NCCL CTA
-// (640 threads × 96 registers, 80 KiB of shared memory; SPEC.md §8): an NCCL CTA stand-in.
+// (640 threads × 96 registers, 80 KiB of shared memory; JOB.md §8): an NCCL CTA stand-in.
 cudaError_t launch_sm_hold(int blocks, long long ns, cudaStream_t s);
 
 // The holder of the contention measurements (calibrate/contention_bench.py): like sm_hold, but
@@ -62,7 +62,7 @@ cudaError_t launch_grouped_gemm(const GroupedGemm& g, bool dynamic, int blocks, 
 // Shared memory the GEMM asks for per block (so that only one block fits on an SM).
 int grouped_gemm_smem_bytes();
 
-// FP8 (E4M3) block quantization, blocks of 128 values with one fp32 scale each (SPEC.md §6.8):
+// FP8 (E4M3) block quantization, blocks of 128 values with one fp32 scale each (JOB.md §6.8):
 // scale = max|x| / 448, q = x / scale. n must be a multiple of 128.
 cudaError_t launch_fp8_quantize(const __nv_bfloat16* in, __nv_fp8_e4m3* out, float* scales,
                                 std::size_t n, cudaStream_t s);

@@ -1,6 +1,6 @@
 // The model architecture (the "what" of Calculon's application/execution/system split).
 // A MoE transformer: per layer attention (full or sliding-window, chosen by a cyclic pattern),
-// a router and routed SwiGLU experts. SPEC.md §3.
+// a router and routed SwiGLU experts. JOB.md §3.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // An emulation of PyTorch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp, the
-// native backend, default settings), as SPEC.md §8 summarises it:
+// native backend, default settings), as JOB.md §8 summarises it:
 //  - request sizes round up to 512 B;
 //  - two pools: small (rounded size ≤ 1 MiB, carved from 2 MiB segments) and large; a new large
 //    segment is 20 MiB for requests < 10 MiB, else the request rounded up to 2 MiB;

@@ -1,7 +1,7 @@
 // Who talks to whom in a step, decided once: the job's communicators (process groups), the
 // collectives the step runs on each, and NCCL's channels (CTAs) for each — derived from the job
 // and the NCCL options. The step builder, the NCCL buffer sizing (memory_replay.hpp) and the
-// launch records read it; nothing else recomputes a CTA count. SPEC.md §4 (FSDP2 + EP + HSDP),
+// launch records read it; nothing else recomputes a CTA count. JOB.md §4 (FSDP2 + EP + HSDP),
 // §6.13 (NCCL_MAX_CTAS).
 #pragma once
 

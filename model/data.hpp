@@ -1,4 +1,4 @@
-// Documents packed into rows (SPEC.md §6.6): documents in random order fill rows of seq_len
+// Documents packed into rows (JOB.md §6.6): documents in random order fill rows of seq_len
 // tokens; a document that does not fit continues in the next row. A segment is the part of a
 // document inside one row; attention is causal within a segment (document masking), so a row's
 // attention cost follows from its segment lengths.

@@ -60,7 +60,7 @@ HostMemory host_memory(const Job& job, const hardware::Profile& p) {
   add("process_baseline", p.host.process_baseline_GiB * kGiB);
   if (t.cpu_offload) {
     // FSDP2's CPU offload pins every fp32 parameter shard and its gradient, one pinned
-    // allocation each (SPEC.md §7).
+    // allocation each (JOB.md §7).
     double exact = 0, pinned = 0;  // one copy (params); the gradients are the same again
     for (double e : shard_tensors(job)) {
       exact += kFp32 * e;

@@ -1,4 +1,4 @@
-// Grace (host) memory of one rank (SPEC.md §4 CPU offload, §7): what FSDP2's CPU offload and
+// Grace (host) memory of one rank (JOB.md §4 CPU offload, §7): what FSDP2's CPU offload and
 // the optimizer keep there, the pinned allocator's rounding, the activation-offload arena, the
 // failure modes of §7 as options, and the risk that a job finds a socket without room.
 #pragma once
@@ -34,7 +34,7 @@ HostMemory host_memory(const Job& job, const hardware::Profile& p);
 
 // Memory unattributed at job start, per socket, is log-normal with the profile's median and
 // 90th percentile: σ = ln(p90/median)/z₀.₉, z₀.₉ = 1.2816. Most sockets release it under
-// pressure, some do not (SPEC.md §7): a socket lacks room when it keeps that memory (a share q,
+// pressure, some do not (JOB.md §7): a socket lacks room when it keeps that memory (a share q,
 // host.unattributed_kept_fraction) and the memory exceeds the rank's headroom; a job of
 // `sockets` independent sockets fails if any one does:
 //     p = q · P(U > headroom),  P(job) = 1 − (1 − p)^sockets.

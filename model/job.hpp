@@ -1,5 +1,5 @@
-// The parallel plan and training options (the "how"), SPEC.md §4 and §6. Defaults are the final
-// published setup; each option names the rung of SPEC.md §6 that changes it.
+// The parallel plan and training options (the "how"), JOB.md §4 and §6. Defaults are the final
+// published setup; each option names the rung of JOB.md §6 that changes it.
 #pragma once
 
 #include <cstdint>
@@ -99,12 +99,12 @@ struct TrainingOptions {
   bool expandable_segments = false;                 // PYTORCH_CUDA_ALLOC_CONF expandable_segments
   std::int64_t allocator_warm_steps = 1;   // steps the allocator's caches saw before this one
   double pinned_round_threshold_MiB = 1;   // pinned_max_round_threshold_mb; 0 = always round
-  bool offload_arena_prefault = true;      // CPU touches the offload arena first (SPEC §7)
-  bool checkpoint_replicated_qkv = false;  // the state_dict hook's full QKV copy (SPEC §7)
+  bool offload_arena_prefault = true;      // CPU touches the offload arena first (JOB.md §7)
+  bool checkpoint_replicated_qkv = false;  // the state_dict hook's full QKV copy (JOB.md §7)
   double thp_leak_GiB = 0;                 // host memory lost to the mimalloc THP leak
 };
 
-// Where the document lengths come from (SPEC.md §6.6). Lengths are drawn from a log-normal
+// Where the document lengths come from (JOB.md §6.6). Lengths are drawn from a log-normal
 // distribution unless a file of token counts is given.
 struct DataOptions {
   std::string doc_lengths_file;  // "" = built-in log-normal

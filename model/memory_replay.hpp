@@ -1,6 +1,6 @@
 // Replays one rank's buffers (step_memory.hpp) through the caching-allocator emulation at
 // their simulated times, and what the allocator may use: HBM less the CUDA context, NCCL's
-// buffers and host pages that landed in HBM (SPEC.md §7, §8).
+// buffers and host pages that landed in HBM (JOB.md §7, §8).
 #pragma once
 
 #include <array>
@@ -30,10 +30,10 @@ struct AllocRetry {
 struct HbmReplay {
   PoolStats total;
   std::array<PoolStats, kPoolCount> pools{};
-  // Per pool at the moment of peak allocated bytes (SPEC.md §6.12 reports that moment).
+  // Per pool at the moment of peak allocated bytes (JOB.md §6.12 reports that moment).
   std::array<PoolStats, kPoolCount> at_peak{};
   std::int64_t inactive_split_at_peak = 0;
-  // Per pool just before the first retry released anything (SPEC.md §6.12 reports that moment:
+  // Per pool just before the first retry released anything (JOB.md §6.12 reports that moment:
   // the side streams' caches against the compute stream's failed request); empty without retries.
   std::vector<PoolStats> at_first_retry;
   std::vector<AllocRetry> retries;
@@ -81,7 +81,7 @@ double nccl_buffer_bytes(const Job& job, const hardware::Profile& p,
 double allocator_capacity_bytes(const Job& job, const hardware::Profile& p,
                                 const hardware::NcclOptions& n, double host_spill_bytes);
 
-// A retry on the real allocator synchronizes the device and cudaFrees cached segments (SPEC.md
+// A retry on the real allocator synchronizes the device and cudaFrees cached segments (JOB.md
 // §8). resolve_retries reads, from the run that found the retries, what the synchronization
 // waited for (until the work then running on the rank's other streams ended) and the
 // allocating stream's previous task. inject_retries then adds, to a rebuilt graph of the same

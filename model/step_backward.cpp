@@ -191,7 +191,7 @@ void StepBuilder::reduce_layer_grads(std::int32_t i, const PerRank& boundary, Ba
 }
 
 // FSDP re-gathers the embedding for its backward; on the dense PG it queues behind layer 1's
-// reduce-scatter (SPEC.md §6.11b).
+// reduce-scatter (JOB.md §6.11b).
 void StepBuilder::embedding_regather(const PerRank& boundary) {
   const double vh = static_cast<double>(job_.model.vocab) * static_cast<double>(job_.model.hidden);
   auto emb = collective(StepColl::dense_gather, vh * 2, "embedding_regather", -1);

@@ -236,7 +236,7 @@ LayerComm layer_comm(const Job& job, std::int64_t layer) {
   c.dense_gather = 2 * dense;
   c.dense_reduce = 4 * dense;
   c.expert_elems = static_cast<double>(m.experts / job.parallel.ep) * expert_params(m);
-  // FP8: one byte per value plus one fp32 scale per block of 128 values (SPEC.md §6.8).
+  // FP8: one byte per value plus one fp32 scale per block of 128 values (JOB.md §6.8).
   c.expert_gather = job.training.expert_gather_dtype == GatherDtype::fp8
                         ? c.expert_elems * (1 + 4.0 / 128)
                         : 2 * c.expert_elems;

@@ -1,5 +1,5 @@
 // The ops of one layer on one rank, with their kernel works (hardware/kernel_cost.hpp), in
-// compute-stream order; and the sizes of the layer's collectives. SPEC.md §5 lists the ops;
+// compute-stream order; and the sizes of the layer's collectives. JOB.md §5 lists the ops;
 // elementwise byte counts are estimates, stated next to each op in step_costs.cpp.
 #pragma once
 

@@ -230,7 +230,7 @@ void StepBuilder::run_ops(const std::vector<std::vector<Op>>& ops, std::int32_t 
     }
     for (std::int64_t r = 0; r < ranks_; ++r) {
       if (first_expert && job_.training.expert_gather_dtype == GatherDtype::fp8) {
-        // Dequantize: read FP8 values and scales, write bf16 (SPEC.md §6.8).
+        // Dequantize: read FP8 values and scales, write bf16 (JOB.md §6.8).
         const double bytes = comm.expert_gather + 2 * comm.expert_elems;
         auto& dq =
             kernel(r, "fp8_dequant", kElementwise,

@@ -1,12 +1,12 @@
 // The task graph of one training step of a TorchTitan FSDP2 + expert-parallel MoE job, every
-// rank simulated (SPEC.md §4–§6). Streams are in-order chains of tasks; collectives of one
+// rank simulated (JOB.md §4–§6). Streams are in-order chains of tasks; collectives of one
 // process group (PG) serialize on that PG's internal stream, per rank; cross-stream waits are
 // edges. FSDP2's rules, as modelled:
 //  - forward: layer i+1's all-gathers are issued when layer i starts (explicit prefetch), and at
 //    most two gathered layers are alive, so gathering i+1 also waits for layer i−1's end;
 //  - backward: activations (H2D) and weights (re-gather) of layer i are prefetched when layer
 //    i+1's backward starts; after layer i's backward the compute stream waits for layer i+1's
-//    gradient reduction (the FSDP2 stall of SPEC.md §5), then layer i's reductions are issued;
+//    gradient reduction (the FSDP2 stall of JOB.md §5), then layer i's reductions are issued;
 //  - the optimizer runs on the host after the last gradient reached it (step_optimizer.cpp).
 // The builder emits data only — tasks and edges, buffer events (step_memory.hpp), each task's work
 // (step_ops.hpp) — and touches no hardware: bind_step() attaches the work to a machine.

@@ -46,7 +46,7 @@ LayerBuffers layer_buffers(const Job& job, const RankWorkload& w, std::int64_t l
   // MoE, per received token–expert pair P [est]: a plain implementation materialises the
   // dispatched tokens (h), gate+up output (2f), the SwiGLU product (f) and the down output (h);
   // SonicMoE keeps the dispatched tokens and the SwiGLU product and recomputes the rest. The
-  // ratio, (h+f)/(2h+3f) = 0.45, matches SonicMoE's published 12.5 → 5.4 GiB (0.43, SPEC.md
+  // ratio, (h+f)/(2h+3f) = 0.45, matches SonicMoE's published 12.5 → 5.4 GiB (0.43, JOB.md
   // §6.5). Router logits are fp32 per expert.
   const double per_pair = t.moe_kernel == MoeKernel::sonicmoe ? h + f : 2 * h + 3 * f;
   b.moe = P * per_pair * kBf16 + T * static_cast<double>(m.experts) * kFp32;
@@ -61,7 +61,7 @@ LayerBuffers layer_buffers(const Job& job, const RankWorkload& w, std::int64_t l
 double rope_cache_bytes(const Job& job) {
   const auto& m = job.model;
   if (m.rope_layers() == 0) return 0;
-  // Cached at the full q/k head width [est]: with two caches this gives SPEC.md §6.11c's shared
+  // Cached at the full q/k head width [est]: with two caches this gives JOB.md §6.11c's shared
   // 0.19 GiB at 65,536 tokens (0.1875 GiB).
   const auto& a = m.full.rope ? m.full : m.sliding;
   const double one = static_cast<double>(job.training.seq_len * a.qk_head_dim) * 2 * kFp32;

@@ -1,4 +1,4 @@
-// The HBM buffers of the step (SPEC.md §5, §6.10–§6.12, §8): what each is, how large, which
+// The HBM buffers of the step (JOB.md §5, §6.10–§6.12, §8): what each is, how large, which
 // allocator pool (the stream that allocates it, FSDP2's rules) and between which tasks it lives.
 // The step builder records every buffer against the tasks that allocate and free it; after the
 // simulation, memory_replay.hpp replays them through the caching-allocator emulation at their

@@ -1,4 +1,4 @@
-// The optimizer step on the host (SPEC.md §4 CPU offload, §6.3–6.4, §6.11a). Each rank's CPU
+// The optimizer step on the host (JOB.md §4 CPU offload, §6.3–6.4, §6.11a). Each rank's CPU
 // thread runs: gradient norm, AdamW on its AdamW parameters, Muon momentum, Newton–Schulz
 // (on the CPU, or on the GPU for the matrices this rank owns whole), and the parameter update.
 #include <algorithm>
@@ -41,7 +41,7 @@ sim::Task& StepBuilder::cpu(std::int64_t rank, const char* name, double seconds_
 
 // The gradient norm: on the CPU over the rank's shards with a gloo all-reduce of the scalar
 // among each replica's ranks, or accumulated during backward and all-reduced by NCCL at the end
-// (SPEC.md §6.11a).
+// (JOB.md §6.11a).
 void StepBuilder::grad_norm(const PerRank& grads_home, double shard) {
   if (job_.training.grad_norm == GradNorm::cpu) {
     for (std::int64_t r = 0; r < ranks_; ++r)

@@ -14,8 +14,8 @@ struct RankWorkload {
   double tokens = 0;         // rows_per_gpu × seq_len
   double pairs_full = 0;     // causal query–key pairs of full-attention layers (per layer)
   double pairs_sliding = 0;  // … of sliding-window layers (per layer)
-  std::vector<double> expert_pairs;  // per layer: token–expert pairs this GPU's experts process
-  double row_cost = 0;               // Σ segment² of its rows (the balancing key, SPEC.md §6.6)
+  std::vector<double> expert_pairs;    // per layer: token–expert pairs this GPU's experts process
+  double row_cost = 0;                 // Σ segment² of its rows (the balancing key, JOB.md §6.6)
   std::vector<std::int64_t> segments;  // its documents' lengths, over all its rows
   // Attention work in efficiency-weighted pairs, [sliding layer][backward pass]: Σ over documents
   // of pairs · (L + h)/L (weigh_attention(); L, h as in hardware/profile.hpp).

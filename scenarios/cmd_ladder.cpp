@@ -1,5 +1,5 @@
-// `twin ladder`: every rung of SPEC.md §6 (scenarios/ladder/NN-name.json) predicted, beside the
-// published figure where SPEC.md gives one (scenarios/ladder/published.json), with the error.
+// `twin ladder`: every rung of JOB.md §6 (scenarios/ladder/NN-name.json) predicted, beside the
+// published figure where JOB.md gives one (scenarios/ladder/published.json), with the error.
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 

@@ -28,7 +28,7 @@ void print_rank(std::ostream& out, const reports::RankMemory& r, const char* who
                p.peak_allocated_GiB, p.peak_reserved_GiB, p.at_peak_allocated_GiB,
                p.at_peak_reserved_GiB, p.cached_unused_at_peak_GiB);
   if (!r.pools[0].at_first_retry_reserved_GiB) return;
-  // The moment SPEC.md §6.12 describes: the compute stream's request fails while the side
+  // The moment JOB.md §6.12 describes: the compute stream's request fails while the side
   // streams' caches hold memory it cannot use.
   double side_resv = 0, side_alloc = 0;
   for (const auto& p : r.pools)

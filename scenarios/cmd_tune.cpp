@@ -20,7 +20,7 @@ namespace twin::scenarios {
 
 namespace {
 
-// The default plan space: the knobs SPEC.md §6 turned that a user re-tunes (NCCL CTAs, sequence
+// The default plan space: the knobs JOB.md §6 turned that a user re-tunes (NCCL CTAs, sequence
 // length, activation offload, checkpointing, the expert GEMMs' tile scheduler): 144 points.
 const std::vector<std::string> kDefaultSpace = {
     "nccl.max_ctas=8,16,32,64", "training.seq_len=32768,49152,65536",

@@ -1,4 +1,4 @@
-// Tier 2: model accounting against hand-computed values (a tiny model) and SPEC.md §3 (EUROPA).
+// Tier 2: model accounting against hand-computed values (a tiny model) and JOB.md §3 (EUROPA).
 #include <doctest/doctest.h>
 
 #include "model/accounting.hpp"
@@ -125,7 +125,7 @@ TEST_SUITE("model.accounting") {
     CHECK(rows[1].segments == std::vector<std::int64_t>{6});
     CHECK(rows[2].segments == std::vector<std::int64_t>{2});
   }
-  TEST_CASE("EUROPA: SPEC.md §3 totals") {
+  TEST_CASE("EUROPA: JOB.md §3 totals") {
     const auto j = europa_job();
     CHECK(count_params(j.model).total() == doctest::Approx(951.9e9).epsilon(0.001));
     CHECK(active_params(j.model) == doctest::Approx(32.8e9).epsilon(0.005));

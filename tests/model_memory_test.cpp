@@ -170,7 +170,7 @@ TEST_CASE("allocator: matches PyTorch's real caching allocator over consecutive 
 }
 
 TEST_CASE("host: the pinned allocator rounds to a power of two below its threshold") {
-  CHECK(pinned_size(70.0 * MiB, 0) == 128.0 * MiB);  // SPEC.md §7's example
+  CHECK(pinned_size(70.0 * MiB, 0) == 128.0 * MiB);  // JOB.md §7's example
   CHECK(pinned_size(70.0 * MiB, 1) == 70.0 * MiB);   // above 1 MiB: exact
   CHECK(pinned_size(0.5 * MiB, 1) == 0.5 * MiB);
   CHECK(pinned_size(0.6 * MiB, 1) == 1.0 * MiB);
@@ -208,7 +208,7 @@ TEST_CASE("RoPE caches: one per distinct cache when shared, else one per RoPE la
   j.model.rope_caches = 2;
   j.training.seq_len = 65536;
   // 65,536 × 192 × (cos, sin) × 4 B = 96 MiB a cache: shared, 2 of them = 0.1875 GiB
-  // (SPEC.md §6.11c: 0.19 GiB); unshared, one per RoPE layer (2 here).
+  // (JOB.md §6.11c: 0.19 GiB); unshared, one per RoPE layer (2 here).
   j.training.shared_rope_cache = true;
   CHECK(rope_cache_bytes(j) == doctest::Approx(2 * 96.0 * MiB));
   j.model.layers = 6;  // 3 RoPE layers

@@ -1,4 +1,4 @@
-// Tier 4: the ladder against every figure SPEC.md marks (cal), with an error budget that fails
+// Tier 4: the ladder against every figure JOB.md marks (cal), with an error budget that fails
 // the build. Budget: ±10% for the figures the twin is meant to predict at this stage. Figures
 // the twin still misses by more are listed in `known_gaps` with a wider budget, so that they
 // are visible, cannot silently get worse, and fail the test if they are fixed without the
@@ -58,7 +58,7 @@ Json rung_memory(const std::string& rung, std::vector<std::string> set = {}) {
 }
 }  // namespace
 
-// SPEC.md §6.10–6.12: from rung 10 or 11 on, every rank retried allocations; at rank 0's retry
+// JOB.md §6.10–6.12: from rung 10 or 11 on, every rank retried allocations; at rank 0's retry
 // the side streams held 27.3 GiB with 6.4 GiB in use; rung 12's fixes ended the retries. In the
 // twin the retries come from caches kept across steps (model/memory_replay.hpp): a first step
 // from an empty cache has none.
@@ -81,7 +81,7 @@ TEST_CASE("ladder: rung 11 retries on every rank in a long run, rung 12's fixes 
   CHECK(rung_memory("12-allocator-pools")["ranks_with_retries"].get<int>() == 0);
 }
 
-// SPEC.md §6.0: rung 0's selective checkpointing fitted 8,192-token rows in HBM.
+// JOB.md §6.0: rung 0's selective checkpointing fitted 8,192-token rows in HBM.
 TEST_CASE("ladder: rung 0 fits at 8,192 tokens") {
   const Json m = rung_memory("00-baseline");
   CHECK_FALSE(m["oom"].get<bool>());
