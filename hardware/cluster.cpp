@@ -27,22 +27,20 @@ Cluster::Cluster(sim::Engine& engine, sim::Fluid& fluid, const Profile& profile,
     // Per-GPU speed: a hash of the index, so the slow GPUs are the same in every run.
     const double u = sim::Rng(static_cast<std::uint64_t>(g) * 0x9e3779b97f4a7c15ULL + 17).uniform();
     gpus_.push_back(std::make_unique<Gpu>(fluid_, g, static_cast<int>(profile.gpu.sm_count),
-                                          profile.gpu.hbm_bw_GBps * 1e9,
+                                          profile.gpu.hbm_bw().per_s,
                                           1.0 - profile.gpu.speed_spread * u, reserved_sms));
     links_.push_back(
-        {fluid_.add_resource(n.nvlink_gpu_GBps * 1e9, p + "nvlink_out"),
-         fluid_.add_resource(n.nvlink_gpu_GBps * 1e9, p + "nvlink_in"),
-         fluid_.add_resource(n.nic_GBps * 1e9, p + "nic_out"),
-         fluid_.add_resource(n.nic_GBps * 1e9, p + "nic_in"),
-         fluid_.add_resource(n.host_h2d_GBps * 1e9, p + "h2d"),
-         fluid_.add_resource(n.host_d2h_GBps * 1e9, p + "d2h"),
+        {fluid_.add_resource(n.nvlink_gpu(), p + "nvlink_out"),
+         fluid_.add_resource(n.nvlink_gpu(), p + "nvlink_in"),
+         fluid_.add_resource(n.nic(), p + "nic_out"), fluid_.add_resource(n.nic(), p + "nic_in"),
+         fluid_.add_resource(n.host_h2d(), p + "h2d"), fluid_.add_resource(n.host_d2h(), p + "d2h"),
          fluid_.add_resource(static_cast<double>(profile.host.cores_per_gpu), p + "cpu_cores"),
          gpus_.back()->hbm_resource()});
     for (int peer = 0; peer < gpus_per_node_; ++peer) {
       const int b = (g / gpus_per_node_) * gpus_per_node_ + peer;
-      pairs_.push_back(b == g ? 0
-                              : fluid_.add_resource(n.nvlink_pair_GBps * 1e9,
-                                                    p + "nvlink_to_gpu" + std::to_string(b)));
+      pairs_.push_back(
+          b == g ? 0
+                 : fluid_.add_resource(n.nvlink_pair(), p + "nvlink_to_gpu" + std::to_string(b)));
     }
   }
   collectives_ = std::make_unique<CollectiveModel>();

@@ -178,8 +178,7 @@ CollectivePlan CollectiveModel::plan(const Cluster& c, const CollectiveSpec& s) 
     plan.amount = m.passes * frac * s.bytes;
     if (n > 1) (m.all_to_all ? all_to_all_uses : ring_uses)(c, s, u, h, p.nccl.hbm_traffic_factor);
   }
-  const double cta_Bps =
-      (plan.crosses_network ? p.nccl.cta_net_GBps : p.nccl.cta_nvlink_GBps) * 1e9;
+  const double cta_Bps = p.nccl.cta_bw(plan.crosses_network).per_s;
   plan.bound = plan.ctas * cta_Bps;
   plan.solo_Bps = plan.bound;
   fabric_uses(c, s, u, route_sum_);
@@ -310,7 +309,7 @@ void run_cpu_all_reduce(const std::vector<sim::Task*>& tasks, Cluster& c, double
   const auto& p = c.profile();
   const double steps = n > 1 ? 2 * std::ceil(std::log2(n)) : 0;
   const sim::Time took = sim::Time::us(steps * p.host.gloo_hop_latency_us) +
-                         sim::Time::s(n > 1 ? 2 * bytes / (p.node.nic_GBps * 1e9) : 0);
+                         sim::Time::s(n > 1 ? 2 * bytes / p.node.nic().per_s : 0);
   auto arrived = std::make_shared<std::size_t>(0);
   for (auto* t : tasks)
     t->on_ready = [&c, tasks, arrived, took](sim::Task&) {

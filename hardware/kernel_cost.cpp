@@ -8,11 +8,11 @@ namespace twin::hardware {
 double KernelCost::gemm_s(double m, double n, double k, bool fp8) const {
   if (m <= 0 || n <= 0 || k <= 0) return 0;
   const auto& e = p_.efficiency;
-  const double peak = (fp8 ? p_.gpu.fp8_dense_TFLOPs : p_.gpu.bf16_dense_TFLOPs) * 1e12;
+  const double peak = p_.gpu.peak(fp8).per_s;
   const double eff = e.gemm_peak_fraction * m / (m + e.gemm_half_rows);
   const double elem = fp8 ? 1.0 : 2.0;
   const double bytes = elem * (m * k + k * n) + 2.0 * m * n;
-  return overhead_s() + std::max(2 * m * n * k / (peak * eff), bytes / (p_.gpu.hbm_bw_GBps * 1e9));
+  return overhead_s() + std::max(2 * m * n * k / (peak * eff), bytes / (p_.gpu.hbm_bw().per_s));
 }
 
 double KernelCost::grouped_gemm_s(double m, double n, double k, double groups, bool equal) const {
@@ -22,16 +22,15 @@ double KernelCost::grouped_gemm_s(double m, double n, double k, double groups, b
   const double padded = equal ? std::ceil(m / tile) * tile : m + tile / 2;
   const double flops = 2 * groups * padded * n * (k + e.grouped_gemm_half_k);
   const double bytes = groups * (2.0 * (m * k + k * n) + 2.0 * m * n);
-  return overhead_s() +
-         std::max(flops / (p_.gpu.bf16_dense_TFLOPs * 1e12 * e.grouped_gemm_peak_fraction),
-                  bytes / (p_.gpu.hbm_bw_GBps * 1e9));
+  return overhead_s() + std::max(flops / (p_.gpu.peak(false).per_s * e.grouped_gemm_peak_fraction),
+                                 bytes / (p_.gpu.hbm_bw().per_s));
 }
 
 double KernelCost::attention_s(double flops, bool backward) const {
   if (flops <= 0) return 0;
   const auto& e = p_.efficiency;
   const double f = backward ? e.attention_bwd_fraction : e.attention_fwd_fraction;
-  return overhead_s() + flops / (p_.gpu.bf16_dense_TFLOPs * 1e12 * f);
+  return overhead_s() + flops / (p_.gpu.peak(false).per_s * f);
 }
 
 double KernelCost::block_attention_s(double block_flops, double qblock_heads, bool backward) const {
@@ -39,20 +38,20 @@ double KernelCost::block_attention_s(double block_flops, double qblock_heads, bo
   const auto& e = p_.efficiency;
   const double f = backward ? e.attention_bwd_block_fraction : e.attention_fwd_block_fraction;
   const double tq = (backward ? e.attention_bwd_qblock_us : e.attention_fwd_qblock_us) * 1e-6;
-  return overhead_s() + block_flops / (p_.gpu.bf16_dense_TFLOPs * 1e12 * f) + qblock_heads * tq;
+  return overhead_s() + block_flops / (p_.gpu.peak(false).per_s * f) + qblock_heads * tq;
 }
 
 double KernelCost::elementwise_s(double bytes, Family f) const {
   if (bytes <= 0) return 0;
-  return overhead_s() + bytes / (p_.gpu.hbm_bw_GBps * 1e9 * p_.contention.of(f).hbm_fraction);
+  return overhead_s() + bytes / (p_.gpu.hbm_bw().per_s * p_.contention.of(f).hbm_fraction);
 }
 
 double KernelCost::cpu_matmul_s(double flops) const {
-  return flops / (p_.host.fp32_TFLOPs * 1e12 * p_.efficiency.cpu_gemm_fraction);
+  return flops / (p_.host.fp32_peak().per_s * p_.efficiency.cpu_gemm_fraction);
 }
 
 double KernelCost::cpu_stream_s(double bytes) const {
-  return bytes / (p_.host.mem_bw_GBps * 1e9 * p_.efficiency.cpu_stream_fraction);
+  return bytes / (p_.host.mem_bw().per_s * p_.efficiency.cpu_stream_fraction);
 }
 
 }  // namespace twin::hardware

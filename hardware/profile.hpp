@@ -9,6 +9,7 @@
 
 #include "hardware/contention.hpp"
 #include "sim/param.hpp"
+#include "sim/units.hpp"
 
 namespace twin::hardware {
 
@@ -24,6 +25,11 @@ struct GpuSpec {
   // cudaFree of cached segments (an allocator retry): per segment + per GiB released
   double cuda_free_ms_per_segment = 0;
   double cuda_free_ms_per_GiB = 0;
+  // The rates as typed quantities: the one place their GB/s and TFLOP/s become per-second.
+  sim::BytesPerSec hbm_bw() const { return sim::GBps(hbm_bw_GBps); }
+  sim::FlopsPerSec peak(bool fp8) const {
+    return sim::TFLOPs(fp8 ? fp8_dense_TFLOPs : bf16_dense_TFLOPs);
+  }
 };
 
 struct HostSpec {
@@ -40,6 +46,8 @@ struct HostSpec {
   // Of the sockets, the share that keeps that memory under pressure (the others release it, and
   // their ranks do not run short for it; model/host_memory.hpp).
   double unattributed_kept_fraction = 1;
+  sim::BytesPerSec mem_bw() const { return sim::GBps(mem_bw_GBps); }
+  sim::FlopsPerSec fp32_peak() const { return sim::TFLOPs(fp32_TFLOPs); }
 };
 
 struct NodeSpec {
@@ -49,6 +57,11 @@ struct NodeSpec {
   double nvlink_pair_GBps = 0;  // per direction between one pair of GPUs
   double nvlink_gpu_GBps = 0;   // per direction, all NVLink of one GPU together
   double nic_GBps = 0;          // per GPU per direction, achievable by NCCL
+  sim::BytesPerSec host_h2d() const { return sim::GBps(host_h2d_GBps); }
+  sim::BytesPerSec host_d2h() const { return sim::GBps(host_d2h_GBps); }
+  sim::BytesPerSec nvlink_pair() const { return sim::GBps(nvlink_pair_GBps); }
+  sim::BytesPerSec nvlink_gpu() const { return sim::GBps(nvlink_gpu_GBps); }
+  sim::BytesPerSec nic() const { return sim::GBps(nic_GBps); }
 };
 
 struct NetworkSpec {
@@ -74,6 +87,10 @@ struct NcclSpec {
   std::int64_t cta_threads = 0;
   std::int64_t cta_registers = 0;  // per thread
   double cta_smem_KiB = 0;
+  // What one CTA moves, over the network or over NVLink.
+  sim::BytesPerSec cta_bw(bool network) const {
+    return sim::GBps(network ? cta_net_GBps : cta_nvlink_GBps);
+  }
 };
 
 // Global efficiencies of the kernel cost model (kernel_cost.hpp). Each is either measured by

@@ -217,7 +217,7 @@ reports::FlopsReport flops_report(const Scenario& s, double step) {
   double model_flops = 0;
   for (const auto& [_, ph] : f.by_category) model_flops += ph.forward + ph.backward;
   const double gpu_s = static_cast<double>(s.job.parallel.total_gpus()) * step;
-  const double peak = s.hw.gpu.bf16_dense_TFLOPs * 1e12;
+  const double peak = s.hw.gpu.peak(false).per_s;
   return {model_flops, f.total(), model_flops / gpu_s / 1e12, model_flops / (gpu_s * peak),
           f.total() / (gpu_s * peak)};
 }

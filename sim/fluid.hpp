@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "sim/engine.hpp"
+#include "sim/units.hpp"
 
 namespace twin::sim {
 
@@ -48,6 +49,10 @@ class Fluid {
   Fluid& operator=(const Fluid&) = delete;
 
   ResourceId add_resource(double capacity, std::string name);
+  // A link or memory: its capacity in bytes per second.
+  ResourceId add_resource(BytesPerSec capacity, std::string name) {
+    return add_resource(capacity.per_s, std::move(name));
+  }
   void set_capacity(ResourceId r, double capacity);
   // Sets aside `amount` of r's capacity (negative: gives it back); the solver shares
   // max(0, capacity − reserved). For demands that need not take part in the sharing.
