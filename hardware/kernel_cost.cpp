@@ -26,32 +26,33 @@ double KernelCost::grouped_gemm_s(double m, double n, double k, double groups, b
                                  bytes / (p_.gpu.hbm_bw().per_s));
 }
 
-double KernelCost::attention_s(double flops, bool backward) const {
-  if (flops <= 0) return 0;
+double KernelCost::attention_s(sim::Flops flops, bool backward) const {
+  if (flops.v <= 0) return 0;
   const auto& e = p_.efficiency;
   const double f = backward ? e.attention_bwd_fraction : e.attention_fwd_fraction;
-  return overhead_s() + flops / (p_.gpu.peak(false).per_s * f);
+  return overhead_s() + flops.v / (p_.gpu.peak(false).per_s * f);
 }
 
-double KernelCost::block_attention_s(double block_flops, double qblock_heads, bool backward) const {
-  if (block_flops <= 0) return 0;
+double KernelCost::block_attention_s(sim::Flops block_flops, double qblock_heads,
+                                     bool backward) const {
+  if (block_flops.v <= 0) return 0;
   const auto& e = p_.efficiency;
   const double f = backward ? e.attention_bwd_block_fraction : e.attention_fwd_block_fraction;
   const double tq = (backward ? e.attention_bwd_qblock_us : e.attention_fwd_qblock_us) * 1e-6;
-  return overhead_s() + block_flops / (p_.gpu.peak(false).per_s * f) + qblock_heads * tq;
+  return overhead_s() + block_flops.v / (p_.gpu.peak(false).per_s * f) + qblock_heads * tq;
 }
 
-double KernelCost::elementwise_s(double bytes, Family f) const {
-  if (bytes <= 0) return 0;
-  return overhead_s() + bytes / (p_.gpu.hbm_bw().per_s * p_.contention.of(f).hbm_fraction);
+double KernelCost::elementwise_s(sim::Bytes bytes, Family f) const {
+  if (bytes.v <= 0) return 0;
+  return overhead_s() + bytes.v / (p_.gpu.hbm_bw().per_s * p_.contention.of(f).hbm_fraction);
 }
 
-double KernelCost::cpu_matmul_s(double flops) const {
-  return flops / (p_.host.fp32_peak().per_s * p_.efficiency.cpu_gemm_fraction);
+double KernelCost::cpu_matmul_s(sim::Flops flops) const {
+  return flops.v / (p_.host.fp32_peak().per_s * p_.efficiency.cpu_gemm_fraction);
 }
 
-double KernelCost::cpu_stream_s(double bytes) const {
-  return bytes / (p_.host.mem_bw().per_s * p_.efficiency.cpu_stream_fraction);
+double KernelCost::cpu_stream_s(sim::Bytes bytes) const {
+  return bytes.v / (p_.host.mem_bw().per_s * p_.efficiency.cpu_stream_fraction);
 }
 
 }  // namespace twin::hardware

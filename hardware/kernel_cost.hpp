@@ -33,16 +33,16 @@ class KernelCost {
   double expert_loop_s(double m, double n, double k, double groups) const {
     return groups * gemm_s(m, n, k);
   }
-  double attention_s(double flops, bool backward) const;
+  double attention_s(sim::Flops flops, bool backward) const;
   // A block-sparse attention kernel (FlexAttention), where the profile has one (block_attention()):
   //   t = overhead + block FLOPs / (peak·f_b) + query blocks·heads·t_q,
   // block FLOPs those of every mask block as if full (attention_bench.py fits f_b and t_q).
   bool block_attention() const { return p_.efficiency.attention_fwd_block_fraction > 0; }
-  double block_attention_s(double block_flops, double qblock_heads, bool backward) const;
+  double block_attention_s(sim::Flops block_flops, double qblock_heads, bool backward) const;
   // `bytes` read and written by a kernel of elementwise family f.
-  double elementwise_s(double bytes, Family f) const;
-  double cpu_matmul_s(double flops) const;
-  double cpu_stream_s(double bytes) const;
+  double elementwise_s(sim::Bytes bytes, Family f) const;
+  double cpu_matmul_s(sim::Flops flops) const;
+  double cpu_stream_s(sim::Bytes bytes) const;
   double overhead_s() const { return p_.efficiency.kernel_overhead_us * 1e-6; }
   int sm_count() const { return static_cast<int>(p_.gpu.sm_count); }
 

@@ -75,7 +75,7 @@ inline KernelWork grid_work(double seconds, KernelShape shape) {
 }
 // An elementwise kernel of family f moving `bytes`: its time alone and its launch.
 inline KernelWork elementwise_work(const KernelCost& cost, Family f, double bytes) {
-  return grid_work(cost.elementwise_s(bytes, f),
+  return grid_work(cost.elementwise_s(sim::bytes(bytes), f),
                    elementwise_kernel_shape(cost.sm_count(), f, bytes));
 }
 

@@ -133,9 +133,9 @@ struct LayerKernels {
                                w.mask_blocks[sliding];
     const double alone =
         cost.block_attention()
-            ? cost.block_attention_s(block_flops * scale,
+            ? cost.block_attention_s(sim::Flops{block_flops * scale},
                                      w.query_blocks * static_cast<double>(a.q_heads), backward)
-            : cost.attention_s(flops, backward);
+            : cost.attention_s(sim::Flops{flops}, backward);
     return Op{name, kAttention, grid_work(alone, attention_shape(sms, backward)), 0, l};
   }
   Op a2a(const char* name) const { return Op{name, kCollEpAllToAll, {}, T * k * h * 2}; }

@@ -45,7 +45,7 @@ sim::Task& StepBuilder::cpu(std::int64_t rank, const char* name, double seconds_
 void StepBuilder::grad_norm(const PerRank& grads_home, double shard) {
   if (job_.training.grad_norm == GradNorm::cpu) {
     for (std::int64_t r = 0; r < ranks_; ++r)
-      cpu(r, "grad_norm_cpu", cost_.cpu_stream_s(4 * shard));
+      cpu(r, "grad_norm_cpu", cost_.cpu_stream_s(sim::bytes(4 * shard)));
     for (const auto& grp : pgs_[Comm::dense]) {
       auto& op = ops_.cpu_all_reduces.emplace_back();
       op.bytes = 4;
@@ -127,7 +127,7 @@ void StepBuilder::muon_newton_schulz(double muon_elems) {
       newton_schulz_gpu(r, owned_expert, dense_parts, dense_own,
                         *gather[static_cast<std::size_t>(r)]);
     else
-      cpu(r, "newton_schulz_cpu", cost_.cpu_matmul_s(expert_flops + dense_flops))
+      cpu(r, "newton_schulz_cpu", cost_.cpu_matmul_s(sim::Flops{expert_flops + dense_flops}))
           .after(*gather[static_cast<std::size_t>(r)]);
   }
   auto scatter = dense_all_to_all("ns_dense_scatter_all_to_all");
@@ -135,7 +135,7 @@ void StepBuilder::muon_newton_schulz(double muon_elems) {
     auto& cpu_last = last_[static_cast<std::size_t>(r)][kCpu];
     scatter[static_cast<std::size_t>(r)]->after(*cpu_last);
     cpu_last = scatter[static_cast<std::size_t>(r)];
-    cpu(r, "muon_update", cost_.cpu_stream_s(12 * muon_elems));
+    cpu(r, "muon_update", cost_.cpu_stream_s(sim::bytes(12 * muon_elems)));
   }
 }
 
@@ -153,8 +153,8 @@ StepBuilder::PerRank StepBuilder::build_optimizer(const PerRank& grads_home) {
   grad_norm(grads_home, shard);
   // AdamW reads p, g, m, v and writes p, m, v (7 fp32); Muon momentum reads g, m, writes m.
   for (std::int64_t r = 0; r < ranks_; ++r) {
-    cpu(r, "adamw", cost_.cpu_stream_s(28 * adam));
-    if (muon) cpu(r, "muon_momentum", cost_.cpu_stream_s(12 * muon_elems));
+    cpu(r, "adamw", cost_.cpu_stream_s(sim::bytes(28 * adam)));
+    if (muon) cpu(r, "muon_momentum", cost_.cpu_stream_s(sim::bytes(12 * muon_elems)));
   }
   if (muon) muon_newton_schulz(muon_elems);
   return marker(kCpu, "optimizer_end", -1);

@@ -49,8 +49,9 @@ KernelWork kernel_work(const KernelArgs& k, const hardware::KernelCost& cost, bo
             hardware::grouped_shape(sms, dyn)};
   }
   if (k.kernel == "attention_fwd" || k.kernel == "attention_bwd")
-    return hardware::grid_work(cost.attention_s(dim(k, 0, "FLOPS"), k.kernel == "attention_bwd"),
-                               hardware::attention_shape(sms, k.kernel == "attention_bwd"));
+    return hardware::grid_work(
+        cost.attention_s(sim::Flops{dim(k, 0, "FLOPS")}, k.kernel == "attention_bwd"),
+        hardware::attention_shape(sms, k.kernel == "attention_bwd"));
   const Family f = hardware::family_of(k.kernel);
   if (f == Family::count || f < Family::ew_add)
     throw InputError("--kernel", "",

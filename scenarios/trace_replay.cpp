@@ -129,11 +129,13 @@ double category_ratio(const std::string& category, bool backward, const hardware
   if (category == "expert_gemm")  // EUROPA's expert up-projection, 96 experts of 1,376 rows
     return b.grouped_gemm_s(1376, 3584, 6144, 96, false) /
            a.grouped_gemm_s(1376, 3584, 6144, 96, false);
-  if (category == "attention") return b.attention_s(1e12, backward) / a.attention_s(1e12, backward);
+  if (category == "attention")
+    return b.attention_s(sim::Flops{1e12}, backward) / a.attention_s(sim::Flops{1e12}, backward);
   if (category == "copy_h2d") return from.node.host_h2d_GBps / to.node.host_h2d_GBps;
   if (category == "copy_d2h") return from.node.host_d2h_GBps / to.node.host_d2h_GBps;
   if (category == "collective") return 1;
-  return b.elementwise_s(1e9, Family::ew_add) / a.elementwise_s(1e9, Family::ew_add);
+  return b.elementwise_s(sim::bytes(1e9), Family::ew_add) /
+         a.elementwise_s(sim::bytes(1e9), Family::ew_add);
 }
 
 // The SMs the trace's collectives held over time: (time, change) edges, sorted.

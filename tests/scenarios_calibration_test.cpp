@@ -75,8 +75,8 @@ TEST_CASE(
     const double blocks =
         model::mask_blocks(std::vector<std::int64_t>(tokens / doc, doc), r["window"], 128);
     for (const bool bwd : {false, true}) {
-      const double t = cost.block_attention_s(block_flops * blocks * (bwd ? 2.5 : 1),
-                                              tokens / 128.0 * heads, bwd);
+      const double t = cost.block_attention_s(
+          twin::sim::Flops{block_flops * blocks * (bwd ? 2.5 : 1)}, tokens / 128.0 * heads, bwd);
       const double measured = r[bwd ? "bwd_ms" : "fwd_ms"].get<double>() * 1e-3;
       CAPTURE(layout);
       CAPTURE(tokens);
