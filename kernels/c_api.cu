@@ -35,6 +35,13 @@ int twin_cluster_probe(int cluster, int ctas, unsigned long long* starts, int* s
       k::launch_cluster_probe(cluster, ctas, starts, smids, spin_ns, smem_bytes, stream(s)));
 }
 
+int twin_tile_schedule_probe(int cluster, int ctas, int tiles, int mode, long long tile_ns,
+                             int* counter, unsigned long long* start, unsigned long long* end,
+                             int* sm, int smem_bytes, void* s) {
+  return static_cast<int>(k::launch_tile_schedule_probe(
+      cluster, ctas, tiles, mode, tile_ns, counter, start, end, sm, smem_bytes, stream(s)));
+}
+
 int twin_clock_observe(const int* mark, unsigned long long* out, long long max_ns, void* s) {
   return static_cast<int>(k::launch_clock_observe(mark, out, max_ns, stream(s)));
 }

@@ -21,7 +21,58 @@ __global__ void cluster_probe(unsigned long long* starts, int* smids, long long 
   while (globaltimer() < t0 + static_cast<unsigned long long>(spin_ns)) {
   }
 }
+// A persistent kernel's tile schedule made visible (issue #15: where cuBLAS's late clusters go):
+// each CTA takes tiles as `mode` says — 0 static lists (tiles j, j + grid, …), 1 a shared
+// counter, 2 its first tile j fixed and the rest from the counter — and "runs" each for
+// `tile_ns` (thread 0 spinning on %globaltimer), recording the tile's start, end and SM.
+__global__ void tile_schedule_probe(int tiles, int mode, long long tile_ns, int* counter,
+                                    unsigned long long* start, unsigned long long* end, int* sm) {
+  extern __shared__ char smem[];
+  if (threadIdx.x != 0) return;
+  smem[0] = 1;
+  const int grid = static_cast<int>(gridDim.x), me = static_cast<int>(blockIdx.x);
+  for (int j = 0;; ++j) {
+    int t = me + j * grid;
+    if (mode == 1 || (mode == 2 && j > 0)) t = atomicAdd(counter, 1) + (mode == 2 ? grid : 0);
+    if (t >= tiles) return;
+    const unsigned long long t0 = globaltimer();
+    while (globaltimer() < t0 + static_cast<unsigned long long>(tile_ns)) {
+    }
+    start[t] = t0;
+    end[t] = globaltimer();
+    sm[t] = smid();
+  }
+}
+
+cudaLaunchConfig_t cluster_config(int cluster, int ctas, int smem_bytes, cudaStream_t s,
+                                  cudaLaunchAttribute* attr) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(ctas / cluster * cluster));
+  cfg.blockDim = dim3(32);
+  cfg.dynamicSmemBytes = static_cast<std::size_t>(smem_bytes);
+  cfg.stream = s;
+  attr->id = cudaLaunchAttributeClusterDimension;
+  attr->val.clusterDim.x = static_cast<unsigned>(cluster);
+  attr->val.clusterDim.y = 1;
+  attr->val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cfg;
+}
 }  // namespace
+
+cudaError_t launch_tile_schedule_probe(int cluster, int ctas, int tiles, int mode,
+                                       long long tile_ns, int* counter, unsigned long long* start,
+                                       unsigned long long* end, int* sm, int smem_bytes,
+                                       cudaStream_t s) {
+  cudaError_t e = cudaFuncSetAttribute(tile_schedule_probe,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
+  if (e != cudaSuccess) return e;
+  cudaLaunchAttribute attr{};
+  const auto cfg = cluster_config(cluster, ctas, smem_bytes, s, &attr);
+  return cudaLaunchKernelEx(&cfg, tile_schedule_probe, tiles, mode, tile_ns, counter, start, end,
+                            sm);
+}
 
 cudaError_t launch_cluster_probe(int cluster, int ctas, unsigned long long* starts, int* smids,
                                  long long spin_ns, int smem_bytes, cudaStream_t s) {
@@ -30,18 +81,8 @@ cudaError_t launch_cluster_probe(int cluster, int ctas, unsigned long long* star
   if (e == cudaSuccess && cluster > 8)
     e = cudaFuncSetAttribute(cluster_probe, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
   if (e != cudaSuccess) return e;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(ctas / cluster * cluster));
-  cfg.blockDim = dim3(32);
-  cfg.dynamicSmemBytes = static_cast<std::size_t>(smem_bytes);
-  cfg.stream = s;
   cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = static_cast<unsigned>(cluster);
-  attr.val.clusterDim.y = 1;
-  attr.val.clusterDim.z = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
+  const auto cfg = cluster_config(cluster, ctas, smem_bytes, s, &attr);
   return cudaLaunchKernelEx(&cfg, cluster_probe, starts, smids, spin_ns);
 }
 

@@ -41,6 +41,14 @@ cudaError_t launch_clock_observe(const int* mark, unsigned long long* out, long 
 // writes its start time (ns, %globaltimer) and %smid, then stays spin_ns.
 cudaError_t launch_cluster_probe(int cluster, int ctas, unsigned long long* starts, int* smids,
                                  long long spin_ns, int smem_bytes, cudaStream_t s);
+// The tile-schedule probe (calibrate/tile_schedule_probe.py): `ctas` CTAs in clusters of
+// `cluster` take `tiles` tiles of tile_ns each — mode 0 static lists, 1 a shared counter
+// (`counter`, zeroed by the caller), 2 the first tile fixed and the rest from the counter — and
+// record each tile's start, end (%globaltimer) and SM.
+cudaError_t launch_tile_schedule_probe(int cluster, int ctas, int tiles, int mode,
+                                       long long tile_ns, int* counter, unsigned long long* start,
+                                       unsigned long long* end, int* sm, int smem_bytes,
+                                       cudaStream_t s);
 
 // A persistent grouped GEMM like the MoE expert GEMMs: for each group g (expert),
 // C_g = A_g · B_g with A_g the rows [row_offset[g], row_offset[g+1]) of A (M×K, row-major),

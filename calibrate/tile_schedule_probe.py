@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Where a persistent clustered kernel's late CTAs go, made visible (issue #15).
+
+cuBLAS's nvjet GEMMs run 132 CTAs in clusters of 2 and, with a few SMs held by NCCL-like
+holders, slow in a staircase (the router GEMM with 256 tiles: x1.0 with 1 held, x1.44 with 2-3,
+x1.83 with 4-16; reports/calibration/contention/README.md) that neither static tile lists nor
+a shared counter, as the twin models them, place. This probe runs a kernel of the same shape —
+132 CTAs in clusters of 2, one per SM (200 KiB of shared memory), `tiles` tiles of a fixed
+50 us each — whose CTAs take tiles from static lists (mode 0), a shared counter (1) or a fixed
+first tile and then the counter (2), beside k held SMs (contention_bench.py's holder), and
+records every tile's start, end and SM. Its span in tile times is the staircase of that
+schedule on the real hardware scheduler: if one mode repeats nvjet's steps, the per-tile
+record shows where the late clusters landed and when they started.
+
+Usage, on a GPU machine with PyTorch and build-device/libtwin_kernels_c.so
+(calibrate/build-device.sh --lib):
+  python3 calibrate/tile_schedule_probe.py --lib build-device/libtwin_kernels_c.so --out tiles.json
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import datetime
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from contention_bench import Holder, load_lib, nvidia_smi, ptr, stream_ptr  # noqa: E402
+
+try:
+    import torch
+except ImportError:  # --help needs no PyTorch
+    torch = None
+
+HOLDER_SHAPE = (200 * 1024, 640, 2)  # contention_bench.py's file -c holder (kernels/sm_hold.cu)
+PROBE_SMEM = 200 * 1024
+TILE_NS = 50_000
+MODES = {0: "static", 1: "counter", 2: "first_static"}
+
+
+def run(lib: ctypes.CDLL, holder: Holder, work: torch.cuda.Stream, sms: int, cluster: int, tiles: int,
+        mode: int, k: int) -> dict:
+    """One launch beside k held SMs: its span in tile times and every tile's record."""
+    counter = torch.zeros(1, dtype=torch.int32, device="cuda")
+    start = torch.zeros(tiles, dtype=torch.int64, device="cuda")
+    end = torch.zeros(tiles, dtype=torch.int64, device="cuda")
+    sm = torch.full((tiles,), -1, dtype=torch.int32, device="cuda")
+    holder.hold(k, work)
+    rc = lib.twin_tile_schedule_probe(cluster, sms, tiles, mode, TILE_NS, ptr(counter), ptr(start), ptr(end),
+                                      ptr(sm), PROBE_SMEM, stream_ptr(work))
+    held = holder.release(work)
+    if rc != 0:
+        raise RuntimeError(f"tile schedule probe: cudaError {rc}")
+    s, e, m = start.tolist(), end.tolist(), sm.tolist()
+    t0 = min(s)
+    return {"held_sms": k, "held_distinct": held, "held_smids": holder.smids[:k].tolist() if k else [],
+            "span_tiles": (max(e) - t0) / TILE_NS,
+            "tiles": [[round((a - t0) / TILE_NS, 3), sm_] for a, sm_ in zip(s, m)]}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lib", default="build-device/libtwin_kernels_c.so")
+    ap.add_argument("--out", default="tiles.json")
+    ap.add_argument("--tiles", default="128,256,320,384,512")
+    ap.add_argument("--held", default="0,1,2,3,4,5,6,8,10,12,16,24,32")
+    ap.add_argument("--cluster", type=int, default=2)
+    ap.add_argument("--commit", default="unknown")
+    args = ap.parse_args()
+    if torch is None or not torch.cuda.is_available():
+        print("tile_schedule_probe: no PyTorch with a CUDA GPU here: nothing measured", file=sys.stderr)
+        return 3
+    lib = load_lib(args.lib)
+    P, I, LL = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
+    lib.twin_tile_schedule_probe.argtypes = [I, I, I, I, LL, P, P, P, P, I, P]
+    p = torch.cuda.get_device_properties(0)
+    sms = p.multi_processor_count
+    work = torch.cuda.Stream()
+    holder = Holder(lib, sms, HOLDER_SHAPE)
+    doc = {"provenance": {"gpu": p.name, "sm_count": sms, "torch": torch.__version__, "cuda": torch.version.cuda,
+                          "driver": nvidia_smi("driver_version"), "host": os.uname().nodename,
+                          "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                          "command": " ".join(sys.argv), "commit": args.commit, "holder_shape": list(HOLDER_SHAPE),
+                          "probe_smem_bytes": PROBE_SMEM, "tile_ns": TILE_NS, "cluster": args.cluster,
+                          "ctas": sms},
+           "modes": MODES, "runs": []}
+    for tiles in [int(x) for x in args.tiles.split(",")]:
+        for mode in MODES:
+            row = {"tiles": tiles, "mode": MODES[mode], "points": []}
+            for k in [int(x) for x in args.held.split(",")]:
+                row["points"].append(run(lib, holder, work, sms, args.cluster, tiles, mode, k))
+            doc["runs"].append(row)
+            print(f"tiles {tiles:4d} {MODES[mode]:13s} span/tile: " +
+                  " ".join(f"{q['held_sms']}:{q['span_tiles']:.2f}" for q in row["points"]), flush=True)
+    with open(args.out, "w") as f:
+        json.dump(doc, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
