@@ -26,7 +26,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from contention_bench import Holder, load_lib, nvidia_smi, ptr, stream_ptr  # noqa: E402
+from contention_bench import Holder, HolderTimeout, load_lib, nvidia_smi, ptr, stream_ptr  # noqa: E402
 
 try:
     import torch
@@ -49,7 +49,10 @@ def run(lib: ctypes.CDLL, holder: Holder, work: torch.cuda.Stream, sms: int, clu
     holder.hold(k, work)
     rc = lib.twin_tile_schedule_probe(cluster, sms, tiles, mode, TILE_NS, ptr(counter), ptr(start), ptr(end),
                                       ptr(sm), PROBE_SMEM, stream_ptr(work))
-    held = holder.release(work)
+    try:
+        held = holder.release(work)
+    except HolderTimeout as e:  # the kernel could not start beside the holders (they gave up)
+        return {"held_sms": k, "blocked": str(e)[:200], "held_smids": holder.smids[:k].tolist()}
     if rc != 0:
         raise RuntimeError(f"tile schedule probe: cudaError {rc}")
     s, e, m = start.tolist(), end.tolist(), sm.tolist()
@@ -92,7 +95,8 @@ def main() -> int:
                 row["points"].append(run(lib, holder, work, sms, args.cluster, tiles, mode, k))
             doc["runs"].append(row)
             print(f"tiles {tiles:4d} {MODES[mode]:13s} span/tile: " +
-                  " ".join(f"{q['held_sms']}:{q['span_tiles']:.2f}" for q in row["points"]), flush=True)
+                  " ".join(f"{q['held_sms']}:{q['span_tiles']:.2f}" if "span_tiles" in q else f"{q['held_sms']}:blocked"
+                           for q in row["points"]), flush=True)
     with open(args.out, "w") as f:
         json.dump(doc, f)
     return 0
