@@ -39,16 +39,16 @@ TILE_NS = 50_000
 MODES = {0: "static", 1: "counter", 2: "first_static"}
 
 
-def run(lib: ctypes.CDLL, holder: Holder, work: torch.cuda.Stream, sms: int, cluster: int, tiles: int,
-        mode: int, k: int) -> dict:
+def run(lib: ctypes.CDLL, holder: Holder, work: torch.cuda.Stream, ctas: int, cluster: int, tiles: int,
+        mode: int, k: int, smem: int) -> dict:
     """One launch beside k held SMs: its span in tile times and every tile's record."""
     counter = torch.zeros(1, dtype=torch.int32, device="cuda")
     start = torch.zeros(tiles, dtype=torch.int64, device="cuda")
     end = torch.zeros(tiles, dtype=torch.int64, device="cuda")
     sm = torch.full((tiles,), -1, dtype=torch.int32, device="cuda")
     holder.hold(k, work)
-    rc = lib.twin_tile_schedule_probe(cluster, sms, tiles, mode, TILE_NS, ptr(counter), ptr(start), ptr(end),
-                                      ptr(sm), PROBE_SMEM, stream_ptr(work))
+    rc = lib.twin_tile_schedule_probe(cluster, ctas, tiles, mode, TILE_NS, ptr(counter), ptr(start), ptr(end),
+                                      ptr(sm), smem, stream_ptr(work))
     try:
         held = holder.release(work)
     except HolderTimeout as e:  # the kernel could not start beside the holders (they gave up)
@@ -69,6 +69,8 @@ def main() -> int:
     ap.add_argument("--tiles", default="128,256,320,384,512")
     ap.add_argument("--held", default="0,1,2,3,4,5,6,8,10,12,16,24,32")
     ap.add_argument("--cluster", type=int, default=2)
+    ap.add_argument("--ctas", type=int, default=0, help="CTAs (default: one per SM)")
+    ap.add_argument("--smem-KiB", type=int, default=PROBE_SMEM // 1024, help="shared memory per CTA")
     ap.add_argument("--commit", default="unknown")
     args = ap.parse_args()
     if torch is None or not torch.cuda.is_available():
@@ -85,14 +87,15 @@ def main() -> int:
                           "driver": nvidia_smi("driver_version"), "host": os.uname().nodename,
                           "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                           "command": " ".join(sys.argv), "commit": args.commit, "holder_shape": list(HOLDER_SHAPE),
-                          "probe_smem_bytes": PROBE_SMEM, "tile_ns": TILE_NS, "cluster": args.cluster,
-                          "ctas": sms},
+                          "probe_smem_bytes": args.smem_KiB * 1024, "tile_ns": TILE_NS,
+                          "cluster": args.cluster, "ctas": args.ctas or sms},
            "modes": MODES, "runs": []}
     for tiles in [int(x) for x in args.tiles.split(",")]:
         for mode in MODES:
             row = {"tiles": tiles, "mode": MODES[mode], "points": []}
             for k in [int(x) for x in args.held.split(",")]:
-                row["points"].append(run(lib, holder, work, sms, args.cluster, tiles, mode, k))
+                row["points"].append(run(lib, holder, work, args.ctas or sms, args.cluster, tiles, mode, k,
+                                         args.smem_KiB * 1024))
             doc["runs"].append(row)
             print(f"tiles {tiles:4d} {MODES[mode]:13s} span/tile: " +
                   " ".join(f"{q['held_sms']}:{q['span_tiles']:.2f}" if "span_tiles" in q else f"{q['held_sms']}:blocked"
