@@ -7,7 +7,8 @@ x1.83 with 4-16; reports/calibration/contention/README.md) that neither static t
 a shared counter, as the twin models them, place. This probe runs a kernel of the same shape —
 132 CTAs in clusters of 2, one per SM (200 KiB of shared memory), `tiles` tiles of a fixed
 50 us each — whose CTAs take tiles from static lists (mode 0), a shared counter (1) or a fixed
-first tile and then the counter (2), beside k held SMs (contention_bench.py's holder), and
+first tile and then the counter (2), or static lists numbered from the last CTA, so that the
+longer lists are the last CTAs' (3), beside k held SMs (contention_bench.py's holder), and
 records every tile's start, end and SM. Its span in tile times is the staircase of that
 schedule on the real hardware scheduler: if one mode repeats nvjet's steps, the per-tile
 record shows where the late clusters landed and when they started.
@@ -36,7 +37,7 @@ except ImportError:  # --help needs no PyTorch
 HOLDER_SHAPE = (200 * 1024, 640, 2)  # contention_bench.py's file -c holder (kernels/sm_hold.cu)
 PROBE_SMEM = 200 * 1024
 TILE_NS = 50_000
-MODES = {0: "static", 1: "counter", 2: "first_static"}
+MODES = {0: "static", 1: "counter", 2: "first_static", 3: "static_last_long"}
 
 
 def run(lib: ctypes.CDLL, holder: Holder, work: torch.cuda.Stream, ctas: int, cluster: int, tiles: int,
@@ -68,6 +69,7 @@ def main() -> int:
     ap.add_argument("--out", default="tiles.json")
     ap.add_argument("--tiles", default="128,256,320,384,512")
     ap.add_argument("--held", default="0,1,2,3,4,5,6,8,10,12,16,24,32")
+    ap.add_argument("--modes", default="0,1,2,3", help="schedules: " + ", ".join(f"{k} {v}" for k, v in MODES.items()))
     ap.add_argument("--cluster", type=int, default=2)
     ap.add_argument("--ctas", type=int, default=0, help="CTAs (default: one per SM)")
     ap.add_argument("--smem-KiB", type=int, default=PROBE_SMEM // 1024, help="shared memory per CTA")
@@ -91,7 +93,7 @@ def main() -> int:
                           "cluster": args.cluster, "ctas": args.ctas or sms},
            "modes": MODES, "runs": []}
     for tiles in [int(x) for x in args.tiles.split(",")]:
-        for mode in MODES:
+        for mode in [int(x) for x in args.modes.split(",")]:
             row = {"tiles": tiles, "mode": MODES[mode], "points": []}
             for k in [int(x) for x in args.held.split(",")]:
                 row["points"].append(run(lib, holder, work, args.ctas or sms, args.cluster, tiles, mode, k,

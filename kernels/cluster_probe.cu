@@ -22,8 +22,9 @@ __global__ void cluster_probe(unsigned long long* starts, int* smids, long long 
   }
 }
 // A persistent kernel's tile schedule made visible (issue #15: where cuBLAS's late clusters go):
-// each CTA takes tiles as `mode` says — 0 static lists (tiles j, j + grid, …), 1 a shared
-// counter, 2 its first tile j fixed and the rest from the counter — and "runs" each for
+// each CTA takes tiles as `mode` says — 0 static lists (CTA j: tiles j, j + grid, …), 1 a shared
+// counter, 2 its first tile j fixed and the rest from the counter, 3 static lists numbered from
+// the last CTA (CTA j: grid − 1 − j, …: the longer lists on the last CTAs) — and "runs" each for
 // `tile_ns` (thread 0 spinning on %globaltimer), recording the tile's start, end and SM.
 __global__ void tile_schedule_probe(int tiles, int mode, long long tile_ns, int* counter,
                                     unsigned long long* start, unsigned long long* end, int* sm) {
@@ -32,7 +33,7 @@ __global__ void tile_schedule_probe(int tiles, int mode, long long tile_ns, int*
   smem[0] = 1;
   const int grid = static_cast<int>(gridDim.x), me = static_cast<int>(blockIdx.x);
   for (int j = 0;; ++j) {
-    int t = me + j * grid;
+    int t = (mode == 3 ? grid - 1 - me : me) + j * grid;
     if (mode == 1 || (mode == 2 && j > 0)) t = atomicAdd(counter, 1) + (mode == 2 ? grid : 0);
     if (t >= tiles) return;
     const unsigned long long t0 = globaltimer();

@@ -43,8 +43,9 @@ cudaError_t launch_cluster_probe(int cluster, int ctas, unsigned long long* star
                                  long long spin_ns, int smem_bytes, cudaStream_t s);
 // The tile-schedule probe (calibrate/tile_schedule_probe.py): `ctas` CTAs in clusters of
 // `cluster` take `tiles` tiles of tile_ns each — mode 0 static lists, 1 a shared counter
-// (`counter`, zeroed by the caller), 2 the first tile fixed and the rest from the counter — and
-// record each tile's start, end (%globaltimer) and SM.
+// (`counter`, zeroed by the caller), 2 the first tile fixed and the rest from the counter, 3
+// static lists numbered from the last CTA — and record each tile's start, end (%globaltimer)
+// and SM.
 cudaError_t launch_tile_schedule_probe(int cluster, int ctas, int tiles, int mode,
                                        long long tile_ns, int* counter, unsigned long long* start,
                                        unsigned long long* end, int* sm, int smem_bytes,
