@@ -160,7 +160,8 @@ double grid_time(const ContentionModel& m, const KernelShape& k, int free, int l
 double static_time(const ContentionModel& m, const KernelShape& k, int u) {
   const int ctas =
       static_cast<int>(std::min<double>(m.sm_count, std::max<double>(1, std::round(k.blocks))));
-  const double tiles = std::max<double>(ctas, std::round(k.tiles));
+  // Fewer tiles than CTAs: the CTAs without one end at once (measured: the tile-schedule probe).
+  const double tiles = k.tiles > 0 ? std::round(k.tiles) : ctas;
   const double q = std::floor(tiles / ctas);
   const int longer = static_cast<int>(tiles - q * ctas);  // CTAs carrying q + 1 tiles
   std::vector<std::pair<double, int>> batches;            // (progress at its end, CTAs)

@@ -48,17 +48,26 @@
 //     longer: the first ones, CTA j taking tiles j, j + G, …; in cuBLAS's bf16 kernels the last
 //     ones — measured: the router GEMM, 256 tiles on 132 CTAs, slows ×1.47 with 2 SMs held, which
 //     late CTAs of 2 tiles starting when the 1-tile ones end give (×1.5), late ones of 1 tile not);
-//     CTAs start in order, those without an SM when one frees; all running CTAs progress at the
+//     CTAs start in block order, those without an SM on the first SMs (pair, for clusters of 2)
+//     that free — observed directly with the tile-schedule probe (a kernel of 132 CTAs in
+//     clusters of 2 and equal tiles beside 0–32 held SMs, reports/calibration/clusters/): its
+//     static lists, in either order, and its shared counter take the rounds this model gives at
+//     every point (test_calibrate); with fewer tiles than CTAs the CTAs without one end at once.
+//     All running CTAs progress at the
 //     clock of the SMs then busy, Θ(a)/a per CTA (with one list per CTA, N = G: rounds of u CTAs, T
 //     = Σ_rounds a_j/Θ(a_j)); persistent dynamic: N tiles from a shared counter, in waves of u, the
 //     last partial wave of r tiles on r SMs at their clock: T = W(N, u) = ⌊N/u⌋·u/Θ(u) + r/Θ(r);
 //     with N unknown (0), a fluid drain: T = 1/Θ(u); persistent first-static (cuBLAS's nvjet GEMMs
 //     of 4 tiles per CTA and more): CTA j starts with tile j, then takes tiles from the counter;
 //     the L = G − u CTAs without an SM keep their first tile until the running ones have drained
-//     the counter (their clusters need whole TPCs, which free only then): T = W(N − L, u) + W(L,
-//     u). Measured: holding 2–16 SMs slows cuBLAS by about one tile per CTA — ×1.12–1.35 at 5.8
-//     tiles per CTA (o_proj at 4,096 rows), ×1.04–1.19 at 21, ×1.02–1.05 at 184 — where a dynamic
-//     counter alone predicts ×1.00–1.05; o_proj at 4,096 rows: worst held-out point −27% → −16%.
+//     the counter: T = W(N − L, u) + W(L, u). An empirical rule for nvjet, not the hardware's:
+//     the probe's own first-static kernel starts its late clusters as soon as CTAs find the
+//     counter empty and exit (×1.0 with 1–2 SMs held where the rule gives ×1.5), so what holds
+//     nvjet's late clusters back is inside nvjet (its router GEMM's steps fit no schedule the
+//     probe ran: README of reports/calibration/contention/, "Where it misses"). Measured: holding
+//     2–16 SMs slows cuBLAS by about one tile per CTA — ×1.12–1.35 at 5.8 tiles per CTA (o_proj at
+//     4,096 rows), ×1.04–1.19 at 21, ×1.02–1.05 at 184 — where a dynamic counter alone predicts
+//     ×1.00–1.05; o_proj at 4,096 rows: worst held-out point −27% → −16%.
 //  5. Sharing a held SM. A holder (an NCCL CTA: 544–640 threads × 96 registers, ~80 KiB shared
 //     memory) leaves part of its SM's registers, threads and shared memory; a small grid block
 //     fits beside it. h = blocks of the kernel resident on an SM beside one holder, by the SM's
