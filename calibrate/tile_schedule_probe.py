@@ -41,7 +41,7 @@ MODES = {0: "static", 1: "counter", 2: "first_static", 3: "static_last_long"}
 
 
 def run(lib: ctypes.CDLL, holder: Holder, work: torch.cuda.Stream, ctas: int, cluster: int, tiles: int,
-        mode: int, k: int, smem: int) -> dict:
+        mode: int, k: int, smem: int, policy: int = -1) -> dict:
     """One launch beside k held SMs: its span in tile times and every tile's record."""
     counter = torch.zeros(1, dtype=torch.int32, device="cuda")
     start = torch.zeros(tiles, dtype=torch.int64, device="cuda")
@@ -49,7 +49,7 @@ def run(lib: ctypes.CDLL, holder: Holder, work: torch.cuda.Stream, ctas: int, cl
     sm = torch.full((tiles,), -1, dtype=torch.int32, device="cuda")
     holder.hold(k, work)
     rc = lib.twin_tile_schedule_probe(cluster, ctas, tiles, mode, TILE_NS, ptr(counter), ptr(start), ptr(end),
-                                      ptr(sm), smem, stream_ptr(work))
+                                      ptr(sm), smem, policy, stream_ptr(work))
     try:
         held = holder.release(work)
     except HolderTimeout as e:  # the kernel could not start beside the holders (they gave up)
@@ -71,6 +71,8 @@ def main() -> int:
     ap.add_argument("--held", default="0,1,2,3,4,5,6,8,10,12,16,24,32")
     ap.add_argument("--modes", default="0,1,2,3", help="schedules: " + ", ".join(f"{k} {v}" for k, v in MODES.items()))
     ap.add_argument("--cluster", type=int, default=2)
+    ap.add_argument("--policy", type=int, default=-1,
+                    help="cluster scheduling policy: -1 not set, 0 default, 1 spread, 2 load-balancing")
     ap.add_argument("--ctas", type=int, default=0, help="CTAs (default: one per SM)")
     ap.add_argument("--smem-KiB", type=int, default=PROBE_SMEM // 1024, help="shared memory per CTA")
     ap.add_argument("--commit", default="unknown")
@@ -80,7 +82,7 @@ def main() -> int:
         return 3
     lib = load_lib(args.lib)
     P, I, LL = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
-    lib.twin_tile_schedule_probe.argtypes = [I, I, I, I, LL, P, P, P, P, I, P]
+    lib.twin_tile_schedule_probe.argtypes = [I, I, I, I, LL, P, P, P, P, I, I, P]
     p = torch.cuda.get_device_properties(0)
     sms = p.multi_processor_count
     work = torch.cuda.Stream()
@@ -90,14 +92,15 @@ def main() -> int:
                           "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                           "command": " ".join(sys.argv), "commit": args.commit, "holder_shape": list(HOLDER_SHAPE),
                           "probe_smem_bytes": args.smem_KiB * 1024, "tile_ns": TILE_NS,
-                          "cluster": args.cluster, "ctas": args.ctas or sms},
+                          "cluster": args.cluster, "ctas": args.ctas or sms,
+                          "cluster_scheduling_policy": args.policy},
            "modes": MODES, "runs": []}
     for tiles in [int(x) for x in args.tiles.split(",")]:
         for mode in [int(x) for x in args.modes.split(",")]:
             row = {"tiles": tiles, "mode": MODES[mode], "points": []}
             for k in [int(x) for x in args.held.split(",")]:
                 row["points"].append(run(lib, holder, work, args.ctas or sms, args.cluster, tiles, mode, k,
-                                         args.smem_KiB * 1024))
+                                         args.smem_KiB * 1024, args.policy))
             doc["runs"].append(row)
             print(f"tiles {tiles:4d} {MODES[mode]:13s} span/tile: " +
                   " ".join(f"{q['held_sms']}:{q['span_tiles']:.2f}" if "span_tiles" in q else f"{q['held_sms']}:blocked"

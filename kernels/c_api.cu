@@ -37,9 +37,9 @@ int twin_cluster_probe(int cluster, int ctas, unsigned long long* starts, int* s
 
 int twin_tile_schedule_probe(int cluster, int ctas, int tiles, int mode, long long tile_ns,
                              int* counter, unsigned long long* start, unsigned long long* end,
-                             int* sm, int smem_bytes, void* s) {
+                             int* sm, int smem_bytes, int policy, void* s) {
   return static_cast<int>(k::launch_tile_schedule_probe(
-      cluster, ctas, tiles, mode, tile_ns, counter, start, end, sm, smem_bytes, stream(s)));
+      cluster, ctas, tiles, mode, tile_ns, counter, start, end, sm, smem_bytes, policy, stream(s)));
 }
 
 int twin_clock_observe(const int* mark, unsigned long long* out, long long max_ns, void* s) {

@@ -45,8 +45,10 @@ __global__ void tile_schedule_probe(int tiles, int mode, long long tile_ns, int*
   }
 }
 
+// attr: room for two attributes (the cluster's size; its scheduling policy when policy ≥ 0:
+// cudaClusterSchedulingPolicy default 0, spread 1, load-balancing 2).
 cudaLaunchConfig_t cluster_config(int cluster, int ctas, int smem_bytes, cudaStream_t s,
-                                  cudaLaunchAttribute* attr) {
+                                  cudaLaunchAttribute* attr, int policy = -1) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(ctas / cluster * cluster));
   cfg.blockDim = dim3(32);
@@ -58,19 +60,25 @@ cudaLaunchConfig_t cluster_config(int cluster, int ctas, int smem_bytes, cudaStr
   attr->val.clusterDim.z = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
+  if (policy >= 0) {
+    attr[1].id = cudaLaunchAttributeClusterSchedulingPolicyPreference;
+    attr[1].val.clusterSchedulingPolicyPreference =
+        static_cast<cudaClusterSchedulingPolicy>(policy);
+    cfg.numAttrs = 2;
+  }
   return cfg;
 }
 }  // namespace
 
 cudaError_t launch_tile_schedule_probe(int cluster, int ctas, int tiles, int mode,
                                        long long tile_ns, int* counter, unsigned long long* start,
-                                       unsigned long long* end, int* sm, int smem_bytes,
+                                       unsigned long long* end, int* sm, int smem_bytes, int policy,
                                        cudaStream_t s) {
   cudaError_t e = cudaFuncSetAttribute(tile_schedule_probe,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
   if (e != cudaSuccess) return e;
-  cudaLaunchAttribute attr{};
-  const auto cfg = cluster_config(cluster, ctas, smem_bytes, s, &attr);
+  cudaLaunchAttribute attr[2]{};
+  const auto cfg = cluster_config(cluster, ctas, smem_bytes, s, attr, policy);
   return cudaLaunchKernelEx(&cfg, tile_schedule_probe, tiles, mode, tile_ns, counter, start, end,
                             sm);
 }
@@ -82,8 +90,8 @@ cudaError_t launch_cluster_probe(int cluster, int ctas, unsigned long long* star
   if (e == cudaSuccess && cluster > 8)
     e = cudaFuncSetAttribute(cluster_probe, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
   if (e != cudaSuccess) return e;
-  cudaLaunchAttribute attr{};
-  const auto cfg = cluster_config(cluster, ctas, smem_bytes, s, &attr);
+  cudaLaunchAttribute attr[2]{};
+  const auto cfg = cluster_config(cluster, ctas, smem_bytes, s, attr);
   return cudaLaunchKernelEx(&cfg, cluster_probe, starts, smids, spin_ns);
 }
 

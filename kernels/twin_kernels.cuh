@@ -45,10 +45,10 @@ cudaError_t launch_cluster_probe(int cluster, int ctas, unsigned long long* star
 // `cluster` take `tiles` tiles of tile_ns each — mode 0 static lists, 1 a shared counter
 // (`counter`, zeroed by the caller), 2 the first tile fixed and the rest from the counter, 3
 // static lists numbered from the last CTA — and record each tile's start, end (%globaltimer)
-// and SM.
+// and SM; policy ≥ 0 asks for that cluster scheduling policy (cudaClusterSchedulingPolicy).
 cudaError_t launch_tile_schedule_probe(int cluster, int ctas, int tiles, int mode,
                                        long long tile_ns, int* counter, unsigned long long* start,
-                                       unsigned long long* end, int* sm, int smem_bytes,
+                                       unsigned long long* end, int* sm, int smem_bytes, int policy,
                                        cudaStream_t s);
 
 // A persistent grouped GEMM like the MoE expert GEMMs: for each group g (expert),
