@@ -51,7 +51,9 @@ TEST_CASE("persistent schedules beside held SMs: the model's rounds are the prob
   const auto m = neutral();
   int points = 0;
   for (const char* file :
-       {"h200-2026-12-02-tile-schedule.json", "h200-2026-12-02-tile-schedule-last-long.json"}) {
+       {"h200-2026-12-02-tile-schedule.json", "h200-2026-12-02-tile-schedule-last-long.json",
+        "h200-2026-12-02-tile-schedule-120k.json", "h200-2026-12-02-tile-schedule-policy1.json",
+        "h200-2026-12-02-tile-schedule-policy2.json"}) {
     std::ifstream in(kRoot / "reports/calibration/clusters" / file);
     REQUIRE(in);
     const auto doc = nlohmann::json::parse(in);
@@ -79,5 +81,5 @@ TEST_CASE("persistent schedules beside held SMs: the model's rounds are the prob
       }
     }
   }
-  CHECK(points > 200);
+  CHECK(points > 400);
 }
