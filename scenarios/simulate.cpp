@@ -288,23 +288,23 @@ reports::StepReport time_report(const Scenario& s, Pass& p, double step) {
     if (busy[r] > busy[slowest]) slowest = r;
   }
   const double tokens = static_cast<double>(s.job.tokens_per_step());
-  reports::StepReport j;
-  j.scenario = s.name;
-  j.step_time_s = step;
-  j.tokens_per_s_per_gpu = tokens / (static_cast<double>(s.job.parallel.total_gpus()) * step);
-  j.tokens_per_day = tokens * 86400 / step;
-  j.slowest_rank = {slowest, busy[slowest], slowest_why(p.builder.workload(), slowest)};
-  j.rank0 = reports::breakdown(times[0].compute, times[0].comm, step);
-  j.slowest = reports::breakdown(times[slowest].compute, times[slowest].comm, step);
+  reports::StepReport r;
+  r.scenario = s.name;
+  r.step_time_s = step;
+  r.tokens_per_s_per_gpu = tokens / (static_cast<double>(s.job.parallel.total_gpus()) * step);
+  r.tokens_per_day = tokens * 86400 / step;
+  r.slowest_rank = {slowest, busy[slowest], slowest_why(p.builder.workload(), slowest)};
+  r.rank0 = reports::breakdown(times[0].compute, times[0].comm, step);
+  r.slowest = reports::breakdown(times[slowest].compute, times[slowest].comm, step);
   std::map<std::string, double> by_name;  // reports list categories by name
   for (std::int32_t c = 0; c < model::kCategoryCount; ++c)
     if (times[0].ran[static_cast<std::size_t>(c)])
       by_name[model::category_name(c)] = times[0].gpu_time[static_cast<std::size_t>(c)];
-  j.gpu_time_s.assign(by_name.begin(), by_name.end());
-  j.optimizer_step_s =
+  r.gpu_time_s.assign(by_name.begin(), by_name.end());
+  r.optimizer_step_s =
       (p.marks.optimizer_end[0]->end_time() - p.marks.backward_end[0]->end_time()).to_s();
-  j.nccl_sms = p.sms[0].stats(sim::Time::s(step));
-  return j;
+  r.nccl_sms = p.sms[0].stats(sim::Time::s(step));
+  return r;
 }
 
 // What the options ask to export besides the metrics: a plan, allocations, a snapshot, a trace.
@@ -341,17 +341,17 @@ RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
   double step = 0;
   for (auto* t : pass->marks.optimizer_end) step = std::max(step, t->end_time().to_s());
   RunResult out;
-  auto& j = out.report;
-  j = time_report(s, *pass, step);
-  j.memory = memory_report(s, host, capacity, pass->hbm);
-  j.network = network_report(s, *pass, step);
-  j.simulation = {pass->graph.size(), pass->engine.events_processed(), pass->fluid.solves(),
+  auto& r = out.report;
+  r = time_report(s, *pass, step);
+  r.memory = memory_report(s, host, capacity, pass->hbm);
+  r.network = network_report(s, *pass, step);
+  r.simulation = {pass->graph.size(), pass->engine.events_processed(), pass->fluid.solves(),
                   passes};
-  j.runnable = reports::runnable(j.memory);
-  j.flops = flops_report(s, step);
-  j.provenance = provenance(loaded.resolved);
-  exports(out, s, *pass, opts, capacity, step, j.provenance);
-  out.json = reports::to_json(j);
+  r.runnable = reports::runnable(r.memory);
+  r.flops = flops_report(s, step);
+  r.provenance = provenance(loaded.resolved);
+  exports(out, s, *pass, opts, capacity, step, r.provenance);
+  out.json = reports::to_json(r);
   return out;
 }
 
