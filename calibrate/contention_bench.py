@@ -72,6 +72,12 @@ class Holder:
         self.smids = torch.full((sms,), -1, dtype=torch.int32, device="cuda")
         self.stream = torch.cuda.Stream()
         self.k = 0
+        # Load the wait kernel now: under CUDA's lazy module loading its first launch would load
+        # it while the holders spin, and loading waits for them (they time out after MAX_NS).
+        ok = lib.twin_wait_count(ptr(self.started), 0, 1, stream_ptr(self.stream))
+        if ok != 0:
+            raise RuntimeError(f"wait launch failed: cudaError {ok}")
+        torch.cuda.synchronize()
 
     def hold(self, k, work, wait=True, max_ns=None):
         self.k = k
