@@ -205,7 +205,8 @@ double dynamic_time(const ContentionModel& m, const KernelShape& k, int u) {
 
 // First tile static, the rest dynamic: CTA j starts with tile j and then takes tiles from a
 // shared counter. The L = G − u CTAs without an SM keep their first tile until the running ones
-// have drained the counter (their clusters need whole TPCs, which free only then), then run it.
+// have drained the counter, then run it: nvjet's behaviour as measured, not the GPU's (a generic
+// first-static kernel's late clusters start as soon as CTAs exit: contention.hpp, mechanism 4).
 double first_static_time(const ContentionModel& m, const KernelShape& k, int u) {
   if (k.tiles <= 0) return dynamic_time(m, k, u);
   const double ctas = std::min<double>(m.sm_count, std::max<double>(1, std::round(k.blocks)));
