@@ -161,7 +161,7 @@ double static_time(const ContentionModel& m, const KernelShape& k, int u) {
   const int ctas =
       static_cast<int>(std::min<double>(m.sm_count, std::max<double>(1, std::round(k.blocks))));
   // Fewer tiles than CTAs: the CTAs without one end at once (measured: the tile-schedule probe).
-  const double tiles = k.tiles > 0 ? std::max(1.0, std::round(k.tiles)) : ctas;
+  const double tiles = k.tiles > 0 ? std::max<double>(1, std::round(k.tiles)) : ctas;
   const double q = std::floor(tiles / ctas);
   const int longer = static_cast<int>(tiles - q * ctas);  // CTAs carrying q + 1 tiles
   std::vector<std::pair<double, int>> batches;            // (progress at its end, CTAs)
