@@ -9,7 +9,9 @@ double KernelCost::gemm_s(double m, double n, double k, bool fp8) const {
   if (m <= 0 || n <= 0 || k <= 0) return 0;
   const auto& e = p_.efficiency;
   const double peak = p_.gpu.peak(fp8).per_s;
-  const double eff = e.gemm_peak_fraction * m / (m + e.gemm_half_rows);
+  const bool own = fp8 && e.gemm_fp8_peak_fraction > 0;  // FP8's measured curve, where given
+  const double eff = own ? e.gemm_fp8_peak_fraction * m / (m + e.gemm_fp8_half_rows)
+                         : e.gemm_peak_fraction * m / (m + e.gemm_half_rows);
   const double elem = fp8 ? 1.0 : 2.0;
   const double bytes = elem * (m * k + k * n) + 2.0 * m * n;
   return overhead_s() + std::max(2 * m * n * k / (peak * eff), bytes / (p_.gpu.hbm_bw().per_s));

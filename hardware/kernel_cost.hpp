@@ -44,6 +44,11 @@ class KernelCost {
   double cpu_matmul_s(sim::Flops flops) const;
   double cpu_stream_s(sim::Bytes bytes) const;
   double overhead_s() const { return p_.efficiency.kernel_overhead_us * 1e-6; }
+  double eager_elementwise_factor() const { return p_.efficiency.eager_elementwise_factor; }
+  double float8_cast_bytes(bool compiled) const {
+    return compiled ? p_.efficiency.float8_cast_bytes_compiled
+                    : p_.efficiency.float8_cast_bytes_eager;
+  }
   int sm_count() const { return static_cast<int>(p_.gpu.sm_count); }
 
  private:

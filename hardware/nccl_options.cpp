@@ -35,6 +35,11 @@ const sim::Schema<NcclOptions>& nccl_options_schema() {
             "NCCL's CTAs for the node-local (NVLink) gather of dense weights [cal: 24]",
             [](auto& n) -> auto& { return n.default_ctas.nvlink_gather; })
         .integer(
+            "default_ctas.tp", "CTAs", 1, 64,
+            "NCCL's CTAs for tensor parallelism's activation all-gathers and reduce-scatters "
+            "inside a node [est: as the node-local gather, nvlink_gather]",
+            [](auto& n) -> auto& { return n.default_ctas.tp; })
+        .integer(
             "default_ctas.ep_all_to_all", "CTAs", 1, 64,
             "CTAs of the expert-parallel token all-to-all over NVLink [est]",
             [](auto& n) -> auto& { return n.default_ctas.ep_all_to_all; })

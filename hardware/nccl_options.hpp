@@ -16,6 +16,7 @@ struct DefaultCtas {
   std::int64_t nvlink_gather = 24;
   std::int64_t ep_all_to_all = 16;
   std::int64_t replica_all_reduce = 8;
+  std::int64_t tp = 24;  // tensor parallelism's all-gathers and reduce-scatters inside a node
 };
 
 struct NcclOptions {

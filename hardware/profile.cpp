@@ -25,6 +25,14 @@ sim::Schema<GpuSpec> gpu_schema() {
           "fp8_dense_TFLOPs", "TFLOPs", 1, 1e6, std::nullopt, "dense FP8 peak",
           [](auto& g) -> auto& { return g.fp8_dense_TFLOPs; })
       .real(
+          "tdp_W", "W", 0, 1e5, "board power at which the vendor's peaks hold (0: no power model)",
+          [](auto& g) -> auto& { return g.tdp_W; })
+      .real(
+          "power_limit_W", "W", 0, 1e5,
+          "board power limit (nvidia-smi -pl; 0: the TDP). Below the TDP, compute-bound "
+          "kernels run at (limit / TDP)^(1/3) of the peaks [est: dynamic power ∝ f·V², V ∝ f]",
+          [](auto& g) -> auto& { return g.power_limit_W; })
+      .real(
           "speed_spread", "", 0, 0.9, std::nullopt,
           "spread of compute speed between GPUs (power cap, clocks): GPU g runs at "
           "1 − spread·u_g of nominal, u_g uniform in [0, 1) from a hash of g",
@@ -245,6 +253,26 @@ void add_other_kernel_keys(sim::Schema<EfficiencySpec>& s) {
       .real(
           "kernel_overhead_us", "us", 0, 1e5, std::nullopt, "fixed cost per kernel",
           [](auto& e) -> auto& { return e.kernel_overhead_us; })
+      .real(
+          "gemm_fp8_peak_fraction", "", 0, 1, 0.0,
+          "large FP8 GEMMs (torch._scaled_mm) reach this fraction of FP8 peak (0: as bf16)",
+          [](auto& e) -> auto& { return e.gemm_fp8_peak_fraction; })
+      .real(
+          "gemm_fp8_half_rows", "rows", 0, 1e7, 0.0,
+          "an FP8 GEMM with this many rows reaches half of its fraction (0: as bf16)",
+          [](auto& e) -> auto& { return e.gemm_fp8_half_rows; })
+      .real(
+          "eager_elementwise_factor", "", 1, 100, std::nullopt,
+          "PyTorch eager (no torch.compile): elementwise time over the compiled block's",
+          [](auto& e) -> auto& { return e.eager_elementwise_factor; })
+      .real(
+          "float8_cast_bytes_compiled", "B", 0, 1e4, std::nullopt,
+          "Float8Linear's amax and casts under torch.compile: bytes per element of "
+          "T·(k + n) + n·k of a linear layer",
+          [](auto& e) -> auto& { return e.float8_cast_bytes_compiled; })
+      .real(
+          "float8_cast_bytes_eager", "B", 0, 1e4, std::nullopt, "the same in eager PyTorch",
+          [](auto& e) -> auto& { return e.float8_cast_bytes_eager; })
       .real(
           "cpu_gemm_fraction", "", 0.001, 1, std::nullopt,
           "fraction of host fp32 SGEMM rate reached by CPU Newton–Schulz",

@@ -3,6 +3,7 @@
 // run that measured it); JOB.md §2 is the source of the JUPITER profile.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -20,6 +21,8 @@ struct GpuSpec {
   double hbm_bw_GBps = 0;        // achieved, counting read + write
   double bf16_dense_TFLOPs = 0;  // vendor peak, dense
   double fp8_dense_TFLOPs = 0;
+  double tdp_W = 0;             // board power at which the peaks hold (0: no power model)
+  double power_limit_W = 0;     // a lower limit slows compute (clock_under_power_limit)
   double speed_spread = 0;      // GPU g computes at (1 − speed_spread·u_g) of nominal speed
   double cuda_context_GiB = 0;  // HBM the CUDA context and libraries take outside the allocator
   // cudaFree of cached segments (an allocator retry): per segment + per GiB released
@@ -28,7 +31,16 @@ struct GpuSpec {
   // The rates as typed quantities: the one place their GB/s and TFLOP/s become per-second.
   sim::BytesPerSec hbm_bw() const { return sim::GBps(hbm_bw_GBps); }
   sim::FlopsPerSec peak(bool fp8) const {
-    return sim::TFLOPs(fp8 ? fp8_dense_TFLOPs : bf16_dense_TFLOPs);
+    const double tflops = fp8 ? fp8_dense_TFLOPs : bf16_dense_TFLOPs;
+    const double f = clock_under_power_limit();
+    return sim::TFLOPs(f < 1 ? tflops * f : tflops);
+  }
+  // The SM clock's fraction under a power limit below the TDP: dynamic power ∝ f·V² with the
+  // voltage roughly proportional to the clock in the DVFS range, so P ∝ f³ and
+  // f = (limit / TDP)^(1/3) [est]; 1 without a limit. HBM bandwidth is not scaled.
+  double clock_under_power_limit() const {
+    if (tdp_W <= 0 || power_limit_W <= 0 || power_limit_W >= tdp_W) return 1;
+    return std::cbrt(power_limit_W / tdp_W);
   }
 };
 
@@ -115,7 +127,17 @@ struct EfficiencySpec {
   double attention_bwd_block_fraction = 0;
   double attention_fwd_qblock_us = 0;
   double attention_bwd_qblock_us = 0;
-  double kernel_overhead_us = 0;   // fixed cost per kernel (launch, tail)
+  double kernel_overhead_us = 0;  // fixed cost per kernel (launch, tail)
+  // FP8 GEMMs (torch._scaled_mm): their own peak fraction and half rows (0: bf16's).
+  double gemm_fp8_peak_fraction = 0;
+  double gemm_fp8_half_rows = 0;
+  // PyTorch's pointwise work without torch.compile: eager kernels take this many times the
+  // elementwise time of the compiled (fused) block, whose traffic step_costs.cpp counts.
+  double eager_elementwise_factor = 1;
+  // torchao Float8Linear's dynamic-scaling casts, HBM bytes (at a vectorized kernel's bandwidth)
+  // per element of T·(k + n) + n·k of a linear layer, compiled and eager.
+  double float8_cast_bytes_compiled = 0;
+  double float8_cast_bytes_eager = 0;
   double cpu_gemm_fraction = 0;    // CPU matmuls (Newton–Schulz) reach this of host fp32 peak
   double cpu_stream_fraction = 0;  // CPU optimizer loops reach this of host memory bandwidth
 };

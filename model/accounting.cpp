@@ -19,6 +19,10 @@ double expert_params(const ModelArch& m) {
   return 3.0 * static_cast<double>(m.hidden) * static_cast<double>(m.expert_hidden);
 }
 
+double ffn_params(const ModelArch& m) {
+  return 3.0 * static_cast<double>(m.hidden) * static_cast<double>(m.ffn_hidden);
+}
+
 ParamCounts count_params(const ModelArch& m) {
   ParamCounts c;
   const double h = static_cast<double>(m.hidden);
@@ -26,6 +30,7 @@ ParamCounts count_params(const ModelArch& m) {
     c.attention += attention_params(m.attention(l), m.hidden);
   c.router = static_cast<double>(m.layers) * h * static_cast<double>(m.experts);
   c.experts = static_cast<double>(m.layers * m.experts) * expert_params(m);
+  c.ffn = static_cast<double>(m.layers) * ffn_params(m);
   c.norms = static_cast<double>(2 * m.layers + 1) * h;
   c.embedding = static_cast<double>(m.vocab) * h;
   c.head = m.tied_embedding ? 0 : c.embedding;
@@ -62,8 +67,11 @@ StepFlops step_flops(const Job& job, const std::vector<Row>& rows) {
   for (std::int64_t l = 0; l < m.layers; ++l) {
     const auto& a = m.attention(l);
     add_matmul("attention_proj", 2 * tokens * attention_params(a, m.hidden), true);
-    add_matmul("router", 2 * tokens * h * static_cast<double>(m.experts), true);
-    add_matmul("experts", 2 * tokens * static_cast<double>(m.top_k) * expert_params(m), true);
+    if (m.moe()) {
+      add_matmul("router", 2 * tokens * h * static_cast<double>(m.experts), true);
+      add_matmul("experts", 2 * tokens * static_cast<double>(m.top_k) * expert_params(m), true);
+    }
+    if (m.ffn_hidden > 0) add_matmul("ffn", 2 * tokens * ffn_params(m), true);
     double pairs = 0;
     for (const auto& r : rows) pairs += row_pairs(r, a.window_tokens);
     const double fwd = 2 * pairs * static_cast<double>(a.q_heads * (a.qk_head_dim + a.v_head_dim));
@@ -83,20 +91,22 @@ double saved_bytes_per_token_layer(const ModelArch& m, std::int64_t layer, Check
   const double k = static_cast<double>(m.top_k), fe = static_cast<double>(m.expert_hidden);
   // Matmul outputs per token: the dense ones (aten.mm: q, k, v, o, router logits in fp32 ⇒ 2
   // bf16 units) and the experts' (grouped GEMMs or the MoE kernel's own: gate, up, down).
+  // A dense SwiGLU block adds gate and up (2F) and down (h) outputs, all aten.mm.
+  const double F = static_cast<double>(m.ffn_hidden);
   const double dense_mm =
       static_cast<double>(a.q_heads * a.qk_head_dim + a.kv_heads * a.qk_head_dim +
                           a.kv_heads * a.v_head_dim) +
-      h + 2.0 * static_cast<double>(m.experts);
+      h + 2.0 * static_cast<double>(m.experts) + (F > 0 ? 2 * F + h : 0.0);
   const double expert_mm = 2 * k * fe + k * h;
   const double attn_out = static_cast<double>(a.q_heads * a.v_head_dim + 2 * a.q_heads);  // + lse
   // selective, TorchTitan's per-op policy (torchtitan/distributed/activation_checkpoint.py): the
   // layer input, every second aten.mm output and the attention outputs with their log-sum-exp;
   // its save list has no grouped GEMM nor custom MoE kernel, so the experts' outputs are
-  // recomputed (step_costs.cpp). none: every matmul output and input, plus the SwiGLU product
+  // recomputed (step_costs.cpp). none: every matmul output and input, plus the SwiGLU products
   // [est].
   const double elems = mode == Checkpointing::selective
                            ? h + 0.5 * dense_mm + attn_out
-                           : 2 * (dense_mm + expert_mm) + attn_out + k * fe + 2 * h;
+                           : 2 * (dense_mm + expert_mm) + attn_out + k * fe + F + 2 * h;
   return elems * kBf16;
 }
 
@@ -127,10 +137,11 @@ RankMemory rank_memory(const Job& job) {
   r.states_on_host = job.training.cpu_offload;
   const double row_tokens = static_cast<double>(job.training.seq_len * job.training.rows_per_gpu);
   const std::int64_t off = offloaded_layers(job);
+  const double tp = static_cast<double>(job.parallel.tp);  // sequence parallelism shards them
   for (std::int64_t l = 0; l < m.layers; ++l) {
-    const double layer_out = row_tokens * static_cast<double>(m.hidden) * kBf16;
+    const double layer_out = row_tokens * static_cast<double>(m.hidden) * kBf16 / tp;
     const double saved =
-        row_tokens * saved_bytes_per_token_layer(m, l, job.training.activation_checkpointing);
+        row_tokens * saved_bytes_per_token_layer(m, l, job.training.activation_checkpointing) / tp;
     const bool offloaded = l < off;  // the first layers' outputs are offloaded
     r.activations_host += offloaded ? layer_out : 0;
     r.activations_hbm += saved - (offloaded ? layer_out : 0);

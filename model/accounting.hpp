@@ -20,10 +20,11 @@ struct ParamCounts {
   double attention = 0;  // q, k, v, o projections of every layer
   double router = 0;
   double experts = 0;  // routed experts, all layers
+  double ffn = 0;      // dense SwiGLU blocks, all layers
   double norms = 0;    // two RMSNorm weights per layer + the final norm
   double embedding = 0;
   double head = 0;  // LM head (0 when tied)
-  double total() const { return attention + router + experts + norms + embedding + head; }
+  double total() const { return attention + router + experts + ffn + norms + embedding + head; }
   double dense() const { return total() - experts; }  // FSDP-sharded over all ranks
 };
 
@@ -34,6 +35,8 @@ double active_params(const ModelArch& m);
 double attention_params(const AttentionKind& a, std::int64_t hidden);
 // Parameters of one expert (gate, up, down).
 double expert_params(const ModelArch& m);
+// Parameters of one layer's dense SwiGLU block (gate, up, down; 0 without one).
+double ffn_params(const ModelArch& m);
 
 // FLOPs of one op category over one step, summed over every rank.
 struct PhaseFlops {
@@ -42,7 +45,7 @@ struct PhaseFlops {
 };
 struct StepFlops {
   std::map<std::string, PhaseFlops> by_category;  // attention_proj, attention_core, router,
-                                                  // experts, head
+                                                  // experts (MoE), ffn (dense), head
   double total() const;
 };
 

@@ -14,31 +14,36 @@ std::int64_t ModelArch::rope_layers() const {
   return n;
 }
 
+// Full attention's keys are required; a sliding kind's may be left out when the pattern has no
+// 'S' (validate() checks the kinds the pattern uses).
 const sim::Schema<AttentionKind>& attention_schema(bool sliding) {
   static const auto make = [](bool swa) {
+    const auto req = [swa](std::int64_t v) {
+      return swa ? std::optional<std::int64_t>(v) : std::nullopt;
+    };
+    const double lo = swa ? 0 : 1;
     sim::Schema<AttentionKind> s;
     s.integer(
-         "q_heads", "", 1, 4096, std::nullopt, "query heads",
-         [](auto& a) -> auto& { return a.q_heads; })
+         "q_heads", "", lo, 4096, req(0), "query heads", [](auto& a) -> auto& { return a.q_heads; })
         .integer(
-            "kv_heads", "", 1, 4096, std::nullopt, "key/value heads (GQA groups)",
+            "kv_heads", "", lo, 4096, req(0), "key/value heads (GQA groups)",
             [](auto& a) -> auto& { return a.kv_heads; })
         .integer(
-            "qk_head_dim", "", 1, 4096, std::nullopt, "query/key head dimension",
+            "qk_head_dim", "", lo, 4096, req(0), "query/key head dimension",
             [](auto& a) -> auto& { return a.qk_head_dim; })
         .integer(
-            "v_head_dim", "", 1, 4096, std::nullopt, "value head dimension",
+            "v_head_dim", "", lo, 4096, req(0), "value head dimension",
             [](auto& a) -> auto& { return a.v_head_dim; })
         .integer(
-            "rope_dim", "", 0, 4096, std::nullopt,
+            "rope_dim", "", 0, 4096, req(0),
             "q/k dimensions carrying rotary embedding (RoPE cache width)",
             [](auto& a) -> auto& { return a.rope_dim; })
         .boolean(
-            "rope", std::nullopt, "whether layers of this kind apply RoPE",
-            [](auto& a) -> auto& { return a.rope; });
+            "rope", swa ? std::optional<bool>(false) : std::nullopt,
+            "whether layers of this kind apply RoPE", [](auto& a) -> auto& { return a.rope; });
     if (swa)
       s.integer(
-          "window_tokens", "tokens", 1, 1e9, std::nullopt,
+          "window_tokens", "tokens", 0, 1e9, std::optional<std::int64_t>(0),
           "sliding window: each query attends to at most this many keys (itself included)",
           [](auto& a) -> auto& { return a.window_tokens; });
     return s;
@@ -76,13 +81,17 @@ const sim::Schema<ModelArch>& model_schema() {
             "(\"SF\": layers 0,2,4… sliding, 1,3,5… full)",
             [](auto& m) -> auto& { return m.pattern; })
         .integer(
-            "experts", "", 1, 1 << 20, std::nullopt, "routed experts per layer",
+            "ffn_hidden", "", 0, 1 << 22,
+            "dense SwiGLU intermediate width of every layer (0: no dense feed-forward block)",
+            [](auto& m) -> auto& { return m.ffn_hidden; })
+        .integer(
+            "experts", "", 0, 1 << 20, "routed experts per layer (0: a dense model)",
             [](auto& m) -> auto& { return m.experts; })
         .integer(
-            "top_k", "", 1, 1024, std::nullopt, "experts chosen per token",
+            "top_k", "", 0, 1024, "experts chosen per token",
             [](auto& m) -> auto& { return m.top_k; })
         .integer(
-            "expert_hidden", "", 1, 1 << 20, std::nullopt,
+            "expert_hidden", "", 0, 1 << 20,
             "expert intermediate width (SwiGLU: three matrices per expert)",
             [](auto& m) -> auto& { return m.expert_hidden; })
         .integer(
@@ -101,10 +110,23 @@ void validate(const ModelArch& m) {
         fmt::format("\"{}\" must be a non-empty string of 'F' and 'S'", m.pattern));
   if (m.top_k > m.experts)
     throw sim::ParamError("top_k", fmt::format("top_k {} exceeds experts {}", m.top_k, m.experts));
-  for (const auto* k : {&m.full, &m.sliding})
+  if (m.moe() && (m.top_k < 1 || m.expert_hidden < 1))
+    throw sim::ParamError("top_k", "a MoE (experts > 0) needs top_k ≥ 1 and expert_hidden ≥ 1");
+  if (!m.moe() && m.ffn_hidden < 1)
+    throw sim::ParamError("ffn_hidden", "a dense model (experts 0) needs ffn_hidden ≥ 1");
+  const bool uses_sliding = m.pattern.find('S') != std::string::npos;
+  if (uses_sliding &&
+      (m.sliding.q_heads < 1 || m.sliding.kv_heads < 1 || m.sliding.qk_head_dim < 1 ||
+       m.sliding.v_head_dim < 1 || m.sliding.window_tokens < 1))
+    throw sim::ParamError("attention.sliding",
+                          "the pattern has 'S' layers: give the sliding kind's heads, head "
+                          "dimensions and window_tokens (each ≥ 1)");
+  for (const auto* k : {&m.full, &m.sliding}) {
+    if (k == &m.sliding && !uses_sliding) continue;
     if (k->q_heads % k->kv_heads != 0 || k->rope_dim > k->qk_head_dim)
       throw sim::ParamError(k == &m.full ? "attention.full" : "attention.sliding",
                             "q_heads must be a multiple of kv_heads and rope_dim ≤ qk_head_dim");
+  }
 }
 
 }  // namespace twin::model

@@ -1,6 +1,7 @@
 // The model architecture (the "what" of Calculon's application/execution/system split).
-// A MoE transformer: per layer attention (full or sliding-window, chosen by a cyclic pattern),
-// a router and routed SwiGLU experts. JOB.md §3.
+// A transformer: per layer attention (full or sliding-window, chosen by a cyclic pattern), then
+// a dense SwiGLU feed-forward block (ffn_hidden > 0: Llama 3), routed SwiGLU experts behind a
+// router (experts > 0: the EUROPA MoE of JOB.md §3), or both.
 #pragma once
 
 #include <cstdint>
@@ -32,13 +33,15 @@ struct ModelArch {
   AttentionKind sliding;
   // Layer i uses pattern[i % pattern.size()]: 'F' full attention, 'S' sliding window.
   std::string pattern;
-  std::int64_t experts = 0;  // routed experts per layer
+  std::int64_t ffn_hidden = 0;  // dense SwiGLU of every layer: gate, up (hidden→ffn), down; 0: none
+  std::int64_t experts = 0;     // routed experts per layer; 0: a dense model
   std::int64_t top_k = 0;
   std::int64_t expert_hidden = 0;  // SwiGLU: gate and up (hidden→expert_hidden), down (back)
   std::int64_t rope_caches = 0;    // distinct RoPE caches the implementation builds
 
   const AttentionKind& attention(std::int64_t layer) const;
   std::int64_t rope_layers() const;
+  bool moe() const { return experts > 0; }
 };
 
 const sim::Schema<ModelArch>& model_schema();

@@ -23,17 +23,23 @@ CommPlan plan_comms(const Job& job, const hardware::NcclOptions& nccl, int sm_co
   set(StepColl::dense_reduce, planned(Comm::dense, CollKind::reduce_scatter, d.dense));
   set(StepColl::nvlink_gather, planned(Comm::node, CollKind::all_gather, d.nvlink_gather,
                                        t.dense_reshard == DenseReshard::node_local));
-  set(StepColl::expert_gather, planned(Comm::expert, CollKind::all_gather, d.expert_allgather));
+  const bool moe = job.model.moe();  // a dense model runs no expert or EP collective
+  set(StepColl::expert_gather,
+      planned(Comm::expert, CollKind::all_gather, d.expert_allgather, moe));
   set(StepColl::expert_grad_reduce,
-      a2a_grads ? planned(Comm::expert, CollKind::all_to_all, d.grad_all_to_all)
-                : planned(Comm::expert, CollKind::reduce_scatter, d.expert_reduce_scatter));
-  set(StepColl::ep_all_to_all, planned(Comm::ep, CollKind::all_to_all, d.ep_all_to_all));
+      a2a_grads ? planned(Comm::expert, CollKind::all_to_all, d.grad_all_to_all, moe)
+                : planned(Comm::expert, CollKind::reduce_scatter, d.expert_reduce_scatter, moe));
+  set(StepColl::ep_all_to_all, planned(Comm::ep, CollKind::all_to_all, d.ep_all_to_all, moe));
   set(StepColl::replica_all_reduce,
       planned(Comm::replica, CollKind::all_reduce, d.replica_all_reduce, job.parallel.dp > 1));
-  set(StepColl::norm_all_reduce,
-      planned(Comm::dense, CollKind::all_reduce, d.dense, t.grad_norm == GradNorm::accumulated));
+  // The norm's scalar: accumulated during backward (rung 11a), or computed by a GPU optimizer.
+  set(StepColl::norm_all_reduce, planned(Comm::dense, CollKind::all_reduce, d.dense,
+                                         t.grad_norm == GradNorm::accumulated || !t.cpu_offload));
   set(StepColl::optimizer_all_to_all,
       planned(Comm::dense, CollKind::all_to_all, d.dense, t.optimizer == Optimizer::muon));
+  const bool tp = job.parallel.tp > 1;
+  set(StepColl::tp_all_gather, planned(Comm::tp, CollKind::all_gather, d.tp, tp));
+  set(StepColl::tp_reduce_scatter, planned(Comm::tp, CollKind::reduce_scatter, d.tp, tp));
   return p;
 }
 
@@ -58,9 +64,12 @@ ProcessGroups process_groups(const ParallelPlan& p, int ranks, int gpus_per_node
   auto add = [&g](Comm c) -> std::vector<int>& {
     return g.of[static_cast<std::size_t>(c)].emplace_back();
   };
+  const int tp = static_cast<int>(p.tp);
   for (int d = 0; d < dp; ++d) {
-    auto& dense = add(Comm::dense);
-    for (int j = 0; j < R; ++j) dense.push_back(d * R + j);
+    for (int i = 0; i < tp; ++i) {  // a dense shard group: the ranks of one TP index
+      auto& dense = add(Comm::dense);
+      for (int j = i; j < R; j += tp) dense.push_back(d * R + j);
+    }
     for (int b = 0; b < ep; ++b) {
       auto& expert = add(Comm::expert);
       for (int j = b; j < R; j += ep) expert.push_back(d * R + j);
@@ -77,6 +86,10 @@ ProcessGroups process_groups(const ParallelPlan& p, int ranks, int gpus_per_node
   for (int j = 0; j < R; ++j) {
     auto& rep = add(Comm::replica);
     for (int d = 0; d < dp; ++d) rep.push_back(d * R + j);
+  }
+  for (int r = 0; r < ranks; r += tp) {
+    auto& t = add(Comm::tp);
+    for (int j = 0; j < tp; ++j) t.push_back(r + j);
   }
   g.replicas_are_copies = copies > 1;
   return g;

@@ -18,7 +18,8 @@ namespace twin::model {
 // Communicators of a rank: FSDP over the replica's ranks (dense weights), FSDP over the ranks
 // holding the same expert block, EP inside a node's EP group, the node (node-local re-gather of
 // dense weights, rung 10), the replicas (HSDP all-reduce).
-enum class Comm : std::int32_t { dense, expert, ep, node, replica, count };
+// Tensor parallelism's group (tp consecutive ranks of a node) comes last.
+enum class Comm : std::int32_t { dense, expert, ep, node, replica, tp, count };
 
 // The collectives of the step, each on one communicator with one kind.
 enum class StepColl : std::int32_t {
@@ -31,6 +32,8 @@ enum class StepColl : std::int32_t {
   replica_all_reduce,    // HSDP: gradient shards across replicas
   norm_all_reduce,       // the accumulated gradient norm's scalar (rung 11a)
   optimizer_all_to_all,  // dense matrices to and from their Newton–Schulz owners (rung 4)
+  tp_all_gather,         // tensor parallelism: activations gathered over the sequence
+  tp_reduce_scatter,     // … and partial sums reduced and scattered back
   count
 };
 

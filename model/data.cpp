@@ -49,9 +49,14 @@ std::vector<Row> pack_rows(const std::vector<std::int64_t>& docs, std::int64_t s
   return out;
 }
 
+std::vector<Row> whole_rows(std::int64_t seq_len, std::int64_t rows) {
+  return std::vector<Row>(static_cast<std::size_t>(rows), Row{{seq_len}});
+}
+
 std::vector<Row> step_rows(const Job& job) {
   sim::Rng rng(static_cast<std::uint64_t>(job.data.seed));
-  const std::int64_t rows = job.parallel.total_gpus() * job.training.rows_per_gpu;
+  const std::int64_t rows = job.parallel.data_ranks() * job.training.rows_per_gpu;
+  if (!job.data.document_masking) return whole_rows(job.training.seq_len, rows);
   const auto docs = draw_documents(job.data, rows * job.training.seq_len, rng);
   return pack_rows(docs, job.training.seq_len, rows);
 }

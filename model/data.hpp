@@ -25,7 +25,12 @@ std::vector<std::int64_t> draw_documents(const DataOptions& data, std::int64_t t
 std::vector<Row> pack_rows(const std::vector<std::int64_t>& docs, std::int64_t seq_len,
                            std::int64_t rows);
 
-// The rows of one step: rows_per_gpu consecutive rows per rank, ranks in order.
+// `rows` rows of one segment each: attention causal over the whole row (no document mask, as
+// TorchTitan's Llama 3 with SDPA's is_causal).
+std::vector<Row> whole_rows(std::int64_t seq_len, std::int64_t rows);
+
+// The rows of one step: rows_per_gpu consecutive rows per data-parallel rank, in order (data.
+// document_masking false: whole rows).
 std::vector<Row> step_rows(const Job& job);
 
 // Query–key pairs computed by causal attention over one segment of n tokens when each query sees

@@ -32,11 +32,16 @@ std::vector<double> shard_tensors(const Job& job) {
     t.push_back(dim0(static_cast<double>(a.kv_heads * a.qk_head_dim), h));
     t.push_back(dim0(static_cast<double>(a.kv_heads * a.v_head_dim), h));
     t.push_back(dim0(h, static_cast<double>(a.q_heads * a.v_head_dim)));
-    t.push_back(dim0(static_cast<double>(m.experts), h));  // router
+    if (m.moe()) t.push_back(dim0(static_cast<double>(m.experts), h));  // router
     t.push_back(dim0(h, 1));
     t.push_back(dim0(h, 1));
-    for (int k = 0; k < 3; ++k)
-      t.push_back(std::ceil(e_gpu / expert_pg) * f * h);  // gate, up, down
+    if (m.moe())
+      for (int k = 0; k < 3; ++k)
+        t.push_back(std::ceil(e_gpu / expert_pg) * f * h);  // gate, up, down
+    if (m.ffn_hidden > 0) {  // dense SwiGLU: gate and up [F, h], down [h, F]
+      const double F = static_cast<double>(m.ffn_hidden);
+      t.push_back(dim0(F, h)), t.push_back(dim0(F, h)), t.push_back(dim0(h, F));
+    }
   }
   return t;
 }

@@ -17,7 +17,13 @@ const sim::Schema<ParallelPlan>& parallel_schema() {
             [](auto& p) -> auto& { return p.ep; })
         .integer(
             "dp", "", 1, 100000, "data-parallel replicas (HSDP); total GPUs = replica_gpus × dp",
-            [](auto& p) -> auto& { return p.dp; });
+            [](auto& p) -> auto& { return p.dp; })
+        .integer(
+            "tp", "GPUs", 1, 64,
+            "tensor parallelism with sequence parallelism inside a node: tp GPUs share each "
+            "layer's heads and FFN width and the same rows; dense weights are FSDP-sharded over "
+            "replica_gpus / tp ranks (dense models only)",
+            [](auto& p) -> auto& { return p.tp; });
     return s;
   }();
   return s;
@@ -31,7 +37,9 @@ void add_step_keys(sim::Schema<TrainingOptions>& s) {
        "seq_len", "tokens", 1, 1 << 24, "tokens per sequence (row)",
        [](auto& t) -> auto& { return t.seq_len; })
       .integer(
-          "rows_per_gpu", "rows", 1, 4096, "sequences per GPU per step",
+          "rows_per_gpu", "rows", 1, 4096,
+          "sequences per data-parallel rank per step (TorchTitan's local_batch_size: per GPU, "
+          "or per tensor-parallel group)",
           [](auto& t) -> auto& { return t.rows_per_gpu; })
       .enumeration(
           "activation_checkpointing", sim::names(kCheckpointingNames),
@@ -69,6 +77,37 @@ void add_step_keys(sim::Schema<TrainingOptions>& s) {
 }
 
 // The MoE kernels, routing and the collectives' forms (rungs 5-11a).
+// TorchTitan's switches for dense models: [compile], [float8], async TP (JOB.md names none of
+// them for EUROPA; their defaults keep the EUROPA job as modelled).
+void add_torchtitan_keys(sim::Schema<TrainingOptions>& s) {
+  s.boolean(
+       "compile",
+       "torch.compile of each block: pointwise work fused (the elementwise traffic "
+       "step_costs.cpp counts); false: eager PyTorch, efficiency.eager_elementwise_factor times "
+       "the elementwise time",
+       [](auto& t) -> auto& { return t.compile; })
+      .boolean(
+          "float8",
+          "torchao Float8Linear: the dense linear layers (not the LM head, router or experts) as "
+          "FP8 GEMMs with dynamic tensorwise scaling, plus their amax and cast passes",
+          [](auto& t) -> auto& { return t.float8; })
+      .boolean(
+          "float8_all_gather",
+          "with float8: FSDP2 all-gathers those weights in FP8 (enable_fsdp_float8_all_gather)",
+          [](auto& t) -> auto& { return t.float8_all_gather; })
+      .boolean(
+          "float8_precompute_scale",
+          "with FP8 all-gather: the weights' scales come from one amax pass and all-reduce after "
+          "the optimizer (precompute_float8_dynamic_scale_for_fsdp) instead of one all-reduce per "
+          "weight in each gather",
+          [](auto& t) -> auto& { return t.float8_precompute_scale; })
+      .boolean(
+          "async_tp",
+          "TorchTitan's async tensor parallelism: each all-gather and reduce-scatter is cut into "
+          "tp chunks that overlap the GEMM consuming or producing them; one chunk stays exposed",
+          [](auto& t) -> auto& { return t.async_tp; });
+}
+
 void add_kernel_and_comm_keys(sim::Schema<TrainingOptions>& s) {
   s.enumeration(
        "moe_kernel", sim::names(kMoeKernelNames),
@@ -188,6 +227,7 @@ const sim::Schema<TrainingOptions>& training_schema() {
     add_step_keys(s);
     add_kernel_and_comm_keys(s);
     add_memory_keys(s);
+    add_torchtitan_keys(s);
     return s;
   }();
   return s;
@@ -216,11 +256,41 @@ const sim::Schema<DataOptions>& data_schema() {
             "balance_attention",
             "sort packed rows into narrow attention-cost bands so a step's rows cost the "
             "same (rung 6)",
-            [](auto& d) -> auto& { return d.balance_attention; });
+            [](auto& d) -> auto& { return d.balance_attention; })
+        .boolean(
+            "document_masking",
+            "attention is causal within each packed document (false: causal over the whole "
+            "row, as TorchTitan's Llama 3 with SDPA)",
+            [](auto& d) -> auto& { return d.document_masking; });
     return s;
   }();
   return s;
 }
+
+namespace {
+void validate_tp(const Job& job, std::int64_t gpus_per_node) {
+  const auto& p = job.parallel;
+  const auto& m = job.model;
+  if (p.tp == 1) return;
+  if (m.moe())
+    throw sim::ParamError("parallel.tp",
+                          "tensor parallelism is modelled for dense models only "
+                          "(experts 0); a MoE uses ep");
+  if (gpus_per_node % p.tp != 0)
+    throw sim::ParamError("parallel.tp",
+                          fmt::format("tp ({}) must divide the GPUs of a node ({}): tensor "
+                                      "parallelism stays inside a node",
+                                      p.tp, gpus_per_node));
+  const auto& a = m.full;
+  if (a.q_heads % p.tp != 0 || a.kv_heads % p.tp != 0 || m.ffn_hidden % p.tp != 0 ||
+      m.vocab % p.tp != 0)
+    throw sim::ParamError(
+        "parallel.tp",
+        fmt::format("tp ({}) must divide the query heads ({}), KV heads ({}), ffn_hidden ({}) and "
+                    "vocab ({})",
+                    p.tp, a.q_heads, a.kv_heads, m.ffn_hidden, m.vocab));
+}
+}  // namespace
 
 void validate(const Job& job, std::int64_t gpus_per_node) {
   const auto& p = job.parallel;
@@ -233,6 +303,11 @@ void validate(const Job& job, std::int64_t gpus_per_node) {
     throw sim::ParamError("parallel.ep", fmt::format("ep ({}) must divide the GPUs of a node ({}): "
                                                      "expert parallelism stays inside a node",
                                                      p.ep, gpus_per_node));
+  if (job.training.optimizer == Optimizer::muon && !job.training.cpu_offload)
+    throw sim::ParamError("training.optimizer", "training.cpu_offload",
+                          "Muon is modelled on the host only (JOB.md §6.3-6.4): with "
+                          "cpu_offload false choose adamw");
+  validate_tp(job, gpus_per_node);
   if (p.replica_gpus % gpus_per_node != 0)
     throw sim::ParamError(
         "parallel.replica_gpus",

@@ -66,14 +66,19 @@ struct ParallelPlan {
   std::int64_t replica_gpus = 0;  // GPUs of one replica = the FSDP shard group of dense weights
   std::int64_t ep = 4;            // expert parallelism inside a node
   std::int64_t dp = 1;            // data-parallel replicas (HSDP); total GPUs = replica_gpus × dp
+  // Tensor parallelism with sequence parallelism inside a node (Megatron-style, as TorchTitan's
+  // 2D plan): tp consecutive GPUs share every layer's heads and FFN width and the same rows.
+  std::int64_t tp = 1;
   std::int64_t total_gpus() const { return replica_gpus * dp; }
+  std::int64_t data_ranks() const { return total_gpus() / tp; }  // ranks with their own rows
+  std::int64_t fsdp_gpus() const { return replica_gpus / tp; }   // a dense weight's shard group
   // Expert weights of one EP rank's block are sharded over the ranks holding the same block.
   std::int64_t expert_shard_gpus() const { return replica_gpus / ep; }
 };
 
 struct TrainingOptions {
   std::int64_t seq_len = 65536;   // tokens per row (sequence)
-  std::int64_t rows_per_gpu = 1;  // sequences per GPU per step
+  std::int64_t rows_per_gpu = 1;  // sequences per data-parallel rank (per GPU when tp = 1)
   Checkpointing activation_checkpointing = Checkpointing::full;
   double offload_fraction = 0.86;  // share of layers whose checkpointed output goes to host
   Optimizer optimizer = Optimizer::muon;
@@ -84,8 +89,13 @@ struct TrainingOptions {
   MoeKernel moe_kernel = MoeKernel::sonicmoe;
   TileScheduler moe_tile_scheduler = TileScheduler::dynamic;  // rung 5
   Elementwise elementwise = Elementwise::eager;               // step_costs.hpp
-  ExpertRows expert_rows = ExpertRows::spread;                // hardware/kernel_cost.hpp
-  ExpertRouting routing = ExpertRouting::group_limited;       // rung 7
+  bool compile = true;  // torch.compile per block: fused pointwise work (false: eager PyTorch)
+  bool float8 = false;  // torchao Float8Linear: dense linear layers in FP8, dynamic scaling
+  bool float8_all_gather = false;        // FSDP2 gathers those weights in FP8
+  bool float8_precompute_scale = false;  // their scales from one amax pass after the optimizer
+  bool async_tp = false;                 // TorchTitan's async TP: collectives overlap GEMMs
+  ExpertRows expert_rows = ExpertRows::spread;           // hardware/kernel_cost.hpp
+  ExpertRouting routing = ExpertRouting::group_limited;  // rung 7
   double routing_imbalance_cv = 0.15;                    // topk: spread of an EP rank's token share
   GatherDtype expert_gather_dtype = GatherDtype::fp8;    // rung 8
   GradReduce grad_reduce = GradReduce::bf16_all_to_all;  // rung 9
@@ -112,6 +122,7 @@ struct DataOptions {
   double doc_length_sigma = 1.6;
   std::int64_t seed = 1;
   bool balance_attention = true;          // sort rows into attention-cost bands (rung 6)
+  bool document_masking = true;           // attention within documents (false: whole rows)
   std::vector<std::int64_t> doc_lengths;  // filled by the loader from doc_lengths_file
 };
 
@@ -121,7 +132,7 @@ struct Job {
   TrainingOptions training;
   DataOptions data;
   std::int64_t tokens_per_step() const {
-    return parallel.total_gpus() * training.rows_per_gpu * training.seq_len;
+    return parallel.data_ranks() * training.rows_per_gpu * training.seq_len;
   }
 };
 

@@ -31,10 +31,13 @@ struct StepBuilder::BackwardState {
 // LM head: gathered while the last layer runs forward, forward + loss + backward, reduced.
 StepBuilder::PerRank StepBuilder::backward_head(const PerRank& last_fwd_end, BackwardState& st) {
   const auto& m = job_.model;
-  const double h = static_cast<double>(m.hidden), V = static_cast<double>(m.vocab);
+  const double h = static_cast<double>(m.hidden), V = vocab_shard();
   const auto L = static_cast<std::int32_t>(m.layers);
   auto head_ag = collective(StepColl::dense_gather, V * h * 2, "head_gather", L);
   after_all(head_ag, last_fwd_end);
+  // Tensor parallelism: the output layer is column-parallel over the vocabulary (loss
+  // parallel), its input gathered over the sequence and its input gradient reduce-scattered.
+  tp_activations(StepColl::tp_all_gather, "head_all_gather", L);
   std::vector<std::size_t> head_grad(static_cast<std::size_t>(ranks_));
   for (std::int64_t r = 0; r < ranks_; ++r) {
     const double T = work_[r].tokens;
@@ -59,6 +62,7 @@ StepBuilder::PerRank StepBuilder::backward_head(const PerRank& last_fwd_end, Bac
     head_grad[static_cast<std::size_t>(r)] =
         mem_.alloc(r, "head_grad", kPoolCompute, V * h * (kBf16 + kFp32), hb, BufferLog::kEnd);
   }
+  tp_activations(StepColl::tp_reduce_scatter, "head_reduce_scatter", L);
   const PerRank issue = marker(kCompute, "backward_start", L);
   st.prev_reduce = collective(StepColl::dense_reduce, V * h * 4, "head_grad_reduce_scatter", L);
   after_all(st.prev_reduce, issue);
@@ -109,7 +113,7 @@ void StepBuilder::layer_boundary_buffers(std::int32_t i, const Fetch& cur, const
     unshard(r, b.expert_flat, b.expert_weights, *cur.expert[ri], *begin[ri], *boundary[ri]);
     if (b.dense_local > 0) mem_.free(r, local_shard_[k], *cur.dense[ri], BufferLog::kEnd);
     const double pass =
-        (t.activation_checkpointing == Checkpointing::none ? 0 : b.attention + b.moe) + b.moe_grad;
+        (t.activation_checkpointing == Checkpointing::none ? 0 : b.attention + b.ffn) + b.ffn_grad;
     mem_.free(r,
               mem_.alloc(r, "recompute_and_grad_workspace", kPoolCompute, pass, *begin[ri],
                          BufferLog::kEnd),
@@ -132,7 +136,7 @@ void StepBuilder::layer_boundary_buffers(std::int32_t i, const Fetch& cur, const
 // reduced shard's way home.
 void StepBuilder::reduce_layer_grads(std::int32_t i, const PerRank& boundary, BackwardState& st) {
   const auto& t = job_.training;
-  const double R = static_cast<double>(job_.parallel.replica_gpus);
+  const double R = static_cast<double>(job_.parallel.fsdp_gpus());
   const double expert_pg = R / static_cast<double>(job_.parallel.ep);
   const auto comm = layer_comm(job_, i);
   auto rsd = collective(StepColl::dense_reduce, comm.dense_reduce, "dense_grad_reduce_scatter", i);
@@ -193,7 +197,7 @@ void StepBuilder::reduce_layer_grads(std::int32_t i, const PerRank& boundary, Ba
 // FSDP re-gathers the embedding for its backward; on the dense PG it queues behind layer 1's
 // reduce-scatter (JOB.md §6.11b).
 void StepBuilder::embedding_regather(const PerRank& boundary) {
-  const double vh = static_cast<double>(job_.model.vocab) * static_cast<double>(job_.model.hidden);
+  const double vh = vocab_shard() * static_cast<double>(job_.model.hidden);
   auto emb = collective(StepColl::dense_gather, vh * 2, "embedding_regather", -1);
   after_all(emb, boundary);
   auto wait = marker(kCompute, "embedding_weight_ready", -1);
@@ -203,9 +207,9 @@ void StepBuilder::embedding_regather(const PerRank& boundary) {
 // Embedding gradient (a scatter-add from the token ids), reduced and sent home; the end of
 // backward frees what was kept to it.
 void StepBuilder::backward_embedding(BackwardState& st, PerRank& grads_home) {
-  const double h = static_cast<double>(job_.model.hidden),
-               V = static_cast<double>(job_.model.vocab);
-  const double R = static_cast<double>(job_.parallel.replica_gpus);
+  const double h = static_cast<double>(job_.model.hidden), V = vocab_shard();
+  const double R = static_cast<double>(job_.parallel.fsdp_gpus());
+  tp_activations(StepColl::tp_all_gather, "embedding_all_gather_bwd", -1);
   for (std::int64_t r = 0; r < ranks_; ++r) {
     const double eb = 4 * work_[r].tokens * h;
     note(r,

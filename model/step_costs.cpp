@@ -26,6 +26,8 @@ constexpr const char* kNames[] = {"expert_gemm",
                                   "replica_all_reduce",
                                   "grad_norm_all_reduce",
                                   "optimizer_all_to_all",
+                                  "tp_all_gather",
+                                  "tp_reduce_scatter",
                                   "copy_d2h",
                                   "copy_h2d",
                                   "cpu_optimizer",
@@ -54,7 +56,10 @@ const char* category_name(std::int32_t c) {
   return c >= 0 && c < kCategoryCount ? kNames[c] : "?";
 }
 bool is_collective(std::int32_t c) {
-  return c >= kCollDenseGather && c <= kCollOptimizerAllToAll;
+  return c >= kCollDenseGather && c <= kCollTpReduceScatter;
+}
+bool is_layer_collective(std::int32_t c) {
+  return c == kCollEpAllToAll || c == kCollTpAllGather || c == kCollTpReduceScatter;
 }
 bool is_gpu_compute(std::int32_t c) {
   return (c >= kExpertGemm && c <= kOptimizerGpu) || c == kFused;
@@ -68,7 +73,7 @@ struct LayerKernels {
   const hardware::KernelCost& cost;
   const RankWorkload& w;
   const AttentionKind& a;
-  double T, h, k, f, e_gpu, pairs, per_expert;
+  double T, h, k, f, F, tp, e_gpu, pairs, per_expert;
   int sliding, sms;
   double flops_per_pair;
   bool sonic;
@@ -84,12 +89,15 @@ struct LayerKernels {
         h(static_cast<double>(j.model.hidden)),
         k(static_cast<double>(j.model.top_k)),
         f(static_cast<double>(j.model.expert_hidden)),
+        F(static_cast<double>(j.model.ffn_hidden)),
+        tp(static_cast<double>(j.parallel.tp)),
         e_gpu(static_cast<double>(j.model.experts / j.parallel.ep)),
-        pairs(rw.expert_pairs[static_cast<std::size_t>(layer)]),
-        per_expert(pairs / e_gpu),
+        pairs(j.model.moe() ? rw.expert_pairs[static_cast<std::size_t>(layer)] : 0),
+        per_expert(j.model.moe() ? pairs / e_gpu : 0),
         sliding(a.window_tokens > 0 ? 1 : 0),
         sms(c.sm_count()),
-        flops_per_pair(2 * static_cast<double>(a.q_heads * (a.qk_head_dim + a.v_head_dim))),
+        // A tensor-parallel rank runs 1/tp of the heads.
+        flops_per_pair(2 * static_cast<double>(a.q_heads * (a.qk_head_dim + a.v_head_dim)) / tp),
         // Expert GEMMs: SonicMoE runs each projection as one persistent grouped GEMM over the
         // GPU's experts (SwiGLU fused in the epilogue); a plain implementation loops over experts
         // with one grid kernel each, plus a separate SwiGLU pass.
@@ -116,9 +124,40 @@ struct LayerKernels {
     return Op{name, kOtherGemm, grid_work(cost.gemm_s(rows, n, kk), gemm_shape(sms, rows, n)), 0,
               gemm_launch(rows, n, kk)};
   }
+  // A dense linear layer: in FP8 under training.float8 (torchao's Float8Linear: its casts are
+  // float8_casts()).
+  Op linear(const char* name, double rows, double n, double kk) const {
+    if (!job.training.float8) return gemm(name, rows, n, kk);
+    return Op{name, kOtherGemm,
+              grid_work(cost.gemm_s(rows, n, kk, true), hardware::gemm_fp8_shape(sms, rows, n)), 0,
+              gemm_launch(rows, n, kk)};
+  }
+  // The layer's elementwise work; eager PyTorch (training.compile false) runs it as more,
+  // unfused kernels that move more bytes (efficiency.eager_elementwise_factor, measured).
   Op ew(const char* name, Family fam, double bytes) const {
-    return Op{name, kElementwise, elementwise_op(job, cost, fam, bytes), 0,
-              elementwise_launch(bytes)};
+    const double b = job.training.compile ? bytes : bytes * cost.eager_elementwise_factor();
+    return Op{name, kElementwise, elementwise_op(job, cost, fam, b), 0, elementwise_launch(b)};
+  }
+  // Float8Linear's dynamic scaling of linear layers of input width k and output width n (pairs
+  // {k, n}): amax and cast of each GEMM operand, in forward (input, weight) and backward (output
+  // gradient, and the transposed operands of the weight gradient), a measured number of bytes per
+  // element of T·(k + n) + n·k [meas: efficiency.float8_cast_bytes_*]; a third in forward, the rest
+  // in backward [est: one GEMM of three]. With FP8 all-gather the weights arrive cast.
+  Op float8_casts(const char* name, std::initializer_list<std::pair<double, double>> kn,
+                  bool backward) const {
+    const auto& t = job.training;
+    double elems = 0;
+    for (const auto& [kk, n] : kn)
+      elems += T * (kk + n) + (t.float8_all_gather && !backward ? 0.0 : n * kk);
+    const double b = (backward ? 2.0 / 3 : 1.0 / 3) * elems * cost.float8_cast_bytes(t.compile);
+    return Op{name, kElementwise, elementwise_op(job, cost, Family::ew_fp8_quant, b), 0,
+              elementwise_launch(b)};
+  }
+  // Tensor parallelism's collectives of the layer's activations (T·h gathered or reduce-scattered
+  // over the TP group), on the compute stream's path: bf16, or FP8 where torchao's float8 TP
+  // plan casts the input before gathering it (Float8ColwiseParallel, forward only).
+  Op tp_coll(const char* name, Category c, bool fp8 = false) const {
+    return Op{name, c, {}, T * h * (fp8 ? 1.0 : kBf16)};
   }
   // Attention FLOPs count causal pairs; the weighted pairs also charge short documents (and
   // narrow windows) for the tiles they fill poorly (workload.hpp). A block-sparse kernel
@@ -139,15 +178,24 @@ struct LayerKernels {
     return Op{name, kAttention, grid_work(alone, attention_shape(sms, backward)), 0, l};
   }
   Op a2a(const char* name) const { return Op{name, kCollEpAllToAll, {}, T * k * h * 2}; }
+  // Tensor-parallel linear widths: this rank's share of the projections and of the FFN.
+  double qkv_out() const {
+    return static_cast<double>(a.q_heads * a.qk_head_dim +
+                               a.kv_heads * (a.qk_head_dim + a.v_head_dim)) /
+           tp;
+  }
+  double o_in() const { return static_cast<double>(a.q_heads * a.v_head_dim) / tp; }
+  double ffn() const { return F / tp; }
   static Op times(Op op, const char* name, double r) {
     op.name = name;
     op.work = scaled(op.work, r);
     op.launch.repeat *= r;
     return op;
   }
-  // Elementwise traffic [est]: norm + RoPE + residual ≈ 6 passes over T·h bf16; router softmax
-  // and top-k over T·E fp32 (3 passes); permute and unpermute copy T·k·h bf16 (read + write).
-  double norms() const { return 6 * T * h * 2; }
+  // Elementwise traffic [est]: norm + RoPE + residual ≈ 6 passes over T·h bf16 (sequence-
+  // sharded under tensor parallelism); router softmax and top-k over T·E fp32 (3 passes);
+  // permute and unpermute copy T·k·h bf16 (read + write).
+  double norms() const { return 6 * T * h * 2 / tp; }
   double route_ew() const { return 3 * T * static_cast<double>(job.model.experts) * 4; }
   double permute() const { return 2 * T * k * h * 2; }
   // Combining the k expert outputs of each token (and, in backward, summing the gradients of a
@@ -157,16 +205,27 @@ struct LayerKernels {
   Family combine() const { return sonic ? Family::ew_gather : Family::ew_scatter_add; }
 };
 
-std::vector<Op> forward_ops(const LayerKernels& x, const Op& up, const Op& down) {
-  std::vector<Op> fw;
-  fw.reserve(12);
-  fw.push_back(x.ew("attn_norm_rope", Family::ew_norm, x.norms()));
-  fw.push_back(x.gemm("qkv_proj", x.T,
-                      static_cast<double>(x.a.q_heads * x.a.qk_head_dim +
-                                          x.a.kv_heads * (x.a.qk_head_dim + x.a.v_head_dim)),
-                      x.h));
+// Attention: the pre-attention norm with RoPE (and the residual adds and the FFN norm: norms()),
+// the projections and the attention kernel.
+// Under tensor parallelism (sequence-parallel) the normed input is all-gathered before the
+// projections and o_proj's partial sums are reduce-scattered after them.
+std::vector<Op> attention_forward(const LayerKernels& x) {
+  const bool tp = x.tp > 1, fp8 = x.job.training.float8;
+  std::vector<Op> fw{x.ew("attn_norm_rope", Family::ew_norm, x.norms())};
+  if (fp8)
+    fw.push_back(x.float8_casts("attn_fp8_casts", {{x.h, x.qkv_out()}, {x.o_in(), x.h}}, false));
+  if (tp) fw.push_back(x.tp_coll("attn_all_gather", kCollTpAllGather, fp8));
+  fw.push_back(x.linear("qkv_proj", x.T, x.qkv_out(), x.h));
   fw.push_back(x.attention("attention_fwd", false));
-  fw.push_back(x.gemm("o_proj", x.T, x.h, static_cast<double>(x.a.q_heads * x.a.v_head_dim)));
+  fw.push_back(x.linear("o_proj", x.T, x.h, x.o_in()));
+  if (tp) fw.push_back(x.tp_coll("attn_reduce_scatter", kCollTpReduceScatter));
+  return fw;
+}
+
+// Routed experts: router, permutation, EP dispatch, expert GEMMs, combine.
+std::vector<Op> moe_forward(const LayerKernels& x, const Op& up, const Op& down) {
+  std::vector<Op> fw;
+  fw.reserve(8);
   fw.push_back(x.gemm("router", x.T, static_cast<double>(x.job.model.experts), x.h));
   fw.push_back(x.ew("route_permute", Family::ew_gather, x.route_ew() + x.permute()));
   fw.push_back(x.a2a("dispatch"));
@@ -178,27 +237,42 @@ std::vector<Op> forward_ops(const LayerKernels& x, const Op& up, const Op& down)
   return fw;
 }
 
+// The dense SwiGLU block (Llama): gate and up as one GEMM, the SwiGLU pass (reads gate and up,
+// writes their product), down.
+std::vector<Op> ffn_forward(const LayerKernels& x) {
+  const bool tp = x.tp > 1;
+  std::vector<Op> fw;
+  const bool fp8 = x.job.training.float8;
+  if (fp8)
+    fw.push_back(x.float8_casts("ffn_fp8_casts", {{x.h, 2 * x.ffn()}, {x.ffn(), x.h}}, false));
+  if (tp) fw.push_back(x.tp_coll("ffn_all_gather", kCollTpAllGather, fp8));
+  fw.push_back(x.linear("ffn_gate_up", x.T, 2 * x.ffn(), x.h));
+  fw.push_back(x.ew("ffn_swiglu", Family::ew_swiglu, x.T * 3 * x.ffn() * 2));
+  fw.push_back(x.linear("ffn_down", x.T, x.h, x.ffn()));
+  if (tp) fw.push_back(x.tp_coll("ffn_reduce_scatter", kCollTpReduceScatter));
+  return fw;
+}
+
 // Recompute: full re-runs the forward; selective, TorchTitan's per-op policy (accounting.cpp),
-// saves the attention outputs and every second aten.mm output, so it re-runs half of the dense
-// matmul work and everything else: the expert GEMMs (not on its save list), the elementwise
-// work and the EP all-to-alls (functional collectives, not saved either).
+// saves the attention outputs, every second aten.mm output and the reduce-scatters' outputs, so
+// it re-runs half of the dense matmul work and everything else: the expert GEMMs (not on its
+// save list), the elementwise work, the EP all-to-alls and TP all-gathers (functional
+// collectives, not saved either).
 std::vector<Op> recompute_ops(Checkpointing mode, const std::vector<Op>& fw) {
   if (mode == Checkpointing::full) return fw;
   std::vector<Op> out;
   if (mode == Checkpointing::selective)
     for (const auto& op : fw) {
-      if (op.category == kAttention) continue;
+      if (op.category == kAttention || op.category == kCollTpReduceScatter) continue;
       out.push_back(op.category == kOtherGemm ? LayerKernels::times(op, op.name, 0.5) : op);
     }
   return out;
 }
 
 // Backward: matmuls 2× (input and weight gradients), attention with its backward efficiency,
-// elementwise passes 2×; EP all-to-alls mirror the forward ones.
-std::vector<Op> backward_ops(const LayerKernels& x, const std::vector<Op>& fw, const Op& up,
-                             const Op& down) {
-  std::vector<Op> bw;
-  bw.reserve(12);
+// elementwise passes 2×; EP all-to-alls mirror the forward ones. Blocks run in reverse order.
+void moe_backward(const LayerKernels& x, const Op& router, const Op& up, const Op& down,
+                  std::vector<Op>& bw) {
   bw.push_back(x.ew("unpermute_bwd", Family::ew_gather, 2 * x.permute()));
   bw.push_back(x.a2a("combine_bwd"));
   bw.push_back(LayerKernels::times(down, "expert_down_bwd", 2));
@@ -206,12 +280,33 @@ std::vector<Op> backward_ops(const LayerKernels& x, const std::vector<Op>& fw, c
   bw.push_back(LayerKernels::times(up, "expert_up_bwd", 2));
   bw.push_back(x.a2a("dispatch_bwd"));
   bw.push_back(x.ew("route_bwd", x.combine(), 2 * (x.route_ew() + x.permute())));
-  bw.push_back(LayerKernels::times(fw[4], "router_bwd", 2));
-  bw.push_back(LayerKernels::times(fw[3], "o_proj_bwd", 2));
+  bw.push_back(LayerKernels::times(router, "router_bwd", 2));
+}
+
+// Under tensor parallelism a forward all-gather's gradient is a reduce-scatter and a forward
+// reduce-scatter's an all-gather.
+void ffn_backward(const LayerKernels& x, std::vector<Op>& bw) {
+  const bool tp = x.tp > 1;
+  if (x.job.training.float8)
+    bw.push_back(x.float8_casts("ffn_fp8_casts_bwd", {{x.h, 2 * x.ffn()}, {x.ffn(), x.h}}, true));
+  if (tp) bw.push_back(x.tp_coll("ffn_all_gather_bwd", kCollTpAllGather));
+  bw.push_back(LayerKernels::times(x.linear("ffn_down", x.T, x.h, x.ffn()), "ffn_down_bwd", 2));
+  bw.push_back(x.ew("ffn_swiglu_bwd", Family::ew_swiglu_bwd, 2 * x.T * 3 * x.ffn() * 2));
+  bw.push_back(
+      LayerKernels::times(x.linear("ffn_gate_up", x.T, 2 * x.ffn(), x.h), "ffn_gate_up_bwd", 2));
+  if (tp) bw.push_back(x.tp_coll("ffn_reduce_scatter_bwd", kCollTpReduceScatter));
+}
+
+void attention_backward(const LayerKernels& x, std::vector<Op>& bw) {
+  const bool tp = x.tp > 1;
+  if (x.job.training.float8)
+    bw.push_back(x.float8_casts("attn_fp8_casts_bwd", {{x.h, x.qkv_out()}, {x.o_in(), x.h}}, true));
+  if (tp) bw.push_back(x.tp_coll("attn_all_gather_bwd", kCollTpAllGather));
+  bw.push_back(LayerKernels::times(x.linear("o_proj", x.T, x.h, x.o_in()), "o_proj_bwd", 2));
   bw.push_back(x.attention("attention_bwd", true));
-  bw.push_back(LayerKernels::times(fw[1], "qkv_bwd", 2));
+  bw.push_back(LayerKernels::times(x.linear("qkv_proj", x.T, x.qkv_out(), x.h), "qkv_bwd", 2));
+  if (tp) bw.push_back(x.tp_coll("attn_reduce_scatter_bwd", kCollTpReduceScatter));
   bw.push_back(x.ew("attn_norm_rope_bwd", Family::ew_norm_bwd, 2 * x.norms()));
-  return bw;
 }
 
 }  // namespace
@@ -219,21 +314,36 @@ std::vector<Op> backward_ops(const LayerKernels& x, const std::vector<Op>& fw, c
 LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankWorkload& w,
                    std::int64_t layer) {
   const LayerKernels x(job, cost, w, layer);
-  const Op up = x.grouped("expert_up", 2 * x.f, x.h), down = x.grouped("expert_down", x.h, x.f);
+  const auto attn = attention_forward(x);
+  const auto ffn = x.F > 0 ? ffn_forward(x) : std::vector<Op>{};
   LayerOps ops;
-  ops.forward = forward_ops(x, up, down);
+  ops.forward = attn;
+  ops.forward.insert(ops.forward.end(), ffn.begin(), ffn.end());
+  ops.backward.reserve(16);
+  if (job.model.moe()) {
+    const Op up = x.grouped("expert_up", 2 * x.f, x.h), down = x.grouped("expert_down", x.h, x.f);
+    const auto moe = moe_forward(x, up, down);
+    ops.forward.insert(ops.forward.end(), moe.begin(), moe.end());
+    moe_backward(x, moe[0], up, down, ops.backward);
+  }
+  if (x.F > 0) ffn_backward(x, ops.backward);
+  attention_backward(x, ops.backward);
   ops.recompute = recompute_ops(job.training.activation_checkpointing, ops.forward);
-  ops.backward = backward_ops(x, ops.forward, up, down);
   return ops;
 }
 
 LayerComm layer_comm(const Job& job, std::int64_t layer) {
   const auto& m = job.model;
   const double h = static_cast<double>(m.hidden);
-  const double dense =
-      attention_params(m.attention(layer), m.hidden) + h * static_cast<double>(m.experts) + 2 * h;
+  // Under tensor parallelism each rank's FSDP group gathers its TP shard of the layer.
+  const double tp = static_cast<double>(job.parallel.tp);
+  const double linears = attention_params(m.attention(layer), m.hidden) + ffn_params(m);
+  const double dense = (linears + h * static_cast<double>(m.experts) + 2 * h) / tp;
   LayerComm c;
-  c.dense_gather = 2 * dense;
+  // torchao's FP8 all-gather (training.float8_all_gather): the linear weights travel as FP8
+  // (one byte, one fp32 scale per tensor), the rest in bf16.
+  c.dense_gather =
+      job.training.float8 && job.training.float8_all_gather ? 2 * dense - linears / tp : 2 * dense;
   c.dense_reduce = 4 * dense;
   c.expert_elems = static_cast<double>(m.experts / job.parallel.ep) * expert_params(m);
   // FP8: one byte per value plus one fp32 scale per block of 128 values (JOB.md §6.8).

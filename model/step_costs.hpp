@@ -28,6 +28,8 @@ enum Category : std::int32_t {
   kCollReplicaAllReduce,
   kCollNormAllReduce,
   kCollOptimizerAllToAll,
+  kCollTpAllGather,
+  kCollTpReduceScatter,
   kCopyD2H,
   kCopyH2D,
   kCpuOptimizer,
@@ -40,6 +42,8 @@ enum Category : std::int32_t {
 const char* category_name(std::int32_t c);
 bool is_collective(std::int32_t c);
 bool is_gpu_compute(std::int32_t c);
+// The step's collective of an op's category (EP all-to-all, TP all-gather or reduce-scatter).
+bool is_layer_collective(std::int32_t c);
 
 // What a real GPU runs for an op, as shapes rather than times: the micro-step executor
 // (calibrate/micro_step.py) launches these, the twin times them through KernelCost.
@@ -86,7 +90,9 @@ struct Op {
   const char* name;
   Category category;
   hardware::KernelWork work;  // compute ops
-  double a2a_bytes = 0;       // > 0: an EP all-to-all of this send buffer instead
+  // > 0: a collective of this many bytes (per rank's view) on the compute stream's path instead:
+  // an EP all-to-all or a TP all-gather or reduce-scatter, as `category` says.
+  double coll_bytes = 0;
   Launch launch{};
 };
 

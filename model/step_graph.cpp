@@ -11,8 +11,12 @@ using hardware::grid_stride_shape;
 using hardware::grid_work;
 
 namespace {
-constexpr const char* kStreamNames[] = {"compute",    "dense_pg", "expert_pg", "ep_pg", "node_pg",
-                                        "replica_pg", "d2h",      "h2d",       "side",  "cpu"};
+constexpr const char* kStreamNames[] = {"compute", "dense_pg",   "expert_pg", "ep_pg",
+                                        "node_pg", "replica_pg", "d2h",       "h2d",
+                                        "side",    "cpu",        "tp_pg"};
+// Each communicator's stream, in Comm's order.
+constexpr Stream kStreamOf[] = {kDensePg, kExpertPg, kEpPg, kNodePg, kReplicaPg, kTpPg};
+static_assert(std::size(kStreamOf) == static_cast<std::size_t>(Comm::count));
 static_assert(sizeof(kStreamNames) / sizeof(kStreamNames[0]) == kStreamCount);
 }  // namespace
 
@@ -128,9 +132,9 @@ namespace {
 
 // Each collective's category in the reports, in StepColl's order.
 constexpr Category kCategoryOf[] = {
-    kCollDenseGather,      kCollDenseReduce,   kCollDenseGather,
-    kCollExpertGather,     kCollExpertReduce,  kCollEpAllToAll,
-    kCollReplicaAllReduce, kCollNormAllReduce, kCollOptimizerAllToAll};
+    kCollDenseGather,       kCollDenseReduce, kCollDenseGather,      kCollExpertGather,
+    kCollExpertReduce,      kCollEpAllToAll,  kCollReplicaAllReduce, kCollNormAllReduce,
+    kCollOptimizerAllToAll, kCollTpAllGather, kCollTpReduceScatter};
 static_assert(std::size(kCategoryOf) == static_cast<std::size_t>(StepColl::count));
 
 }  // namespace
@@ -138,9 +142,11 @@ static_assert(std::size(kCategoryOf) == static_cast<std::size_t>(StepColl::count
 StepBuilder::PerRank StepBuilder::collective(StepColl which, double bytes, const char* name,
                                              std::int32_t layer) {
   const auto& pc = comms_[which];
-  // The communicators' streams follow Comm's order from kDensePg on.
-  const auto s = static_cast<Stream>(kDensePg + static_cast<std::int32_t>(pc.comm));
+  const auto s = kStreamOf[static_cast<std::size_t>(pc.comm)];
   const Category c = kCategoryOf[static_cast<std::size_t>(which)];
+  // A collective this job does not run (a dense model's expert collectives) is a marker on its
+  // stream: the graph keeps its shape, and nothing moves.
+  if (!pc.in_job) return marker(s, name, layer);
   PerRank out(static_cast<std::size_t>(ranks_), nullptr);
   for (const auto& grp : pgs_[pc.comm]) {
     const auto first = static_cast<std::uint32_t>(g_.size());  // the group's tasks: consecutive
@@ -197,29 +203,88 @@ StepBuilder::PerRank StepBuilder::marker(Stream s, const char* name, std::int32_
   return out;
 }
 
-// Runs one op list (index-aligned over ranks) on the compute stream. EP all-to-alls run on the
-// EP group's stream and the compute stream waits for them. The first expert GEMM waits for the
-// expert weights (and their FP8 dequantization).
+// A layer collective (EP all-to-all, TP all-gather or reduce-scatter) on the compute stream's
+// path: it waits for the compute stream, and the compute stream for it.
+void StepBuilder::blocking_collective(StepColl which, double bytes, const char* name,
+                                      std::int32_t layer) {
+  auto ts = collective(which, bytes, name, layer);
+  for (std::int64_t r = 0; r < ranks_; ++r) {
+    auto& last = last_[static_cast<std::size_t>(r)][kCompute];
+    if (last) ts[static_cast<std::size_t>(r)]->after(*last);
+    last = ts[static_cast<std::size_t>(r)];
+  }
+}
+
+// Tensor parallelism's blocking collective of a rank's activations (T·h bf16) outside the
+// layers (embedding, head); nothing without tensor parallelism.
+void StepBuilder::tp_activations(StepColl which, const char* name, std::int32_t layer) {
+  if (job_.parallel.tp == 1) return;
+  blocking_collective(which, work_[0].tokens * static_cast<double>(job_.model.hidden) * kBf16, name,
+                      layer);
+}
+
+double StepBuilder::vocab_shard() const {
+  return static_cast<double>(job_.model.vocab) / static_cast<double>(job_.parallel.tp);
+}
+
+// Async TP (TorchTitan's micro-pipelined collective matmuls): a collective cut into tp chunks
+// overlaps the GEMM that consumes (all-gather) or produces (reduce-scatter) it. Modelled as two
+// collectives on the TP stream: one chunk exposed on the compute stream (before the GEMM for a
+// gather, after it for a reduce-scatter) and the other (tp − 1)/tp of the bytes beside the GEMM,
+// issued when the GEMM may start; the op after a gathering GEMM waits for the gather's rest.
+StepBuilder::PerRank StepBuilder::overlapped_part(StepColl which, double bytes, const char* name,
+                                                  std::int32_t layer) {
+  const double tp = static_cast<double>(job_.parallel.tp);
+  auto part = collective(which, bytes * (tp - 1) / tp, name, layer);
+  for (std::int64_t r = 0; r < ranks_; ++r)
+    if (auto* last = last_[static_cast<std::size_t>(r)][kCompute])
+      part[static_cast<std::size_t>(r)]->after(*last);
+  return part;
+}
+
+namespace {
+StepColl coll_of(std::int32_t category) {
+  return category == kCollEpAllToAll    ? StepColl::ep_all_to_all
+         : category == kCollTpAllGather ? StepColl::tp_all_gather
+                                        : StepColl::tp_reduce_scatter;
+}
+}  // namespace
+
+// Runs one op list (index-aligned over ranks) on the compute stream. Layer collectives run on
+// their group's stream and the compute stream waits for them (async TP: overlapped_part).
+// The first expert GEMM waits for the expert weights (and their FP8 dequantization).
 void StepBuilder::run_ops(const std::vector<std::vector<Op>>& ops, std::int32_t layer,
                           const PerRank& weights_expert) {
   bool weights_pending = !weights_expert.empty();
   const auto comm = layer_comm(job_, layer);
-  for (std::size_t j = 0; j < ops[0].size(); ++j) {
+  const std::size_t n = ops[0].size();
+  const bool async = job_.training.async_tp && job_.parallel.tp > 1;
+  const auto is = [&](std::size_t k, Category c) { return k < n && ops[0][k].category == c; };
+  // The GEMM beside an async collective runs as a task of its own.
+  const auto beside_async = [&](std::size_t k) {
+    return async && ((k > 0 && is(k - 1, kCollTpAllGather)) || is(k + 1, kCollTpReduceScatter));
+  };
+  PerRank gather_rest;  // the rest of an async gather, awaited after its GEMM
+  for (std::size_t j = 0; j < n; ++j) {
     const Op& shape = ops[0][j];
-    if (shape.a2a_bytes > 0) {
-      auto ts = collective(StepColl::ep_all_to_all, shape.a2a_bytes, shape.name, layer);
-      for (std::int64_t r = 0; r < ranks_; ++r) {
-        auto& last = last_[static_cast<std::size_t>(r)][kCompute];
-        if (last) ts[static_cast<std::size_t>(r)]->after(*last);
-        last = ts[static_cast<std::size_t>(r)];
-      }
+    if (is_layer_collective(shape.category)) {
+      const bool split = async && shape.category != kCollEpAllToAll;
+      const double tp = static_cast<double>(job_.parallel.tp);
+      blocking_collective(coll_of(shape.category), split ? shape.coll_bytes / tp : shape.coll_bytes,
+                          shape.name, layer);
+      if (split && shape.category == kCollTpAllGather)
+        gather_rest = overlapped_part(StepColl::tp_all_gather, shape.coll_bytes, shape.name, layer);
       continue;
     }
+    if (async && is(j + 1, kCollTpReduceScatter))
+      overlapped_part(StepColl::tp_reduce_scatter, ops[0][j + 1].coll_bytes, ops[0][j + 1].name,
+                      layer);
     const bool first_expert = shape.category == kExpertGemm && weights_pending;
     const auto fusible = [&](std::size_t k) {
       const Op& o = ops[0][k];
-      return o.a2a_bytes <= 0 && o.work.cls == hardware::KernelClass::grid &&
-             o.work.hbm_bytes <= 0 && !(o.category == kExpertGemm && weights_pending);
+      return o.coll_bytes <= 0 && o.work.cls == hardware::KernelClass::grid &&
+             o.work.hbm_bytes <= 0 && !(o.category == kExpertGemm && weights_pending) &&
+             !beside_async(k);
     };
     if (fusible(j)) {
       std::size_t j1 = j + 1;
@@ -244,6 +309,11 @@ void StepBuilder::run_ops(const std::vector<std::vector<Op>>& ops, std::int32_t 
       if (first_expert) t.after(*weights_expert[static_cast<std::size_t>(r)]);
     }
     if (first_expert) weights_pending = false;
+    if (!gather_rest.empty()) {
+      auto join = marker(kCompute, "tp_gather_overlap_end", layer);
+      after_all(join, gather_rest);
+      gather_rest.clear();
+    }
   }
 }
 

@@ -45,6 +45,7 @@ enum Stream : std::int32_t {
   kH2D,
   kSideStream,
   kCpu,
+  kTpPg,  // after the others: a stream added later keeps the earlier ones' numbers
   kStreamCount
 };
 const char* stream_name(std::int32_t s);
@@ -125,6 +126,10 @@ class StepBuilder {
                              PerRank& d2h_all);
   void run_ops(const std::vector<std::vector<Op>>& ops, std::int32_t layer,
                const PerRank& weights_expert);
+  void blocking_collective(StepColl which, double bytes, const char* name, std::int32_t layer);
+  PerRank overlapped_part(StepColl which, double bytes, const char* name, std::int32_t layer);
+  void tp_activations(StepColl which, const char* name, std::int32_t layer);
+  double vocab_shard() const;  // the embedding's and head's rows on one TP rank
   void backward(const std::vector<PerRank>& fwd_end, const PerRank& d2h, PerRank& grads_home);
   // backward's named steps (step_backward.cpp).
   struct BackwardState;
@@ -142,6 +147,7 @@ class StepBuilder {
   PerRank build_optimizer(const PerRank& grads_home);
   // build_optimizer's named steps (step_optimizer.cpp).
   void grad_norm(const PerRank& grads_home, double shard);
+  void gpu_optimizer(const PerRank& grads_home, double shard);
   void muon_newton_schulz(double muon_elems);
   void newton_schulz_gpu(std::int64_t r, double owned_expert,
                          std::span<const hardware::KernelPart> dense_parts, double dense_own,

@@ -26,7 +26,10 @@ LayerBuffers layer_buffers(const Job& job, const RankWorkload& w, std::int64_t l
   const double T = w.tokens, h = static_cast<double>(m.hidden),
                f = static_cast<double>(m.expert_hidden);
   const double P = w.expert_pairs[static_cast<std::size_t>(layer)];
-  const double R = static_cast<double>(job.parallel.replica_gpus);
+  const double R = static_cast<double>(job.parallel.fsdp_gpus());
+  // Tensor parallelism (with sequence parallelism) shards every activation over the TP group but
+  // the gathered inputs of the projections and of the FFN (Korthikanti et al., 2022).
+  const double tp = static_cast<double>(job.parallel.tp), F = static_cast<double>(m.ffn_hidden);
   const double expert_pg = R / static_cast<double>(job.parallel.ep);
   LayerBuffers b;
   b.dense_flat = b.dense_weights = comm.dense_gather;
@@ -36,21 +39,25 @@ LayerBuffers layer_buffers(const Job& job, const RankWorkload& w, std::int64_t l
                       : 0;
   b.expert_flat = comm.expert_gather;
   b.expert_weights = kBf16 * comm.expert_elems;
-  b.layer_out = T * h * kBf16;
-  b.kept_extra = std::max(
-      0.0, T * saved_bytes_per_token_layer(m, layer, t.activation_checkpointing) - b.layer_out);
+  b.layer_out = T * h * kBf16 / tp;
+  b.kept_extra =
+      std::max(0.0, T * saved_bytes_per_token_layer(m, layer, t.activation_checkpointing) / tp -
+                        b.layer_out);
   // FlashAttention keeps q, k, v, the output and an fp32 log-sum-exp per query head.
   const double qkvo = static_cast<double>(a.q_heads * (a.qk_head_dim + a.v_head_dim) +
                                           a.kv_heads * (a.qk_head_dim + a.v_head_dim));
-  b.attention = T * qkvo * kBf16 + T * static_cast<double>(a.q_heads) * kFp32;
+  b.attention = (T * qkvo * kBf16 + T * static_cast<double>(a.q_heads) * kFp32) / tp;
   // MoE, per received token–expert pair P [est]: a plain implementation materialises the
   // dispatched tokens (h), gate+up output (2f), the SwiGLU product (f) and the down output (h);
   // SonicMoE keeps the dispatched tokens and the SwiGLU product and recomputes the rest. The
   // ratio, (h+f)/(2h+3f) = 0.45, matches SonicMoE's published 12.5 → 5.4 GiB (0.43, JOB.md
   // §6.5). Router logits are fp32 per expert.
   const double per_pair = t.moe_kernel == MoeKernel::sonicmoe ? h + f : 2 * h + 3 * f;
-  b.moe = P * per_pair * kBf16 + T * static_cast<double>(m.experts) * kFp32;
-  b.moe_grad = P * (h + 2 * f) * kBf16;  // gradients of the dispatched tokens and gate+up [est]
+  b.ffn = P * per_pair * kBf16 + T * static_cast<double>(m.experts) * kFp32;
+  b.ffn_grad = P * (h + 2 * f) * kBf16;  // gradients of the dispatched tokens and gate+up [est]
+  // A dense SwiGLU: its (gathered) input, the gate and up outputs and their product; in backward
+  // the gradients of gate and up [est].
+  if (F > 0) b.ffn += T * (h + 3 * F / tp) * kBf16, b.ffn_grad += T * 2 * F / tp * kBf16;
   b.grad_unsharded = comm.dense_gather + kBf16 * comm.expert_elems;
   b.reduce_input = comm.dense_reduce + comm.expert_reduce;
   b.a2a_recv = t.grad_reduce == GradReduce::bf16_all_to_all ? comm.expert_reduce : 0;

@@ -40,8 +40,8 @@ struct LayerBuffers {
   double layer_out = 0;       // the checkpointed layer output
   double kept_extra = 0;      // further activations kept forward→backward (none/selective)
   double attention = 0;       // attention activations of one pass (q, k, v, o, log-sum-exp)
-  double moe = 0;             // MoE activations of one pass (per moe_kernel)
-  double moe_grad = 0;        // gradient workspace of the MoE backward
+  double ffn = 0;             // feed-forward activations of one pass (MoE per moe_kernel, SwiGLU)
+  double ffn_grad = 0;        // gradient workspace of the feed-forward backward
   double grad_unsharded = 0;  // the layer's unsharded weight gradients (bf16)
   double reduce_input = 0;    // reduce-scatter inputs (fp32) or all-to-all send buffer
   double a2a_recv = 0;        // bf16 gradient all-to-all receive buffer (0 for reduce-scatter)

@@ -10,6 +10,8 @@
 
 namespace twin::model {
 
+using hardware::Family;
+
 namespace {
 
 struct Matrix {
@@ -26,6 +28,10 @@ std::vector<Matrix> dense_matrices(const ModelArch& m) {
     out.push_back({h, static_cast<double>(a.kv_heads * a.qk_head_dim)});
     out.push_back({h, static_cast<double>(a.kv_heads * a.v_head_dim)});
     out.push_back({static_cast<double>(a.q_heads * a.v_head_dim), h});
+    if (m.ffn_hidden > 0) {  // dense SwiGLU: gate, up, down
+      const double F = static_cast<double>(m.ffn_hidden);
+      out.push_back({h, F}), out.push_back({h, F}), out.push_back({F, h});
+    }
   }
   return out;
 }
@@ -139,11 +145,42 @@ void StepBuilder::muon_newton_schulz(double muon_elems) {
   }
 }
 
+// Without CPU offload the sharded states stay in HBM and PyTorch steps them on the GPU, as
+// TorchTitan does by default: the gradient norm over the rank's fp32 shards (torch's foreach
+// norm reads 4 B/param) with an all-reduce of the scalar, the clip (clip_grads_with_norm_
+// multiplies every gradient by the clamped coefficient: 8 B/param), and a fused AdamW (reads p,
+// g, m, v, writes p, m, v: 28 B/param) — bandwidth-bound passes [est: each at a vectorized
+// elementwise kernel's measured bandwidth].
+void StepBuilder::gpu_optimizer(const PerRank& grads_home, double shard) {
+  auto pass = [&](std::int64_t r, const char* name, double bytes) -> sim::Task& {
+    auto& k = kernel(r, name, kOptimizerGpu,
+                     hardware::elementwise_work(cost_, Family::ew_add, bytes), -1);
+    note(r, k, {elementwise_launch(bytes)});
+    return k;
+  };
+  for (std::int64_t r = 0; r < ranks_; ++r)
+    pass(r, "grad_norm_gpu", 4 * shard).after(*grads_home[static_cast<std::size_t>(r)]);
+  auto ar = collective(StepColl::norm_all_reduce, 4, "grad_norm_all_reduce", -1);
+  for (std::int64_t r = 0; r < ranks_; ++r) {
+    const auto ri = static_cast<std::size_t>(r);
+    ar[ri]->after(*last_[ri][kCompute]);
+    pass(r, "clip_grads", 8 * shard).after(*ar[ri]);
+    pass(r, "adamw_gpu", 28 * shard);
+  }
+}
+
 StepBuilder::PerRank StepBuilder::build_optimizer(const PerRank& grads_home) {
   const auto& t = job_.training;
   const auto params = count_params(job_.model);
   const double R = static_cast<double>(job_.parallel.replica_gpus);
   const double shard = params.total() / R;
+  if (!t.cpu_offload) {
+    gpu_optimizer(grads_home, shard);
+    auto end = marker(kCpu, "optimizer_end", -1);
+    for (std::int64_t r = 0; r < ranks_; ++r)
+      end[static_cast<std::size_t>(r)]->after(*last_[static_cast<std::size_t>(r)][kCompute]);
+    return end;
+  }
   const bool muon = t.optimizer == Optimizer::muon;
   const double adam =
       muon ? (params.embedding + params.head + params.router + params.norms) / R : shard;

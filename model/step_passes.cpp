@@ -16,11 +16,14 @@ using hardware::grid_work;
 using hardware::Family;
 
 // The embedding: gathered, looked up; the RoPE caches, kept all step.
+// Under tensor parallelism each rank holds a vocabulary shard (TorchTitan's RowwiseParallel
+// embedding) and the looked-up rows are reduce-scattered over the sequence.
 void StepBuilder::forward_embedding() {
   const auto& m = job_.model;
-  const double h = static_cast<double>(m.hidden), V = static_cast<double>(m.vocab);
+  const double h = static_cast<double>(m.hidden), V = vocab_shard();
   auto emb = collective(StepColl::dense_gather, V * h * 2, "embedding_gather", -1);
   const double rope = rope_cache_bytes(job_);
+  const auto states = rank_memory(job_);
   for (std::int64_t r = 0; r < ranks_; ++r) {
     const double eb = 4 * work_[r].tokens * h;
     auto& k = kernel(r, "embedding", kElementwise,
@@ -29,7 +32,13 @@ void StepBuilder::forward_embedding() {
     k.after(*emb[static_cast<std::size_t>(r)]);
     unshard(r, V * h * kBf16, V * h * kBf16, *emb[static_cast<std::size_t>(r)], k, k);
     mem_.alloc(r, "rope_caches", kPoolCompute, rope, k, BufferLog::kStart);  // kept all step
+    if (!job_.training.cpu_offload) {  // FSDP2's sharded fp32 parameters and AdamW's states
+      mem_.alloc(r, "param_shards", kPoolCompute, states.master_params, k, BufferLog::kStart);
+      mem_.alloc(r, "optimizer_states", kPoolCompute, states.optimizer_states, k,
+                 BufferLog::kStart);
+    }
   }
+  tp_activations(StepColl::tp_reduce_scatter, "embedding_reduce_scatter", -1);
 }
 
 // Layer i's buffers on rank r: its gathered weights, its activations (freed at the layer's end
@@ -45,7 +54,7 @@ void StepBuilder::forward_layer_buffers(std::int64_t r, std::int32_t i, const si
   unshard(r, b.dense_flat, b.dense_weights, gather_d, begin, end);
   unshard(r, b.expert_flat, b.expert_weights, gather_e, begin, end);
   const auto act =
-      mem_.alloc(r, "layer_activations", kPoolCompute, b.attention + b.moe, begin, BufferLog::kEnd);
+      mem_.alloc(r, "layer_activations", kPoolCompute, b.attention + b.ffn, begin, BufferLog::kEnd);
   if (ckpt == Checkpointing::none)
     held_[k].push_back(act);
   else

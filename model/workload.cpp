@@ -21,8 +21,8 @@ std::int64_t full_window(const ModelArch& m) {
 }  // namespace
 
 std::vector<Row> assign_rows(const Job& job) {
-  if (!job.data.balance_attention) return step_rows(job);
-  const std::int64_t rows = job.parallel.total_gpus() * job.training.rows_per_gpu;
+  if (!job.data.balance_attention || !job.data.document_masking) return step_rows(job);
+  const std::int64_t rows = job.parallel.data_ranks() * job.training.rows_per_gpu;
   sim::Rng rng(static_cast<std::uint64_t>(job.data.seed));
   const auto docs = draw_documents(job.data, rows * kBands * job.training.seq_len, rng);
   auto pool = pack_rows(docs, job.training.seq_len, rows * kBands);
@@ -48,8 +48,9 @@ std::vector<RankWorkload> build_workload(const Job& job) {
   std::vector<RankWorkload> w(static_cast<std::size_t>(n));
   for (std::int64_t r = 0; r < n; ++r) {
     auto& rw = w[static_cast<std::size_t>(r)];
+    const std::int64_t data_rank = r / p.tp;  // a TP group's ranks share their rows
     for (std::int64_t k = 0; k < job.training.rows_per_gpu; ++k) {
-      const Row& row = rows[static_cast<std::size_t>(r * job.training.rows_per_gpu + k)];
+      const Row& row = rows[static_cast<std::size_t>(data_rank * job.training.rows_per_gpu + k)];
       rw.tokens += static_cast<double>(job.training.seq_len);
       rw.pairs_full += row_pairs(row, full_window(m));
       rw.pairs_sliding += row_pairs(row, m.sliding.window_tokens);

@@ -12,7 +12,7 @@ Runnable runnable(const MemoryReport& m) {
     why = fmt::format("out of HBM on rank {} (allocating {})", m.worst_rank.rank,
                       m.worst_rank.failed_allocation);
   if (m.host_headroom_GiB < 0)
-    why += fmt::format("{}Grace needs {:.1f} of {:.1f} GiB per rank", why.empty() ? "" : "; ",
+    why += fmt::format("{}host memory needs {:.1f} of {:.1f} GiB per rank", why.empty() ? "" : "; ",
                        m.host_peak_GiB, m.host_capacity_GiB);
   return {why.empty(), why};
 }
@@ -193,7 +193,7 @@ std::string summary(const StepReport& r) {
   const auto& m = r.memory;
   s += fmt::format(
       "  memory: HBM peak reserved {:.1f} of {:.1f} GiB (allocated {:.1f}), {} allocator "
-      "retries on {} ranks{}; Grace {:.1f} of {:.1f} GiB per rank, P(a socket lacks "
+      "retries on {} ranks{}; host {:.1f} of {:.1f} GiB per rank, P(a socket lacks "
       "room at start) {:.2g}{}\n",
       m.hbm_peak_reserved_GiB, m.hbm_capacity_GiB, m.hbm_peak_allocated_GiB, m.alloc_retries,
       m.ranks_with_retries, m.oom ? ", OUT OF MEMORY" : "", m.host_peak_GiB, m.host_capacity_GiB,

@@ -95,7 +95,7 @@ Command add_run(CLI::App& app, CommonArgs& common) {
 
 Command add_memory(CLI::App& app, CommonArgs& common) {
   auto a = std::make_shared<MemoryArgs>();
-  auto* memory = app.add_subcommand("memory", "HBM per allocator pool and Grace memory per rank");
+  auto* memory = app.add_subcommand("memory", "HBM per allocator pool and host memory per rank");
   memory->footer(
       "Example: twin memory scenarios/europa.json --set training.seq_len=98304 --events ev.json");
   add_common(memory, common, kJson | kLimits);
@@ -203,7 +203,7 @@ Command add_tune(CLI::App& app, CommonArgs& common) {
   tune->add_option("--vary", a->vary, "KEY=V1,V2,... (repeatable; none: the default space)");
   tune->add_option("--objective", a->objective, "tokens_per_s_per_gpu or tokens_per_day")
       ->default_str(a->objective);
-  tune->add_flag("--any", a->any, "rank configurations that do not fit HBM or Grace too");
+  tune->add_flag("--any", a->any, "rank configurations that do not fit HBM or host memory too");
   tune->add_option("--top", a->top, "configurations to show")
       ->check(CLI::Range(1, 1000))
       ->default_str("5");

@@ -56,7 +56,7 @@ void print_memory(std::ostream& out, const reports::MemoryReport& m) {
   if (w.rank != m.rank0.rank)
     print_rank(out, w, w.oom ? "first out of memory, " : "most reserved, ");
   fmt::print(out, "ranks with allocator retries: {}\n", m.ranks_with_retries);
-  fmt::print(out, "Grace memory per rank (GiB):\n");
+  fmt::print(out, "Host memory per rank (GiB):\n");
   for (const auto& [k, v] : m.host_parts_GiB) fmt::print(out, "  {:<30}{:>8.2f}\n", k, v);
   fmt::print(out, "  {:<30}{:>8.2f} of {:.2f}, headroom {:.2f}\n", "total", m.host_peak_GiB,
              m.host_capacity_GiB, m.host_headroom_GiB);

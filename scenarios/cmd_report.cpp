@@ -54,7 +54,8 @@ std::vector<std::pair<std::string, std::string>> facts(const reports::StepReport
           {"waiting on communication (rank 0)", fmt::format("{:.2f} s", j.exposed_comm_s())},
           {"HBM peak reserved",
            fmt::format("{:.1f} of {:.1f} GiB", m.hbm_peak_reserved_GiB, m.hbm_capacity_GiB)},
-          {"Grace peak", fmt::format("{:.1f} of {:.1f} GiB", m.host_peak_GiB, m.host_capacity_GiB)},
+          {"Host memory peak",
+           fmt::format("{:.1f} of {:.1f} GiB", m.host_peak_GiB, m.host_capacity_GiB)},
           {"runnable", j.runnable.ok ? "yes" : "NO: " + j.runnable.why}};
 }
 

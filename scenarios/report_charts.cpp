@@ -109,7 +109,7 @@ Chart host_memory_chart(const reports::MemoryReport& m) {
   Json s = data_spec(std::move(values),
                      {{"width", kWidth}, {"height", 60}, {"layer", Json::array({bars, cap})}});
   return {
-      "Grace memory per rank",
+      "Host memory per rank",
       fmt::format("Host memory of one rank at its peak, by component, stacked; the red line is the "
                   "capacity ({:.0f} GiB per rank). Peak {:.1f} GiB.",
                   m.host_capacity_GiB, m.host_peak_GiB),
@@ -364,7 +364,8 @@ Chart sweep_chart(const Json& rows, const std::string& file) {
     for (auto& [k, v] : inner.items()) s[k] = v;
   }
   return {"Sweep: " + file,
-          "tokens/s per GPU at every point of the grid; OOM: the point does not fit HBM or Grace, "
+          "tokens/s per GPU at every point of the grid; OOM: the point does not fit HBM or host "
+          "memory, "
           "×: it "
           "cannot run (hover for why). Rows of `twin sweep`.",
           std::move(s)};

@@ -43,7 +43,7 @@ ResourceEstimate estimate_resources(const Scenario& s) {
   }
   ResourceEstimate e;
   const double rows =
-      static_cast<double>(s.job.parallel.total_gpus() * s.job.training.rows_per_gpu);
+      static_cast<double>(s.job.parallel.data_ranks() * s.job.training.rows_per_gpu);
   e.documents =
       rows * model::kBands * static_cast<double>(s.job.training.seq_len) / std::max(1.0, mean_doc);
   e.tasks = 45.0 * simulated_gpus(s) * static_cast<double>(s.job.model.layers + 2);
@@ -95,10 +95,11 @@ std::string slowest_why(const std::vector<model::RankWorkload>& w, std::size_t r
     if (i == r) attn_r = w[i].pairs_full, experts_r = e;
   }
   const double n = static_cast<double>(w.size());
-  return fmt::format(
-      "most GPU compute: attention pairs {:.2f}× the mean, routed token-expert "
-      "pairs {:.2f}× the mean",
-      attn_r / (attn / n), experts_r / (experts / n));
+  const auto why =
+      fmt::format("most GPU compute: attention pairs {:.2f}× the mean", attn_r / (attn / n));
+  if (experts <= 0) return why;  // a dense model routes nothing
+  return why +
+         fmt::format(", routed token-expert pairs {:.2f}× the mean", experts_r / (experts / n));
 }
 
 // One simulation of the step: everything the run owns, kept alive for the reports.

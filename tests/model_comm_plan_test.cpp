@@ -28,6 +28,7 @@ TEST_SUITE("model.comm_plan") {
   }
   TEST_CASE("buffered channels: per communicator its widest collective, summed") {
     Job job;
+    job.model.experts = 384;  // a MoE: expert and EP communicators
     job.parallel.dp = 1;
     // dense 8 + expert max(40, 64) + EP 16 + node 24 = 112; no replica communicator at DP = 1.
     CHECK(plan_comms(job, NcclOptions{}, 132).buffered_channels() == 112);

@@ -101,9 +101,10 @@ TEST_SUITE("reports.step_report") {
     m.worst_rank.failed_allocation = "buf (4 GiB, compute)";
     const auto why = r::runnable(m);
     CHECK_FALSE(why.ok);
-    CHECK(why.why ==
-          "out of HBM on rank 7 (allocating buf (4 GiB, compute)); Grace needs 110.0 of 109.0 "
-          "GiB per rank");
+    CHECK(
+        why.why ==
+        "out of HBM on rank 7 (allocating buf (4 GiB, compute)); host memory needs 110.0 of 109.0 "
+        "GiB per rank");
   }
 
   TEST_CASE("the summary: time per kind grouped by what runs it; the host risk's caveat") {
