@@ -5,7 +5,8 @@
 set -euo pipefail
 
 twin_packages=(cmake g++ make libboost-graph-dev libeigen3-dev nlohmann-json3-dev libcli11-dev
-               libfmt-dev libbenchmark-dev doctest-dev python3-pyflakes zlib1g-dev clang-format)
+               libfmt-dev libbenchmark-dev doctest-dev python3-pyflakes zlib1g-dev clang-format
+               libtomlplusplus-dev)
 
 twin_install_missing() {
   local missing=()

@@ -40,6 +40,8 @@ CommPlan plan_comms(const Job& job, const hardware::NcclOptions& nccl, int sm_co
   const bool tp = job.parallel.tp > 1;
   set(StepColl::tp_all_gather, planned(Comm::tp, CollKind::all_gather, d.tp, tp));
   set(StepColl::tp_reduce_scatter, planned(Comm::tp, CollKind::reduce_scatter, d.tp, tp));
+  set(StepColl::float8_amax,
+      planned(Comm::dense, CollKind::all_reduce, d.dense, t.float8 && t.float8_all_gather));
   return p;
 }
 

@@ -34,6 +34,7 @@ enum class StepColl : std::int32_t {
   optimizer_all_to_all,  // dense matrices to and from their Newton–Schulz owners (rung 4)
   tp_all_gather,         // tensor parallelism: activations gathered over the sequence
   tp_reduce_scatter,     // … and partial sums reduced and scattered back
+  float8_amax,           // FP8 all-gather: a weight's amax over its shard group
   count
 };
 

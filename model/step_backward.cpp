@@ -91,6 +91,7 @@ StepBuilder::Fetch StepBuilder::prefetch_layer(std::int32_t i, const PerRank& is
       held_[static_cast<std::size_t>(r * L + i)].push_back(mem_.alloc(
           r, "reloaded_output", kPoolOffload, work_[r].tokens * h * kBf16, x, BufferLog::kStart));
     }
+  if (t.dense_reshard != DenseReshard::node_local) float8_amax_before_gather(i);
   f.dense = t.dense_reshard == DenseReshard::node_local
                 ? collective(StepColl::nvlink_gather, comm.dense_gather, "dense_regather_nvlink", i)
                 : collective(StepColl::dense_gather, comm.dense_gather, "dense_regather", i);

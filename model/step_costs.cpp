@@ -28,6 +28,7 @@ constexpr const char* kNames[] = {"expert_gemm",
                                   "optimizer_all_to_all",
                                   "tp_all_gather",
                                   "tp_reduce_scatter",
+                                  "float8_amax_all_reduce",
                                   "copy_d2h",
                                   "copy_h2d",
                                   "cpu_optimizer",
@@ -56,7 +57,7 @@ const char* category_name(std::int32_t c) {
   return c >= 0 && c < kCategoryCount ? kNames[c] : "?";
 }
 bool is_collective(std::int32_t c) {
-  return c >= kCollDenseGather && c <= kCollTpReduceScatter;
+  return c >= kCollDenseGather && c <= kCollFloat8Amax;
 }
 bool is_layer_collective(std::int32_t c) {
   return c == kCollEpAllToAll || c == kCollTpAllGather || c == kCollTpReduceScatter;

@@ -30,6 +30,7 @@ enum Category : std::int32_t {
   kCollOptimizerAllToAll,
   kCollTpAllGather,
   kCollTpReduceScatter,
+  kCollFloat8Amax,
   kCopyD2H,
   kCopyH2D,
   kCpuOptimizer,

@@ -134,7 +134,7 @@ namespace {
 constexpr Category kCategoryOf[] = {
     kCollDenseGather,       kCollDenseReduce, kCollDenseGather,      kCollExpertGather,
     kCollExpertReduce,      kCollEpAllToAll,  kCollReplicaAllReduce, kCollNormAllReduce,
-    kCollOptimizerAllToAll, kCollTpAllGather, kCollTpReduceScatter};
+    kCollOptimizerAllToAll, kCollTpAllGather, kCollTpReduceScatter,  kCollFloat8Amax};
 static_assert(std::size(kCategoryOf) == static_cast<std::size_t>(StepColl::count));
 
 }  // namespace
@@ -221,6 +221,20 @@ void StepBuilder::tp_activations(StepColl which, const char* name, std::int32_t 
   if (job_.parallel.tp == 1) return;
   blocking_collective(which, work_[0].tokens * static_cast<double>(job_.model.hidden) * kBf16, name,
                       layer);
+}
+
+// FP8 all-gather without precomputed scales: before each gather of a layer, torchao's
+// pre-all-gather hook all-reduces the amax of each linear weight's shard over the shard group
+// (one small all-reduce per weight, queued on the gathering group's stream).
+void StepBuilder::float8_amax_before_gather(std::int32_t layer) {
+  const auto& t = job_.training;
+  if (!t.float8 || !t.float8_all_gather || t.float8_precompute_scale) return;
+  for (int w = 0; w < linear_weights_per_layer(); ++w)
+    collective(StepColl::float8_amax, 4, "float8_amax_all_reduce", layer);
+}
+
+int StepBuilder::linear_weights_per_layer() const {
+  return 4 + (job_.model.ffn_hidden > 0 ? 3 : 0);  // q, k, v, o; gate, up, down
 }
 
 double StepBuilder::vocab_shard() const {

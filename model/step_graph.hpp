@@ -130,6 +130,8 @@ class StepBuilder {
   PerRank overlapped_part(StepColl which, double bytes, const char* name, std::int32_t layer);
   void tp_activations(StepColl which, const char* name, std::int32_t layer);
   double vocab_shard() const;  // the embedding's and head's rows on one TP rank
+  void float8_amax_before_gather(std::int32_t layer);
+  int linear_weights_per_layer() const;
   void backward(const std::vector<PerRank>& fwd_end, const PerRank& d2h, PerRank& grads_home);
   // backward's named steps (step_backward.cpp).
   struct BackwardState;
@@ -148,6 +150,7 @@ class StepBuilder {
   // build_optimizer's named steps (step_optimizer.cpp).
   void grad_norm(const PerRank& grads_home, double shard);
   void gpu_optimizer(const PerRank& grads_home, double shard);
+  void float8_precompute(double shard);
   void muon_newton_schulz(double muon_elems);
   void newton_schulz_gpu(std::int64_t r, double owned_expert,
                          std::span<const hardware::KernelPart> dense_parts, double dense_own,

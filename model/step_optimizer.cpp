@@ -169,6 +169,28 @@ void StepBuilder::gpu_optimizer(const PerRank& grads_home, double shard) {
   }
 }
 
+// torchao's precompute_float8_dynamic_scale_for_fsdp after the optimizer step: one pass over the
+// rank's shards of the linear weights (fp32, 4 B/param) for their amaxes, and one all-reduce of
+// all of them over the shard group, which the compute stream awaits.
+void StepBuilder::float8_precompute(double shard) {
+  const auto& t = job_.training;
+  if (!t.float8 || !t.float8_all_gather || !t.float8_precompute_scale) return;
+  for (std::int64_t r = 0; r < ranks_; ++r) {
+    auto& k = kernel(r, "float8_precompute_amax", kOptimizerGpu,
+                     hardware::elementwise_work(cost_, Family::ew_add, 4 * shard), -1);
+    note(r, k, {elementwise_launch(4 * shard)});
+  }
+  auto ar = collective(StepColl::float8_amax,
+                       4.0 * static_cast<double>(linear_weights_per_layer() * job_.model.layers),
+                       "float8_amax_all_reduce", -1);
+  for (std::int64_t r = 0; r < ranks_; ++r) {
+    const auto ri = static_cast<std::size_t>(r);
+    ar[ri]->after(*last_[ri][kCompute]);
+  }
+  auto ready = marker(kCompute, "float8_scales_ready", -1);
+  after_all(ready, ar);
+}
+
 StepBuilder::PerRank StepBuilder::build_optimizer(const PerRank& grads_home) {
   const auto& t = job_.training;
   const auto params = count_params(job_.model);
@@ -176,6 +198,7 @@ StepBuilder::PerRank StepBuilder::build_optimizer(const PerRank& grads_home) {
   const double shard = params.total() / R;
   if (!t.cpu_offload) {
     gpu_optimizer(grads_home, shard);
+    float8_precompute(shard);
     auto end = marker(kCpu, "optimizer_end", -1);
     for (std::int64_t r = 0; r < ranks_; ++r)
       end[static_cast<std::size_t>(r)]->after(*last_[static_cast<std::size_t>(r)][kCompute]);

@@ -85,6 +85,7 @@ void StepBuilder::forward(std::vector<PerRank>& begin, std::vector<PerRank>& end
   end.resize(static_cast<std::size_t>(L));
   for (std::int32_t i = 0; i < L; ++i) {
     const auto comm = layer_comm(job_, i);
+    float8_amax_before_gather(i);
     auto agd = collective(StepColl::dense_gather, comm.dense_gather, "dense_gather", i);
     auto age = collective(StepColl::expert_gather, comm.expert_gather, "expert_gather", i);
     if (i >= 1) after_all(agd, begin[i - 1]), after_all(age, begin[i - 1]);  // prefetch

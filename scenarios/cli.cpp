@@ -383,6 +383,33 @@ void describe(CLI::App& app, CommonArgs& common) {
                  "or the source tree twin was built from)");
 }
 
+Command add_import(CLI::App& app, CommonArgs& common) {
+  auto a = std::make_shared<ImportArgs>();
+  auto* imp = app.add_subcommand(
+      "import-torchtitan",
+      "a TorchTitan job file (TOML) as a twin scenario: every key mapped, named as having no "
+      "effect on a step, or reported as not modelled (on stderr)");
+  imp->footer(
+      "Example: twin import-torchtitan llama3_8b.toml --nodes 16 --profile h100-sxm --out "
+      "llama3-8b.json\n         twin import-torchtitan llama3_70b.toml --nodes 32 --run");
+  imp->add_option("scenario", common.scenario, "TorchTitan job file (.toml)")->required();
+  imp->add_option("--set", common.sets, "override a scenario value when checking or running it")
+      ->take_all()
+      ->allow_extra_args(false);
+  imp->add_option("--nodes", a->nodes, "nodes the job runs on")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  imp->add_option("--gpus-per-node", a->gpus_per_node, "GPUs per node (default: the profile's)")
+      ->check(CLI::PositiveNumber);
+  imp->add_option("--profile", a->profile, "hardware profile (hardware/profiles/NAME.json)")
+      ->capture_default_str();
+  imp->add_option("--out", a->out, "write the scenario here (default: print it)");
+  imp->add_flag("--run", a->run, "simulate one step of it (twin run) instead of printing it");
+  imp->add_flag("--json", common.json, "with --run: the run's JSON");
+  imp->add_flag("--quiet", common.quiet, "no mapping notes on stderr");
+  return {imp, [a, &common] { return cmd_import_torchtitan(common, *a, std::cout); }};
+}
+
 std::vector<Command> add_commands(CLI::App& app, CommonArgs& common) {
   return {add_model(app, common),      add_run(app, common),
           add_memory(app, common),     add_plan_dp(app, common),
@@ -391,7 +418,7 @@ std::vector<Command> add_commands(CLI::App& app, CommonArgs& common) {
           add_compare(app, common),    add_replay(app, common),
           add_collective(app, common), add_resolve(app, common),
           add_kernel(app, common),     add_report(app, common),
-          add_help_params(app)};
+          add_import(app, common),     add_help_params(app)};
 }
 
 }  // namespace twin::scenarios

@@ -164,6 +164,16 @@ std::string to_csv(const Json& rows);
 // A sweep's rows from its CSV or JSON file (`twin sweep --out`); InputError on a bad file.
 Json read_sweep_rows(const std::string& file);
 int cmd_run(const CommonArgs& args, const RunArgs& run, std::ostream& out);
+
+// `twin import-torchtitan JOB.toml --nodes N`: args.scenario is the TOML job file.
+struct ImportArgs {
+  int nodes = 1;
+  int gpus_per_node = 0;  // 0: the profile's
+  std::string profile = "h100-sxm";
+  std::string out;   // the scenario file to write; stdout when empty (unless --run)
+  bool run = false;  // simulate it (twin run) instead of printing it
+};
+int cmd_import_torchtitan(const CommonArgs& args, const ImportArgs& a, std::ostream& out);
 int cmd_plan_dp(const CommonArgs& args, const PlanDpArgs& plan, std::ostream& out);
 Json plan_dp_json(const CommonArgs& args, const PlanDpArgs& plan);
 // --placement A,B,…: plan_dp_json per placement, and per replica count each one's tok/s/GPU.
