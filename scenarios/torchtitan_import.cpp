@@ -235,11 +235,17 @@ struct Mapper {
         note("optimizer.name", "training.optimizer", "adamw");
     }
     float8(t);
-    // TorchTitan's defaults the twin's defaults differ from: the optimizer on the GPU, no
-    // activation offload, AdamW.
+    // TorchTitan's defaults where the twin's (the EUROPA job's) differ: AdamW on the GPU, no
+    // activation offload.
     t["optimizer"] = "adamw";
     t["cpu_offload"] = false;
     t["offload_fraction"] = 0;
+    // FSDP2 as TorchTitan applies it: every block resharded after forward to the whole shard
+    // group, its all-gather buffers from FSDP's own stream's pool; run_train.sh sets
+    // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.
+    t["dense_reshard"] = "global";
+    t["unshard_async_op"] = false;
+    t["expandable_segments"] = true;
     s["training"] = t;
   }
 };
