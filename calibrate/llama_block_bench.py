@@ -209,7 +209,7 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     if torch is None or not torch.cuda.is_available():
         print("llama_block_bench: needs PyTorch and a GPU", file=sys.stderr)
-        return 2
+        return 3
     result = {"provenance": provenance(argv),
               "shape": {k: getattr(args, k) for k in ("dim", "heads", "kv_heads", "head_dim", "ffn",
                                                         "batch", "seq")},
