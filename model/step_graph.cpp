@@ -264,6 +264,19 @@ StepColl coll_of(std::int32_t category) {
 }
 }  // namespace
 
+// One layer collective of an op list, blocking the compute stream; under async TP its exposed
+// chunk, and for a gather the rest beside the next GEMM, which is returned (else empty).
+StepBuilder::PerRank StepBuilder::layer_collective(const Op& op, std::int32_t layer) {
+  const bool split =
+      job_.training.async_tp && job_.parallel.tp > 1 && op.category != kCollEpAllToAll;
+  const double tp = static_cast<double>(job_.parallel.tp);
+  blocking_collective(coll_of(op.category), split ? op.coll_bytes / tp : op.coll_bytes, op.name,
+                      layer);
+  if (split && op.category == kCollTpAllGather)
+    return overlapped_part(StepColl::tp_all_gather, op.coll_bytes, op.name, layer);
+  return {};
+}
+
 // Runs one op list (index-aligned over ranks) on the compute stream. Layer collectives run on
 // their group's stream and the compute stream waits for them (async TP: overlapped_part).
 // The first expert GEMM waits for the expert weights (and their FP8 dequantization).
@@ -282,12 +295,7 @@ void StepBuilder::run_ops(const std::vector<std::vector<Op>>& ops, std::int32_t 
   for (std::size_t j = 0; j < n; ++j) {
     const Op& shape = ops[0][j];
     if (is_layer_collective(shape.category)) {
-      const bool split = async && shape.category != kCollEpAllToAll;
-      const double tp = static_cast<double>(job_.parallel.tp);
-      blocking_collective(coll_of(shape.category), split ? shape.coll_bytes / tp : shape.coll_bytes,
-                          shape.name, layer);
-      if (split && shape.category == kCollTpAllGather)
-        gather_rest = overlapped_part(StepColl::tp_all_gather, shape.coll_bytes, shape.name, layer);
+      if (auto rest = layer_collective(shape, layer); !rest.empty()) gather_rest = std::move(rest);
       continue;
     }
     if (async && is(j + 1, kCollTpReduceScatter))

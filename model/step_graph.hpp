@@ -128,6 +128,7 @@ class StepBuilder {
                const PerRank& weights_expert);
   void blocking_collective(StepColl which, double bytes, const char* name, std::int32_t layer);
   PerRank overlapped_part(StepColl which, double bytes, const char* name, std::int32_t layer);
+  PerRank layer_collective(const Op& op, std::int32_t layer);
   void tp_activations(StepColl which, const char* name, std::int32_t layer);
   double vocab_shard() const;  // the embedding's and head's rows on one TP rank
   void float8_amax_before_gather(std::int32_t layer);

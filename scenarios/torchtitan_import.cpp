@@ -186,25 +186,8 @@ struct Mapper {
     }
   }
 
-  void training(std::int64_t data_ranks) {
-    Json t;
-    const auto rows = integer({"training.local_batch_size", "training.batch_size"}, 8);
-    t["rows_per_gpu"] = rows;
-    note("training.local_batch_size", "training.rows_per_gpu", rows);
-    const auto seq = integer({"training.seq_len"}, 2048);
-    t["seq_len"] = seq;
-    note("training.seq_len", "training.seq_len", seq);
-    if (const auto* g = in.take("training.global_batch_size")) {
-      const auto gb = in.as<std::int64_t>("training.global_batch_size", *g, "an integer");
-      if (gb != -1 && gb != rows * data_ranks)
-        ignore("training.global_batch_size", *g,
-               fmt::format("gradient accumulation is not modelled: one step of local_batch_size "
-                           "× {} data-parallel ranks = {} rows",
-                           data_ranks, rows * data_ranks));
-    }
-    if (const auto* mp = in.take("training.mixed_precision_param"))
-      if (mp->value<std::string>().value_or("") != "bfloat16")
-        ignore("training.mixed_precision_param", *mp, "the twin models bf16 parameters");
+  // [activation_checkpoint]: none, per-op selective or full.
+  void checkpointing(Json& t) {
     const auto* mode = in.take("activation_checkpoint.mode");
     const std::string ac =
         mode ? in.as<std::string>("activation_checkpoint.mode", *mode, "a string") : "selective";
@@ -224,6 +207,28 @@ struct Mapper {
         note("activation_checkpoint.selective_ac_option", "training.activation_checkpointing",
              t["activation_checkpointing"]);
     }
+  }
+
+  void training(std::int64_t data_ranks) {
+    Json t;
+    const auto rows = integer({"training.local_batch_size", "training.batch_size"}, 8);
+    t["rows_per_gpu"] = rows;
+    note("training.local_batch_size", "training.rows_per_gpu", rows);
+    const auto seq = integer({"training.seq_len"}, 2048);
+    t["seq_len"] = seq;
+    note("training.seq_len", "training.seq_len", seq);
+    if (const auto* g = in.take("training.global_batch_size")) {
+      const auto gb = in.as<std::int64_t>("training.global_batch_size", *g, "an integer");
+      if (gb != -1 && gb != rows * data_ranks)
+        ignore("training.global_batch_size", *g,
+               fmt::format("gradient accumulation is not modelled: one step of local_batch_size "
+                           "× {} data-parallel ranks = {} rows",
+                           data_ranks, rows * data_ranks));
+    }
+    if (const auto* mp = in.take("training.mixed_precision_param"))
+      if (mp->value<std::string>().value_or("") != "bfloat16")
+        ignore("training.mixed_precision_param", *mp, "the twin models bf16 parameters");
+    checkpointing(t);
     std::string from = "compile.enable";
     const auto compiled = boolean({"compile.enable", "training.compile"}, &from).value_or(false);
     t["compile"] = compiled;
@@ -247,6 +252,57 @@ struct Mapper {
     t["unshard_async_op"] = false;
     t["expandable_segments"] = true;
     s["training"] = t;
+  }
+
+  // The plan: shard × replicate × tensor = the machine's GPUs (shard −1: the rest); the async
+  // TP switch and FSDP's reshard mode.
+  void parallel(int nodes, int gpn) {
+    const std::int64_t gpus = static_cast<std::int64_t>(nodes) * gpn;
+    for (const char* k :
+         {"parallelism.pipeline_parallel_degree", "parallelism.context_parallel_degree",
+          "training.pipeline_parallel_degree", "training.context_parallel_degree"})
+      if (const auto* n = in.take(k); n && in.as<std::int64_t>(k, *n, "an integer") > 1)
+        throw InputError(in.file(), k,
+                         "pipeline and context parallelism are not modelled (degree must be 1)");
+    const auto dp = integer(
+        {"parallelism.data_parallel_replicate_degree", "training.data_parallel_replicate_degree"},
+        1);
+    const auto tp =
+        integer({"parallelism.tensor_parallel_degree", "training.tensor_parallel_degree"}, 1);
+    const auto ep = integer({"parallelism.expert_parallel_degree"}, 1);
+    auto shard = integer(
+        {"parallelism.data_parallel_shard_degree", "training.data_parallel_shard_degree"}, -1);
+    if (shard == -1) shard = gpus / std::max<std::int64_t>(1, dp * tp);
+    if (shard < 1 || shard * dp * tp != gpus)
+      throw InputError(
+          in.file(), "parallelism.data_parallel_shard_degree",
+          fmt::format("shard {} × replicate {} × tensor {} must equal the {} GPUs of {} nodes × {}",
+                      shard, dp, tp, gpus, nodes, gpn));
+    s["parallel"] = {{"replica_gpus", shard * tp}, {"ep", ep}, {"dp", dp}, {"tp", tp}};
+    note("parallelism.*_degree", "parallel", s["parallel"]);
+    training(shard * dp);
+    std::string from = "parallelism.enable_async_tensor_parallel";
+    if (const auto async = boolean({"parallelism.enable_async_tensor_parallel",
+                                    "experimental.enable_async_tensor_parallel"},
+                                   &from)) {
+      s["training"]["async_tp"] = *async && tp > 1;
+      note(from, "training.async_tp", *async && tp > 1);
+    }
+    if (const auto* r = in.take("parallelism.fsdp_reshard_after_forward"))
+      if (r->value<std::string>().value_or("default") == "never")
+        ignore("parallelism.fsdp_reshard_after_forward", *r, "the twin reshards after forward");
+  }
+
+  // The keys left: without effect on one step, or not modelled.
+  void rest() {
+    for (const auto& [k, n] : in.rest()) {
+      bool no_effect = false;
+      for (const char* p : kNoEffectPrefixes) no_effect = no_effect || k.rfind(p, 0) == 0;
+      if (no_effect)
+        out.no_effect.push_back(k);
+      else
+        ignore(k, *n, "not modelled");
+    }
   }
 };
 
@@ -280,50 +336,11 @@ ImportedJob import_torchtitan(const std::string& toml_file, const TorchtitanMach
   s["hardware"] = {{"profile", machine.profile}};
   if (gpn != profile_gpus_per_node)
     s["hardware"]["node"] = {{"gpus", {{"value", gpn}, {"source", "[import] --gpus-per-node"}}}};
-  const std::int64_t gpus = static_cast<std::int64_t>(machine.nodes) * gpn;
-  for (const char* k :
-       {"parallelism.pipeline_parallel_degree", "parallelism.context_parallel_degree",
-        "training.pipeline_parallel_degree", "training.context_parallel_degree"})
-    if (const auto* n = in.take(k); n && in.as<std::int64_t>(k, *n, "an integer") > 1)
-      throw InputError(toml_file, k,
-                       "pipeline and context parallelism are not modelled (degree must be 1)");
-  const auto dp = m.integer(
-      {"parallelism.data_parallel_replicate_degree", "training.data_parallel_replicate_degree"}, 1);
-  const auto tp =
-      m.integer({"parallelism.tensor_parallel_degree", "training.tensor_parallel_degree"}, 1);
-  const auto ep = m.integer({"parallelism.expert_parallel_degree"}, 1);
-  auto shard = m.integer(
-      {"parallelism.data_parallel_shard_degree", "training.data_parallel_shard_degree"}, -1);
-  if (shard == -1) shard = gpus / std::max<std::int64_t>(1, dp * tp);
-  if (shard < 1 || shard * dp * tp != gpus)
-    throw InputError(
-        toml_file, "parallelism.data_parallel_shard_degree",
-        fmt::format("shard {} × replicate {} × tensor {} must equal the {} GPUs of {} nodes × {}",
-                    shard, dp, tp, gpus, machine.nodes, gpn));
-  s["parallel"] = {{"replica_gpus", shard * tp}, {"ep", ep}, {"dp", dp}, {"tp", tp}};
-  m.note("parallelism.*_degree", "parallel", s["parallel"]);
-  m.training(shard * dp);
-  std::string from = "parallelism.enable_async_tensor_parallel";
-  if (const auto async = m.boolean(
-          {"parallelism.enable_async_tensor_parallel", "experimental.enable_async_tensor_parallel"},
-          &from)) {
-    s["training"]["async_tp"] = *async && tp > 1;
-    m.note(from, "training.async_tp", *async && tp > 1);
-  }
-  if (const auto* r = in.take("parallelism.fsdp_reshard_after_forward"))
-    if (r->value<std::string>().value_or("default") == "never")
-      m.ignore("parallelism.fsdp_reshard_after_forward", *r, "the twin reshards after forward");
+  m.parallel(machine.nodes, gpn);
   // SDPA with a causal mask over each whole row (TorchTitan's Llama 3 default).
   s["data"] = {{"document_masking", false}};
   s["nccl"] = {{"max_ctas", 0}};
-  for (const auto& [k, n] : in.rest()) {
-    bool no_effect = false;
-    for (const char* p : kNoEffectPrefixes) no_effect = no_effect || k.rfind(p, 0) == 0;
-    if (no_effect)
-      out.no_effect.push_back(k);
-    else
-      m.ignore(k, *n, "not modelled");
-  }
+  m.rest();
   return out;
 }
 
