@@ -51,6 +51,7 @@ Json accounting_json(const Scenario& s) {
   j["params_by_component"] = {{"attention", p.attention}, {"router", p.router},
                               {"experts", p.experts},     {"norms", p.norms},
                               {"embedding", p.embedding}, {"head", p.head}};
+  if (p.ffn > 0) j["params_by_component"]["ffn"] = p.ffn;  // a dense SwiGLU (Llama)
   j["tokens_per_step"] = job.tokens_per_step();
   Json cats = Json::object();
   for (const auto& [name, ph] : f.by_category)
@@ -77,9 +78,10 @@ Json accounting_json(const Scenario& s) {
 namespace {
 
 void print_table(const Scenario& s, const Json& a, std::ostream& out) {
-  fmt::print(out, "scenario {} — model {} on {} ({} GPUs, ep {}, dp {})\n\n", s.name,
-             s.job.model.name, s.hw.name, s.job.parallel.total_gpus(), s.job.parallel.ep,
-             s.job.parallel.dp);
+  const auto& par = s.job.parallel;
+  fmt::print(out, "scenario {} — model {} on {} ({} GPUs, ep {}, dp {}{})\n\n", s.name,
+             s.job.model.name, s.hw.name, par.total_gpus(), par.ep, par.dp,
+             par.tp > 1 ? fmt::format(", tp {}", par.tp) : "");
   fmt::print(out, "{:<22}{:>18}\n", "parameters", "count");
   for (const auto& [k, v] : a["params_by_component"].items())
     fmt::print(out, "  {:<20}{:>18.4g}\n", k, v.get<double>());
