@@ -105,7 +105,13 @@ void add_torchtitan_keys(sim::Schema<TrainingOptions>& s) {
           "async_tp",
           "TorchTitan's async tensor parallelism: each all-gather and reduce-scatter is cut into "
           "tp chunks that overlap the GEMM consuming or producing them; one chunk stays exposed",
-          [](auto& t) -> auto& { return t.async_tp; });
+          [](auto& t) -> auto& { return t.async_tp; })
+      .integer(
+          "loss_chunk_tokens", "tokens", 0, 1e9,
+          "tokens per chunk of a fused linear cross-entropy, whose logits live chunk by chunk "
+          "(the EUROPA job's [est]: 65,536 × 256,000 logits would not fit); 0: PyTorch's "
+          "cross_entropy over the whole batch's fp32 logits, as TorchTitan calls it",
+          [](auto& t) -> auto& { return t.loss_chunk_tokens; });
 }
 
 void add_kernel_and_comm_keys(sim::Schema<TrainingOptions>& s) {

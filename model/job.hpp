@@ -91,9 +91,10 @@ struct TrainingOptions {
   Elementwise elementwise = Elementwise::eager;               // step_costs.hpp
   bool compile = true;  // torch.compile per block: fused pointwise work (false: eager PyTorch)
   bool float8 = false;  // torchao Float8Linear: dense linear layers in FP8, dynamic scaling
-  bool float8_all_gather = false;        // FSDP2 gathers those weights in FP8
-  bool float8_precompute_scale = false;  // their scales from one amax pass after the optimizer
-  bool async_tp = false;                 // TorchTitan's async TP: collectives overlap GEMMs
+  bool float8_all_gather = false;         // FSDP2 gathers those weights in FP8
+  bool float8_precompute_scale = false;   // their scales from one amax pass after the optimizer
+  bool async_tp = false;                  // TorchTitan's async TP: collectives overlap GEMMs
+  std::int64_t loss_chunk_tokens = 4096;  // fused chunked cross-entropy; 0: over the whole batch
   ExpertRows expert_rows = ExpertRows::spread;           // hardware/kernel_cost.hpp
   ExpertRouting routing = ExpertRouting::group_limited;  // rung 7
   double routing_imbalance_cv = 0.15;                    // topk: spread of an EP rank's token share

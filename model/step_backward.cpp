@@ -54,10 +54,11 @@ StepBuilder::PerRank StepBuilder::backward_head(const PerRank& last_fwd_end, Bac
     note(r, loss, {elementwise_launch(3 * T * V * 4)});
     note(r, hb, {gemm_launch(T, V, h, 2)});
     unshard(r, V * h * kBf16, V * h * kBf16, *head_ag[static_cast<std::size_t>(r)], hf, hb);
-    // Logits and their gradient, chunked over tokens (a fused linear cross-entropy) [est].
-    const double chunk = std::min(T, kLossChunkTokens) * V * (kBf16 + kFp32);
-    mem_.free(r, mem_.alloc(r, "logits_chunk", kPoolCompute, chunk, hf, BufferLog::kStart), loss,
-              BufferLog::kEnd);
+    // Logits and their gradient (step_memory.hpp).
+    mem_.free(r,
+              mem_.alloc(r, "logits_chunk", kPoolCompute, loss_buffer_bytes(job_, T, V), hf,
+                         BufferLog::kStart),
+              loss, BufferLog::kEnd);
     // The head's bf16 gradient and its fp32 reduce-scatter input.
     head_grad[static_cast<std::size_t>(r)] =
         mem_.alloc(r, "head_grad", kPoolCompute, V * h * (kBf16 + kFp32), hb, BufferLog::kEnd);

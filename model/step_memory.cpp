@@ -65,6 +65,12 @@ LayerBuffers layer_buffers(const Job& job, const RankWorkload& w, std::int64_t l
   return b;
 }
 
+double loss_buffer_bytes(const Job& job, double tokens, double vocab) {
+  const auto chunk = static_cast<double>(job.training.loss_chunk_tokens);
+  if (chunk > 0) return std::min(tokens, chunk) * vocab * (kBf16 + kFp32);
+  return tokens * vocab * (job.training.compile ? kBf16 + kFp32 : kBf16 + 3 * kFp32);
+}
+
 double rope_cache_bytes(const Job& job) {
   const auto& m = job.model;
   if (m.rope_layers() == 0) return 0;

@@ -50,9 +50,14 @@ struct LayerBuffers {
 LayerBuffers layer_buffers(const Job& job, const RankWorkload& w, std::int64_t layer,
                            std::int64_t gpus_per_node);
 
-// Tokens per chunk of the loss: logits are computed, used and freed chunk by chunk (a fused
-// linear cross-entropy); the full 65,536 × 256,000 logits could not fit in HBM [est].
-inline constexpr double kLossChunkTokens = 4096;
+// HBM the loss holds from the head's forward to its backward: `tokens` × `vocab` logits at
+// bytes per element — a chunked fused linear cross-entropy (training.loss_chunk_tokens > 0):
+// a chunk's bf16 logits and fp32 gradient, 6 B [est]; PyTorch's cross_entropy over the whole
+// batch's fp32 logits as TorchTitan calls it (loss_chunk_tokens 0): eager, the bf16 logits, their
+// fp32 copy, the saved log-softmax and its fp32 gradient, 2 + 4 + 4 + 4 = 14 B; compiled (the
+// loss region fused), the bf16 logits and the fp32 gradient, 6 B [est: op sequences; checked
+// against a measured step, reports/torchtitan/README.md].
+double loss_buffer_bytes(const Job& job, double tokens, double vocab);
 
 // Bytes of the RoPE caches: one cache is seq_len × rope cache width × (cos, sin) × fp32; with
 // a shared cache the model holds rope_caches of them, else one per RoPE layer.

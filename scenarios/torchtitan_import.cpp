@@ -251,6 +251,7 @@ struct Mapper {
     t["dense_reshard"] = "global";
     t["unshard_async_op"] = false;
     t["expandable_segments"] = true;
+    t["loss_chunk_tokens"] = 0;  // cross_entropy over the whole batch's fp32 logits
     s["training"] = t;
   }
 
