@@ -52,7 +52,8 @@ int cmd_import_torchtitan(const CommonArgs& args, const ImportArgs& a, std::ostr
   TorchtitanMachine machine{a.nodes, a.gpus_per_node, a.profile};
   const auto job =
       import_torchtitan(args.scenario, machine, profile_gpus_per_node(opts.data_dir, a.profile));
-  const std::string text = job.scenario.dump(2) + "\n";
+  // Invalid UTF-8 in a TOML string becomes U+FFFD rather than an internal error.
+  const std::string text = job.scenario.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
   // Checked as `twin run` loads it (with the --set overrides) before anything is written.
   const fs::path file =
       a.out.empty() ? fs::temp_directory_path() / fmt::format("twin-import-{}.json", ::getpid())

@@ -1,6 +1,8 @@
 // libFuzzer target for every input parser: the strict scenario loader (with a `--set`), the
-// document-length file and the Slurm node list. The input is
+// document-length file, the Slurm node list and TorchTitan job files. The input is
 //     [--set KEY=VALUE\n] SCENARIO [\n---\n LENGTHS [\n---\n NODES]]
+// or `--toml\n` and a TorchTitan job file, imported (scenarios/torchtitan_import.hpp) for 2 nodes
+// of 8 GPUs and the scenario it makes loaded.
 // SCENARIO is a scenario file; empty, a fixed one that reads LENGTHS (data.doc_lengths_file) and
 // NODES (placement.node_list_file) is used. Every bad input must end in an InputError (exit 2 in
 // `twin`); anything else — another exception, a crash, a hang, a sanitizer report — is a bug.
@@ -14,6 +16,7 @@
 #include <utility>
 
 #include "scenarios/loader.hpp"
+#include "scenarios/torchtitan_import.hpp"
 
 namespace {
 std::string cut(std::string& text, const std::string& sep) {
@@ -32,6 +35,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return d;
   }();
   std::string text(reinterpret_cast<const char*>(data), size);
+  if (text.rfind("--toml\n", 0) == 0) {
+    std::ofstream(dir / "job.toml", std::ios::binary | std::ios::trunc) << text.substr(7);
+    try {
+      const auto job =
+          twin::scenarios::import_torchtitan((dir / "job.toml").string(), {2, 0, "h100-sxm"}, 8);
+      std::ofstream(dir / "imported.json", std::ios::binary | std::ios::trunc)
+          << job.scenario.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+      twin::scenarios::load_scenario(dir / "imported.json", {TWIN_SOURCE_DIR, {}});
+    } catch (const twin::scenarios::InputError&) {
+    }
+    return 0;
+  }
   std::vector<std::string> sets;
   if (text.rfind("--set ", 0) == 0) sets.push_back(cut(text, "\n").substr(6));
   std::string scenario = cut(text, "\n---\n"), lengths = cut(text, "\n---\n"), nodes = text;
