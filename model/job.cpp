@@ -301,6 +301,10 @@ void validate_tp(const Job& job, std::int64_t gpus_per_node) {
 void validate(const Job& job, std::int64_t gpus_per_node) {
   const auto& p = job.parallel;
   const auto& m = job.model;
+  if (!m.moe() && p.ep != 1)
+    throw sim::ParamError("parallel.ep", fmt::format("a dense model (experts 0) has no expert "
+                                                     "parallelism: ep must be 1, not {}",
+                                                     p.ep));
   if (m.experts % p.ep != 0)
     throw sim::ParamError(
         "model.experts", "parallel.ep",

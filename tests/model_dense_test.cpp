@@ -114,6 +114,9 @@ TEST_SUITE("model.dense") {
     moe.parallel = {16, 1, 1, 2};
     CHECK_THROWS_WITH_AS(validate(moe, 8), doctest::Contains("dense models only"),
                          twin::sim::ParamError);
+    Job ep = llama8b_job();
+    ep.parallel.ep = 2;
+    CHECK_THROWS_WITH_AS(validate(ep, 8), doctest::Contains("ep must be 1"), twin::sim::ParamError);
     Job muon = llama8b_job();  // cpu_offload false
     muon.training.optimizer = Optimizer::muon;
     CHECK_THROWS_AS(validate(muon, 8), twin::sim::ParamError);
