@@ -192,10 +192,12 @@ def provenance(argv: list[str]) -> dict:
                                                             argv)}
 
 
-def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+def shape_parser(doc: str) -> argparse.ArgumentParser:
+    """The options of a Llama 3 block's shape and the timing (this script's and
+    llama_step_bench.py's): the 8B's by default, batch 2 x 8,192 tokens."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog=__doc__.split("\n\n", 1)[1])
+                                 epilog=doc.split("\n\n", 1)[1])
     ap.add_argument("--dim", type=int, default=4096)
     ap.add_argument("--heads", type=int, default=32)
     ap.add_argument("--kv-heads", type=int, default=8)
@@ -204,8 +206,13 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--seq", type=int, default=8192)
     ap.add_argument("--reps", type=int, default=10)
-    ap.add_argument("--fp8", action="store_true", help="also the FP8 linear layers")
     ap.add_argument("--out", required=True)
+    return ap
+
+
+def main(argv: list[str]) -> int:
+    ap = shape_parser(__doc__)
+    ap.add_argument("--fp8", action="store_true", help="also the FP8 linear layers")
     args = ap.parse_args(argv)
     if torch is None or not torch.cuda.is_available():
         print("llama_block_bench: needs PyTorch and a GPU", file=sys.stderr)

@@ -26,7 +26,7 @@ import json
 import statistics
 import sys
 
-from llama_block_bench import build_block
+from llama_block_bench import build_block, shape_parser
 
 try:
     import torch
@@ -111,20 +111,9 @@ def run_case(a: argparse.Namespace, compiled: bool) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog=__doc__.split("\n\n", 1)[1])
+    ap = shape_parser(__doc__)
     ap.add_argument("--layers", type=int, default=2)
-    ap.add_argument("--dim", type=int, default=4096)
-    ap.add_argument("--heads", type=int, default=32)
-    ap.add_argument("--kv-heads", type=int, default=8)
-    ap.add_argument("--head-dim", type=int, default=128)
-    ap.add_argument("--ffn", type=int, default=14336)
     ap.add_argument("--vocab", type=int, default=128256)
-    ap.add_argument("--batch", type=int, default=2)
-    ap.add_argument("--seq", type=int, default=8192)
-    ap.add_argument("--reps", type=int, default=10)
-    ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     if torch is None or not torch.cuda.is_available():
         print("llama_step_bench: needs PyTorch and a GPU", file=sys.stderr)
