@@ -142,7 +142,8 @@ def build_block(dim: int, heads: int, kv_heads: int, hd: int, ffn: int, seq: int
     return Block().cuda().to(torch.bfloat16)
 
 
-def time_block(block: "nn.Module", x: "torch.Tensor", grad: "torch.Tensor", reps: int) -> dict:
+def time_block(block: "nn.Module", x: "torch.Tensor", grad: "torch.Tensor", reps: int,
+               top: int = 0) -> dict:
     def step() -> None:
         block(x).backward(grad)
 
@@ -158,16 +159,24 @@ def time_block(block: "nn.Module", x: "torch.Tensor", grad: "torch.Tensor", reps
         torch.cuda.synchronize()
         times.append(a.elapsed_time(b))
     by_class: dict = {}
+    by_name: dict = {}
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         step()
         torch.cuda.synchronize()
     for e in prof.events():
         if e.device_type != torch.autograd.DeviceType.CUDA:
             continue
+        ms = e.device_time_total / 1000 if hasattr(e, "device_time_total") else 0
         c = by_class.setdefault(kernel_class(e.name), {"ms": 0.0, "kernels": 0})
-        c["ms"] += e.device_time_total / 1000 if hasattr(e, "device_time_total") else 0
+        c["ms"] += ms
         c["kernels"] += 1
-    return {"median_ms": statistics.median(times), "min_ms": min(times), "by_class": by_class}
+        k = by_name.setdefault(e.name, {"kernel": e.name, "ms": 0.0, "launches": 0})
+        k["ms"] += ms
+        k["launches"] += 1
+    out = {"median_ms": statistics.median(times), "min_ms": min(times), "by_class": by_class}
+    if top > 0:  # the kernels that take longest: which ones, and how long each ran
+        out["top_kernels"] = sorted(by_name.values(), key=lambda k: -k["ms"])[:top]
+    return out
 
 
 def run_case(args: argparse.Namespace, fp8: bool, compiled: bool) -> dict:
@@ -179,7 +188,7 @@ def run_case(args: argparse.Namespace, fp8: bool, compiled: bool) -> dict:
     x = torch.randn(args.batch, args.seq, args.dim, device="cuda", dtype=torch.bfloat16,
                     requires_grad=True)
     grad = torch.randn_like(x)
-    out = time_block(block, x, grad, args.reps)
+    out = time_block(block, x, grad, args.reps, args.top_kernels)
     out.update({"fp8": fp8, "compiled": compiled})
     return out
 
@@ -213,6 +222,8 @@ def shape_parser(doc: str) -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     ap = shape_parser(__doc__)
     ap.add_argument("--fp8", action="store_true", help="also the FP8 linear layers")
+    ap.add_argument("--top-kernels", type=int, default=0,
+                    help="also list the N longest kernels of each case (name, ms, launches)")
     args = ap.parse_args(argv)
     if torch is None or not torch.cuda.is_available():
         print("llama_block_bench: needs PyTorch and a GPU", file=sys.stderr)
