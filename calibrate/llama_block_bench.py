@@ -30,6 +30,7 @@ import datetime
 import json
 import statistics
 import sys
+from collections.abc import Callable
 
 try:
     import torch
@@ -193,6 +194,20 @@ def run_case(args: argparse.Namespace, fp8: bool, compiled: bool) -> dict:
     return out
 
 
+def record_case(result: dict, out: str, labels: dict, run: "Callable[[], dict]") -> None:
+    """Runs one case and rewrites the output file with it, so that what was measured is kept
+    if a later case fails (its error is recorded instead)."""
+    try:
+        case = run()
+    except Exception as e:  # keep what was measured; say what failed
+        case = dict(labels, error=repr(e)[:400])
+    result["cases"].append(case)
+    print(json.dumps(case), flush=True)
+    with open(out, "w") as f:
+        json.dump(result, f, indent=1)
+    torch.cuda.empty_cache()
+
+
 def provenance(argv: list[str]) -> dict:
     p = torch.cuda.get_device_properties(0)
     return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -234,15 +249,8 @@ def main(argv: list[str]) -> int:
               "cases": []}
     for fp8 in ([False, True] if args.fp8 else [False]):
         for compiled in (False, True):
-            try:
-                case = run_case(args, fp8, compiled)
-            except Exception as e:  # keep what was measured; say what failed
-                case = {"fp8": fp8, "compiled": compiled, "error": repr(e)[:400]}
-            result["cases"].append(case)
-            print(json.dumps(case), flush=True)
-            with open(args.out, "w") as f:
-                json.dump(result, f, indent=1)
-            torch.cuda.empty_cache()
+            record_case(result, args.out, {"fp8": fp8, "compiled": compiled},
+                        lambda: run_case(args, fp8, compiled))
     return 0
 
 

@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import statistics
 import sys
 
-from llama_block_bench import build_block, shape_parser
+from llama_block_bench import build_block, record_case, shape_parser
 
 try:
     import torch
@@ -125,15 +124,7 @@ def main(argv: list[str]) -> int:
         "command": " ".join(["calibrate/llama_step_bench.py"] + argv)},
         "shape": vars(args), "cases": []}
     for compiled in (False, True):
-        try:
-            case = run_case(args, compiled)
-        except Exception as e:  # keep what was measured; say what failed
-            case = {"compiled": compiled, "error": repr(e)[:400]}
-        result["cases"].append(case)
-        print(json.dumps(case), flush=True)
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=1)
-        torch.cuda.empty_cache()
+        record_case(result, args.out, {"compiled": compiled}, lambda: run_case(args, compiled))
     return 0
 
 
