@@ -191,6 +191,13 @@ void add_memory_keys(sim::Schema<TrainingOptions>& s) {
           "pool of the bf16 gradient all-to-all receive buffer: the reduce-scatter side "
           "stream's, or the compute stream's (rung 12c)",
           [](auto& t) -> auto& { return t.grad_a2a_recv_pool; })
+      .enumeration(
+          "fsdp_streams", sim::names(kFsdpStreamsNames),
+          "order of FSDP's collectives: per_group, each process group's in issue order on its "
+          "own NCCL stream; fsdp2, as FSDP2 issues them (one all-gather and one reduce-scatter "
+          "stream for every group, synchronous collectives, each post-backward waiting for the "
+          "last reduction; the experts a group of their own, reduced mid-layer)",
+          [](auto& t) -> auto& { return t.fsdp_streams; })
       .boolean(
           "expandable_segments",
           "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (segments grow by pages)",

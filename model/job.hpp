@@ -28,6 +28,7 @@ enum class GradReduce { fp32_reduce_scatter, bf16_all_to_all };
 enum class DenseReshard { global, node_local };
 enum class GradNorm { cpu, accumulated };
 enum class RecvPool { side, compute };
+enum class FsdpStreams { per_group, fsdp2 };
 
 inline constexpr sim::Named<Checkpointing> kCheckpointingNames[] = {
     {Checkpointing::none, "none"},
@@ -61,6 +62,8 @@ inline constexpr sim::Named<GradNorm> kGradNormNames[] = {{GradNorm::cpu, "cpu"}
                                                           {GradNorm::accumulated, "accumulated"}};
 inline constexpr sim::Named<RecvPool> kRecvPoolNames[] = {{RecvPool::side, "side"},
                                                           {RecvPool::compute, "compute"}};
+inline constexpr sim::Named<FsdpStreams> kFsdpStreamsNames[] = {
+    {FsdpStreams::per_group, "per_group"}, {FsdpStreams::fsdp2, "fsdp2"}};
 
 struct ParallelPlan {
   std::int64_t replica_gpus = 0;  // GPUs of one replica = the FSDP shard group of dense weights
@@ -107,7 +110,9 @@ struct TrainingOptions {
   bool release_grads_early = true;  // free reduced grads two layers later (rung 12a)
   bool unshard_async_op = true;     // all-gather buffers from the compute pool (rung 12b)
   RecvPool grad_a2a_recv_pool = RecvPool::compute;  // rung 12c
-  bool expandable_segments = false;                 // PYTORCH_CUDA_ALLOC_CONF expandable_segments
+  // How FSDP collectives are ordered (step_graph.hpp, StepBuilder::queue_on).
+  FsdpStreams fsdp_streams = FsdpStreams::per_group;
+  bool expandable_segments = false;        // PYTORCH_CUDA_ALLOC_CONF expandable_segments
   std::int64_t allocator_warm_steps = 1;   // steps the allocator's caches saw before this one
   double pinned_round_threshold_MiB = 1;   // pinned_max_round_threshold_mb; 0 = always round
   bool offload_arena_prefault = true;      // CPU touches the offload arena first (JOB.md §7)

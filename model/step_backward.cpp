@@ -1,6 +1,7 @@
 // The backward pass of the step graph, as named steps (the FSDP2 rules are in step_graph.hpp):
 // the LM head and loss; per layer, from the last: the next layer's prefetch, recompute and
-// backward kernels, the post-backward boundary (buffers), the gradient reductions; the
+// backward kernels (the experts' gradients reduced once computed), the post-backward boundary
+// (buffers), the dense gradients' reduction; the
 // embedding's gradient and the gradients' way home.
 #include <map>
 
@@ -20,7 +21,12 @@ constexpr std::size_t kNone = static_cast<std::size_t>(-1);
 
 // What backward carries from one layer to the next.
 struct StepBuilder::BackwardState {
-  PerRank prev_reduce, prev_reduce_e;  // the previous layer's dense and expert reductions
+  PerRank prev_reduce;  // the last dense reduce-scatter
+  // FSDP2's reduce_scatter_stream (what it last held) and the last reduction's event: each
+  // post-backward, of any group, makes the compute stream wait for that event before it
+  // reduces (FSDPParamGroup.post_backward, comm_ctx.reduce_scatter_state).
+  PerRank rs_stream, rs_event;
+  PerRank expert_reduced;  // this layer's expert reduction (with the owner's fp32 sum)
   // Each rank's reduce-scatter input (freed after the next layer's wait), and reduced gradient
   // shards by the layer whose boundary frees them (−1: the end of backward).
   std::vector<std::size_t> pending_input;
@@ -33,7 +39,7 @@ StepBuilder::PerRank StepBuilder::backward_head(const PerRank& last_fwd_end, Bac
   const auto& m = job_.model;
   const double h = static_cast<double>(m.hidden), V = vocab_shard();
   const auto L = static_cast<std::int32_t>(m.layers);
-  auto head_ag = collective(StepColl::dense_gather, V * h * 2, "head_gather", L);
+  auto head_ag = fsdp_gather(StepColl::dense_gather, V * h * 2, "head_gather", L);
   after_all(head_ag, last_fwd_end);
   // Tensor parallelism: the output layer is column-parallel over the vocabulary (loss
   // parallel), its input gathered over the sequence and its input gradient reduce-scattered.
@@ -67,10 +73,11 @@ StepBuilder::PerRank StepBuilder::backward_head(const PerRank& last_fwd_end, Bac
   const PerRank issue = marker(kCompute, "backward_start", L);
   st.prev_reduce = collective(StepColl::dense_reduce, V * h * 4, "head_grad_reduce_scatter", L);
   after_all(st.prev_reduce, issue);
+  if (fsdp2_streams()) queue_on(st.prev_reduce, st.rs_stream);
+  st.rs_event = st.prev_reduce;
   for (std::int64_t r = 0; r < ranks_; ++r)
     mem_.free(r, head_grad[static_cast<std::size_t>(r)],
               *st.prev_reduce[static_cast<std::size_t>(r)], BufferLog::kEnd);
-  st.prev_reduce_e.assign(static_cast<std::size_t>(ranks_), nullptr);
   return issue;
 }
 
@@ -93,10 +100,11 @@ StepBuilder::Fetch StepBuilder::prefetch_layer(std::int32_t i, const PerRank& is
           r, "reloaded_output", kPoolOffload, work_[r].tokens * h * kBf16, x, BufferLog::kStart));
     }
   if (t.dense_reshard != DenseReshard::node_local) float8_amax_before_gather(i);
-  f.dense = t.dense_reshard == DenseReshard::node_local
-                ? collective(StepColl::nvlink_gather, comm.dense_gather, "dense_regather_nvlink", i)
-                : collective(StepColl::dense_gather, comm.dense_gather, "dense_regather", i);
-  f.expert = collective(StepColl::expert_gather, comm.expert_gather, "expert_regather", i);
+  f.dense =
+      t.dense_reshard == DenseReshard::node_local
+          ? fsdp_gather(StepColl::nvlink_gather, comm.dense_gather, "dense_regather_nvlink", i)
+          : fsdp_gather(StepColl::dense_gather, comm.dense_gather, "dense_regather", i);
+  f.expert = fsdp_gather(StepColl::expert_gather, comm.expert_gather, "expert_regather", i);
   after_all(f.dense, issue_at);
   after_all(f.expert, issue_at);
   return f;
@@ -133,44 +141,68 @@ void StepBuilder::layer_boundary_buffers(std::int32_t i, const Fetch& cur, const
   }
 }
 
-// Layer i's gradient reductions after its boundary: the dense reduce-scatter, the expert
-// reduce-scatter or bf16 all-to-all (with its fp32 sum), the replicas' all-reduce, and each
-// reduced shard's way home.
-void StepBuilder::reduce_layer_grads(std::int32_t i, const PerRank& boundary, BackwardState& st) {
+// Layer i's expert reduction: the reduce-scatter, or the bf16 all-to-all with the owner's fp32
+// sum, issued at `issue_at` on the reduce-scatter stream.
+void StepBuilder::reduce_expert_grads(std::int32_t i, const PerRank& issue_at, BackwardState& st) {
+  const auto& t = job_.training;
+  const double expert_pg =
+      static_cast<double>(job_.parallel.fsdp_gpus()) / static_cast<double>(job_.parallel.ep);
+  const auto comm = layer_comm(job_, i);
+  const bool a2a = t.grad_reduce == GradReduce::bf16_all_to_all;
+  auto rse = collective(StepColl::expert_grad_reduce, comm.expert_reduce,
+                        a2a ? "expert_grad_all_to_all" : "expert_grad_reduce_scatter", i);
+  after_all(rse, issue_at);
+  if (fsdp2_streams()) queue_on(rse, st.rs_stream);
+  st.rs_event = rse;
+  if (a2a)
+    for (std::int64_t r = 0; r < ranks_; ++r) {
+      const auto ri = static_cast<std::size_t>(r);
+      // The owner converts the received bf16 slices to fp32 and sums them (inside FSDP's
+      // reduce call, so on its stream: the next reduction waits for the sum).
+      const double recv = comm.expert_reduce * (expert_pg - 1) / expert_pg;
+      const double sum_bytes = recv + 2 * recv / expert_pg;
+      auto& s = kernel(r, "grad_fp32_sum", kElementwise,
+                       elementwise_op(job_, cost_, Family::ew_sum_fp32, sum_bytes), i, kSideStream);
+      note(r, s, {elementwise_launch(sum_bytes)});
+      s.after(*rse[ri]);
+      const auto rb =
+          mem_.alloc(r, "grad_all_to_all_recv",
+                     t.grad_a2a_recv_pool == RecvPool::compute ? kPoolCompute : kPoolReduceScatter,
+                     comm.expert_reduce, *rse[ri], BufferLog::kStart);
+      mem_.free(r, rb, s, BufferLog::kEnd);
+      rse[ri] = &s;
+      if (fsdp2_streams()) st.rs_stream[ri] = &s;
+    }
+  st.expert_reduced = rse;
+}
+
+// Layer i's dense reduce-scatter after its boundary (under fsdp2 behind the experts' reduction
+// on the reduce-scatter stream).
+StepBuilder::PerRank StepBuilder::dense_reduce_scatter(std::int32_t i, const PerRank& boundary,
+                                                       BackwardState& st) {
+  auto rsd = collective(StepColl::dense_reduce, layer_comm(job_, i).dense_reduce,
+                        "dense_grad_reduce_scatter", i);
+  after_all(rsd, boundary);
+  if (fsdp2_streams()) queue_on(rsd, st.rs_stream);
+  st.rs_event = rsd;
+  for (std::int64_t r = 0; r < ranks_; ++r)  // copied into the reduce input
+    mem_.free(r, st.grads[static_cast<std::size_t>(r)], *rsd[static_cast<std::size_t>(r)],
+              BufferLog::kStart);
+  return rsd;
+}
+
+// Layer i's reduced gradients: the replicas' all-reduce and each reduced shard's way home.
+void StepBuilder::send_reduced_home(std::int32_t i, const PerRank& rsd, BackwardState& st) {
   const auto& t = job_.training;
   const double R = static_cast<double>(job_.parallel.fsdp_gpus());
   const double expert_pg = R / static_cast<double>(job_.parallel.ep);
   const auto comm = layer_comm(job_, i);
-  auto rsd = collective(StepColl::dense_reduce, comm.dense_reduce, "dense_grad_reduce_scatter", i);
-  const bool a2a = t.grad_reduce == GradReduce::bf16_all_to_all;
-  auto rse = collective(StepColl::expert_grad_reduce, comm.expert_reduce,
-                        a2a ? "expert_grad_all_to_all" : "expert_grad_reduce_scatter", i);
-  after_all(rsd, boundary);
-  after_all(rse, boundary);
-  for (std::int64_t r = 0; r < ranks_; ++r) {
-    const auto ri = static_cast<std::size_t>(r);
-    mem_.free(r, st.grads[ri], *rsd[ri], BufferLog::kStart);  // copied into the reduce input
-    if (!a2a) continue;
-    // The owner converts the received bf16 slices to fp32 and sums them.
-    const double recv = comm.expert_reduce * (expert_pg - 1) / expert_pg;
-    const double sum_bytes = recv + 2 * recv / expert_pg;
-    auto& s = kernel(r, "grad_fp32_sum", kElementwise,
-                     elementwise_op(job_, cost_, Family::ew_sum_fp32, sum_bytes), i, kSideStream);
-    note(r, s, {elementwise_launch(sum_bytes)});
-    s.after(*rse[ri]);
-    const auto rb =
-        mem_.alloc(r, "grad_all_to_all_recv",
-                   t.grad_a2a_recv_pool == RecvPool::compute ? kPoolCompute : kPoolReduceScatter,
-                   comm.expert_reduce, *rse[ri], BufferLog::kStart);
-    mem_.free(r, rb, s, BufferLog::kEnd);
-    rse[ri] = &s;
-  }
   const double shard_bytes = comm.dense_reduce / R + 4 * comm.expert_elems / expert_pg;
-  PerRank reduced = rse;
+  PerRank reduced = st.expert_reduced;
   if (job_.parallel.dp > 1) {
     reduced = collective(StepColl::replica_all_reduce, shard_bytes, "replica_grad_all_reduce", i);
     after_all(reduced, rsd);
-    after_all(reduced, rse);
+    after_all(reduced, st.expert_reduced);
   }
   for (std::int64_t r = 0; r < ranks_; ++r) {
     // With the optimizer on the host (cpu_offload) the reduced shard goes home; else it stays
@@ -193,14 +225,13 @@ void StepBuilder::reduce_layer_grads(std::int32_t i, const PerRank& boundary, Ba
           .push_back(red);
   }
   st.prev_reduce = rsd;
-  st.prev_reduce_e = rse;
 }
 
 // FSDP re-gathers the embedding for its backward; on the dense PG it queues behind layer 1's
 // reduce-scatter (JOB.md §6.11b).
 void StepBuilder::embedding_regather(const PerRank& boundary) {
   const double vh = vocab_shard() * static_cast<double>(job_.model.hidden);
-  auto emb = collective(StepColl::dense_gather, vh * 2, "embedding_regather", -1);
+  auto emb = fsdp_gather(StepColl::dense_gather, vh * 2, "embedding_regather", -1);
   after_all(emb, boundary);
   auto wait = marker(kCompute, "embedding_weight_ready", -1);
   after_all(wait, emb);
@@ -222,6 +253,7 @@ void StepBuilder::backward_embedding(BackwardState& st, PerRank& grads_home) {
   auto emb_rs = collective(StepColl::dense_reduce, V * h * 4, "embedding_grad_reduce_scatter", -1);
   const auto bw_end = marker(kCompute, "backward_end", -1);
   after_all(emb_rs, bw_end);
+  if (fsdp2_streams()) queue_on(emb_rs, st.rs_stream);
   for (std::int64_t r = 0; r < ranks_; ++r) {
     const auto ri = static_cast<std::size_t>(r);
     if (st.pending_input[ri] != kNone)
@@ -245,6 +277,8 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
   st.pending_input.assign(static_cast<std::size_t>(ranks_), kNone);
   st.reduced_free_at.resize(static_cast<std::size_t>(ranks_));
   st.grads.resize(static_cast<std::size_t>(ranks_));
+  st.rs_stream.assign(static_cast<std::size_t>(ranks_), nullptr);
+  st.expert_reduced.assign(static_cast<std::size_t>(ranks_), nullptr);
   const PerRank issue = backward_head(fwd_end[static_cast<std::size_t>(L - 1)], st);
   Fetch next = prefetch_layer(static_cast<std::int32_t>(L - 1), issue, d2h_all);
   for (auto i = static_cast<std::int32_t>(L - 1); i >= 0; --i) {
@@ -258,14 +292,34 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
     for (std::int64_t r = 0; r < ranks_; ++r) ops.push_back(layer_ops(job_, cost_, work_[r], i));
     const bool recompute = !ops[0].recompute.empty();
     if (recompute) run_ops(per_rank(ops, &LayerOps::recompute), i, cur.expert);
-    run_ops(per_rank(ops, &LayerOps::backward), i, recompute ? PerRank{} : cur.expert);
-    // Post-backward: the compute stream waits for the previous layer's reductions.
+    // The routed experts are an FSDP group of their own (TorchTitan's
+    // fully_shard(transformer_block.moe.experts)): their post-backward fires once their input
+    // gradient is computed, mid-layer, and reduces them then.
+    bool experts_reduced = false;
+    std::function<void()> experts_post_backward;
+    if (fsdp2_streams() && job_.model.moe())
+      experts_post_backward = [&] {
+        auto at = marker(kCompute, "experts_post_backward", i);
+        after_all(at, st.rs_event);
+        reduce_expert_grads(i, at, st);
+        experts_reduced = true;
+      };
+    run_ops(per_rank(ops, &LayerOps::backward), i, recompute ? PerRank{} : cur.expert,
+            experts_post_backward);
+    // The block's post-backward: the compute stream waits for the last reduction's event
+    // (fsdp2), or for the previous layer's reductions (per_group).
     auto boundary = marker(kCompute, "post_backward", i);
-    after_all(boundary, st.prev_reduce);
-    after_all(boundary, st.prev_reduce_e);
+    if (fsdp2_streams()) {
+      after_all(boundary, st.rs_event);
+    } else {
+      after_all(boundary, st.prev_reduce);
+      after_all(boundary, st.expert_reduced);
+    }
     layer_boundary_buffers(i, cur, begin, boundary, st);
     if (i == 0 && job_.training.embedding_regather) embedding_regather(boundary);
-    reduce_layer_grads(i, boundary, st);
+    const auto rsd = dense_reduce_scatter(i, boundary, st);
+    if (!experts_reduced) reduce_expert_grads(i, boundary, st);
+    send_reduced_home(i, rsd, st);
   }
   backward_embedding(st, grads_home);
 }

@@ -33,6 +33,7 @@ StepBuilder::StepBuilder(const Job& job, const hardware::NcclOptions& nccl,
       work_(build_workload(job)),
       ranks_(cluster.gpus()),
       last_(static_cast<std::size_t>(ranks_)),
+      all_gather_stream_(static_cast<std::size_t>(ranks_), nullptr),
       comms_(plan_comms(job, nccl, static_cast<int>(cluster.profile().gpu.sm_count))),
       pgs_(process_groups(job.parallel, static_cast<int>(ranks_), cluster.gpus_per_node(),
                           cluster.copies())),
@@ -191,6 +192,21 @@ void StepBuilder::unshard(std::int64_t r, double flat, double weights, const sim
   mem_.free(r, w, use_end, BufferLog::kEnd);
 }
 
+void StepBuilder::queue_on(const PerRank& tasks, PerRank& stream) const {
+  for (std::size_t r = 0; r < tasks.size(); ++r) {
+    if (!tasks[r]) continue;
+    if (stream[r]) tasks[r]->after(*stream[r]);
+    stream[r] = tasks[r];
+  }
+}
+
+StepBuilder::PerRank StepBuilder::fsdp_gather(StepColl which, double bytes, const char* name,
+                                              std::int32_t layer) {
+  auto out = collective(which, bytes, name, layer);
+  if (fsdp2_streams() && !job_.training.unshard_async_op) queue_on(out, all_gather_stream_);
+  return out;
+}
+
 void StepBuilder::after_all(PerRank& tasks, const PerRank& preds) {
   for (std::size_t r = 0; r < tasks.size(); ++r)
     if (tasks[r] && preds[r]) tasks[r]->after(*preds[r]);
@@ -281,10 +297,21 @@ StepBuilder::PerRank StepBuilder::layer_collective(const Op& op, std::int32_t la
 // their group's stream and the compute stream waits for them (async TP: overlapped_part).
 // The first expert GEMM waits for the expert weights (and their FP8 dequantization).
 void StepBuilder::run_ops(const std::vector<std::vector<Op>>& ops, std::int32_t layer,
-                          const PerRank& weights_expert) {
+                          const PerRank& weights_expert,
+                          const std::function<void()>& after_experts) {
   bool weights_pending = !weights_expert.empty();
   const auto comm = layer_comm(job_, layer);
   const std::size_t n = ops[0].size();
+  // The experts' module ends with their last GEMM, or with the EP all-to-all right after it:
+  // FSDP2's hooks run outside TorchTitan's ExpertParallel hooks (fully_shard prepends its
+  // forward pre-hook), so in backward the experts' post-backward follows the dispatch's.
+  std::size_t experts_end = n;  // none
+  for (std::size_t k = 0; k < n; ++k)
+    if (ops[0][k].category == kExpertGemm) experts_end = k;
+  if (experts_end + 1 < n && ops[0][experts_end + 1].category == kCollEpAllToAll) ++experts_end;
+  const auto experts_done = [&](std::size_t j0, std::size_t j1) {
+    if (after_experts && experts_end >= j0 && experts_end < j1) after_experts();
+  };
   const bool async = job_.training.async_tp && job_.parallel.tp > 1;
   const auto is = [&](std::size_t k, Category c) { return k < n && ops[0][k].category == c; };
   // The GEMM beside an async collective runs as a task of its own.
@@ -296,6 +323,7 @@ void StepBuilder::run_ops(const std::vector<std::vector<Op>>& ops, std::int32_t 
     const Op& shape = ops[0][j];
     if (is_layer_collective(shape.category)) {
       if (auto rest = layer_collective(shape, layer); !rest.empty()) gather_rest = std::move(rest);
+      experts_done(j, j + 1);
       continue;
     }
     if (async && is(j + 1, kCollTpReduceScatter))
@@ -312,6 +340,7 @@ void StepBuilder::run_ops(const std::vector<std::vector<Op>>& ops, std::int32_t 
       std::size_t j1 = j + 1;
       while (j1 < ops[0].size() && fusible(j1)) ++j1;
       fuse(j, j1, ops, layer);
+      experts_done(j, j1);
       j = j1 - 1;
       continue;
     }
@@ -331,6 +360,7 @@ void StepBuilder::run_ops(const std::vector<std::vector<Op>>& ops, std::int32_t 
       if (first_expert) t.after(*weights_expert[static_cast<std::size_t>(r)]);
     }
     if (first_expert) weights_pending = false;
+    experts_done(j, j + 1);
     if (!gather_rest.empty()) {
       auto join = marker(kCompute, "tp_gather_overlap_end", layer);
       after_all(join, gather_rest);

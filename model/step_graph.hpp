@@ -15,6 +15,7 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -113,6 +114,18 @@ class StepBuilder {
   // Collective `which` of the comm plan, one per process group of its communicator; returns
   // each participating rank's task (else null).
   PerRank collective(StepColl which, double bytes, const char* name, std::int32_t layer);
+  // FSDP2 issues every group's all-gathers from one all_gather_stream and every reduce-scatter
+  // from one reduce_scatter_stream (FSDPCommContext, shared by all FSDP states of the model);
+  // a collective issued with async_op=False makes its issuing stream wait for its end (c10d's
+  // Work.wait), so those of different groups (dense, experts, node-local) run one after another.
+  // queue_on orders `tasks` after what `stream` last held and makes them its last.
+  void queue_on(const PerRank& tasks, PerRank& stream) const;
+  // training.fsdp_streams = fsdp2: the ordering above; per_group: none beyond each process
+  // group's own NCCL stream (as if FSDP issued every collective with async_op=True).
+  bool fsdp2_streams() const { return job_.training.fsdp_streams == FsdpStreams::fsdp2; }
+  // An FSDP all-gather: under fsdp2 on the all_gather_stream, unless unshard_async_op issues it
+  // from the compute stream with async_op=True (rung 12b).
+  PerRank fsdp_gather(StepColl which, double bytes, const char* name, std::int32_t layer);
   void after_all(PerRank& tasks, const PerRank& preds);
   static std::uint32_t task_id(const sim::Task& t) { return static_cast<std::uint32_t>(t.id()); }
   void record_fused(const sim::Task& t, std::int64_t rank,
@@ -124,8 +137,10 @@ class StepBuilder {
   void forward_layer_buffers(std::int64_t r, std::int32_t i, const sim::Task& gather_d,
                              const sim::Task& gather_e, const sim::Task& begin, sim::Task& end,
                              PerRank& d2h_all);
+  // `after_experts`, if given, runs once the list's last expert GEMM is on the compute stream
+  // (the experts' FSDP post-backward hook fires there).
   void run_ops(const std::vector<std::vector<Op>>& ops, std::int32_t layer,
-               const PerRank& weights_expert);
+               const PerRank& weights_expert, const std::function<void()>& after_experts = {});
   void blocking_collective(StepColl which, double bytes, const char* name, std::int32_t layer);
   PerRank overlapped_part(StepColl which, double bytes, const char* name, std::int32_t layer);
   PerRank layer_collective(const Op& op, std::int32_t layer);
@@ -143,7 +158,9 @@ class StepBuilder {
   Fetch prefetch_layer(std::int32_t i, const PerRank& issue_at, const PerRank& d2h_all);
   void layer_boundary_buffers(std::int32_t i, const Fetch& cur, const PerRank& begin,
                               const PerRank& boundary, BackwardState& st);
-  void reduce_layer_grads(std::int32_t i, const PerRank& boundary, BackwardState& st);
+  void reduce_expert_grads(std::int32_t i, const PerRank& issue_at, BackwardState& st);
+  PerRank dense_reduce_scatter(std::int32_t i, const PerRank& boundary, BackwardState& st);
+  void send_reduced_home(std::int32_t i, const PerRank& rsd, BackwardState& st);
   void embedding_regather(const PerRank& boundary);
   void backward_embedding(BackwardState& st, PerRank& grads_home);
   PerRank marker(Stream s, const char* name, std::int32_t layer);
@@ -174,6 +191,7 @@ class StepBuilder {
   std::vector<RankWorkload> work_;
   std::int64_t ranks_;
   std::vector<std::array<sim::Task*, kStreamCount>> last_;
+  PerRank all_gather_stream_;  // FSDP2's all_gather_stream: the all-gather it last waited for
   CommPlan comms_;
   ProcessGroups pgs_;
   // Fused tasks' parts, flat: task id → its parts fused_parts_[fused_begin_[k] .. +count],

@@ -21,7 +21,7 @@ using hardware::Family;
 void StepBuilder::forward_embedding() {
   const auto& m = job_.model;
   const double h = static_cast<double>(m.hidden), V = vocab_shard();
-  auto emb = collective(StepColl::dense_gather, V * h * 2, "embedding_gather", -1);
+  auto emb = fsdp_gather(StepColl::dense_gather, V * h * 2, "embedding_gather", -1);
   const double rope = rope_cache_bytes(job_);
   const auto states = rank_memory(job_);
   for (std::int64_t r = 0; r < ranks_; ++r) {
@@ -86,8 +86,9 @@ void StepBuilder::forward(std::vector<PerRank>& begin, std::vector<PerRank>& end
   for (std::int32_t i = 0; i < L; ++i) {
     const auto comm = layer_comm(job_, i);
     float8_amax_before_gather(i);
-    auto agd = collective(StepColl::dense_gather, comm.dense_gather, "dense_gather", i);
-    auto age = collective(StepColl::expert_gather, comm.expert_gather, "expert_gather", i);
+    // TorchTitan's explicit prefetch with EP: the next block, then its experts.
+    auto agd = fsdp_gather(StepColl::dense_gather, comm.dense_gather, "dense_gather", i);
+    auto age = fsdp_gather(StepColl::expert_gather, comm.expert_gather, "expert_gather", i);
     if (i >= 1) after_all(agd, begin[i - 1]), after_all(age, begin[i - 1]);  // prefetch
     if (i >= 2) after_all(agd, end[i - 2]), after_all(age, end[i - 2]);      // two buffers
     begin[i] = marker(kCompute, "layer_forward", i);

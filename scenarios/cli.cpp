@@ -163,6 +163,9 @@ Command add_ladder(CLI::App& app, CommonArgs& common) {
   ladder->add_option("--jobs", a->jobs, "threads")->check(CLI::Range(1, 256));
   ladder->add_flag("--json", a->json, "as JSON");
   ladder->add_flag("--quiet", *quiet, "no progress lines on stderr");
+  ladder->add_option("--set", a->sets,
+                     "override a value in every rung: KEY=VALUE (repeatable), e.g. "
+                     "training.fsdp_streams=fsdp2");
   return {ladder, [a, quiet, &common] {
             a->progress = !*quiet;
             a->data_dir = common.data_dir;

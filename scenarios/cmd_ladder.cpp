@@ -53,7 +53,7 @@ Json ladder_json(const LadderArgs& a) {
       rungs.push_back(e.path());
   std::sort(rungs.begin(), rungs.end());
   const Json published = read_json_file(dir / "published.json")["rungs"];
-  const LoadOptions lo{a.data_dir.empty() ? default_data_dir() : fs::path(a.data_dir), {}};
+  const LoadOptions lo{a.data_dir.empty() ? default_data_dir() : fs::path(a.data_dir), a.sets};
   reports::Progress progress("ladder: rungs", rungs.size(), a.progress ? stderr : nullptr);
   auto results = run_parallel<RunResult>(
       rungs.size(), a.jobs,

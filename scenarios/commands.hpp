@@ -43,6 +43,7 @@ struct RunArgs {
 
 struct LadderArgs {
   std::string data_dir;
+  std::vector<std::string> sets;  // KEY=VALUE applied to every rung
   int jobs = 1;
   bool json = false;
   bool progress = false;  // progress lines on stderr

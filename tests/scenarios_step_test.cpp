@@ -115,6 +115,55 @@ TEST_SUITE("scenarios.step") {
     CHECK(tps({"nccl.reserved_sms=20"}) < free);
     CHECK(tps({"nccl.reserved_sms=60"}) < tps({"nccl.reserved_sms=20"}));
   }
+  // training.fsdp_streams: FSDP2's shared all-gather and reduce-scatter streams with
+  // synchronous collectives, and the experts' own post-backward (step_graph.hpp, queue_on).
+  TEST_CASE("fsdp_streams: fsdp2 orders FSDP's collectives; per_group leaves them to each group") {
+    // Rank 0's (start, end) in µs of the trace's tasks named `name`, by layer.
+    const auto spans = [](const Json& trace, const std::string& name) {
+      std::map<int, std::pair<double, double>> out;
+      for (const auto& e : trace["traceEvents"])
+        if (e["ph"] == "X" && e["pid"] == 0 && e["name"] == name) {
+          const double ts = e["ts"];
+          out[e["args"]["layer"].get<int>()] = {ts, ts + e["dur"].get<double>()};
+        }
+      return out;
+    };
+    const auto run = [&](const std::string& streams, bool async_unshard) {
+      RunOptions o;
+      o.trace = true;
+      return Json::parse(simulate(small({"training.fsdp_streams=" + streams,
+                                         std::string("training.unshard_async_op=") +
+                                             (async_unshard ? "true" : "false")}),
+                                  o)
+                             .trace);
+    };
+    const Json f2 = run("fsdp2", false), f2_async = run("fsdp2", true),
+               pg = run("per_group", false);
+    for (const Json* t : {&f2, &pg}) {
+      const bool fsdp2 = t == &f2;
+      CAPTURE(fsdp2);
+      const auto a2a = spans(*t, "expert_grad_all_to_all"), sum = spans(*t, "grad_fp32_sum"),
+                 rs = spans(*t, "dense_grad_reduce_scatter"), dispatch = spans(*t, "dispatch_bwd"),
+                 dense = spans(*t, "dense_gather"), expert = spans(*t, "expert_gather");
+      REQUIRE(a2a.size() == 4);
+      for (const auto& [i, x] : a2a) {
+        CAPTURE(i);
+        // fsdp2: the experts reduce as their dispatch's backward ends, before the block's
+        // boundary; the dense reduce-scatter waits on the reduce-scatter stream for their sum;
+        // each all-gather waits on the all-gather stream for the one issued before it.
+        // per_group: both reductions after the boundary, side by side; gathers side by side.
+        CHECK((std::abs(x.first - dispatch.at(i).second) < 1e-6) == fsdp2);
+        CHECK((x.first < rs.at(i).first) == fsdp2);
+        CHECK((rs.at(i).first >= sum.at(i).second - 1e-6) == fsdp2);
+        CHECK((expert.at(i).first >= dense.at(i).second - 1e-6) == fsdp2);
+        if (fsdp2 && i > 0) CHECK(dense.at(i).first >= expert.at(i - 1).second - 1e-6);
+      }
+    }
+    // unshard_async_op issues the gathers from the compute stream: side by side again.
+    const auto dense = spans(f2_async, "dense_gather"), expert = spans(f2_async, "expert_gather");
+    for (const auto& [i, x] : expert) CHECK(x.first < dense.at(i).second);
+  }
+
   TEST_CASE("launch plan: one rank's forward and backward, executable in order") {
     RunOptions o;
     o.plan_rank = 3;
