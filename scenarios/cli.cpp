@@ -210,7 +210,10 @@ Command add_tune(CLI::App& app, CommonArgs& common) {
   tune->add_option("--top", a->top, "configurations to show")
       ->check(CLI::Range(1, 1000))
       ->default_str("5");
-  tune->add_option("--budget-points", a->budget_points, "refuse a larger space")
+  tune->add_option("--budget-points", a->budget_points,
+                   "simulate at most this many configurations: a larger space is searched by "
+                   "coordinates (one axis at a time from the scenario's values), a smaller one "
+                   "exhaustively")
       ->default_str("1000");
   tune->add_option("--jobs", a->jobs, "threads")->check(CLI::Range(1, 256));
   return {tune, [a, &common] { return cmd_tune(common, *a, std::cout); }};

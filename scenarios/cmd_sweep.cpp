@@ -28,13 +28,6 @@
 
 namespace twin::scenarios {
 
-namespace {
-
-struct Axis {
-  std::string key;
-  std::vector<std::string> values;
-};
-
 std::vector<Axis> parse_grid(const std::vector<std::string>& grid) {
   std::vector<Axis> axes;
   for (const auto& g : grid) {
@@ -57,6 +50,8 @@ std::vector<Axis> parse_grid(const std::vector<std::string>& grid) {
   }
   return axes;
 }
+
+namespace {
 
 // Points of the grid, refused above kMaxPoints (a product that would overflow, or more work than
 // any sweep on one machine: split it with --set).

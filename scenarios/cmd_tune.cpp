@@ -1,10 +1,9 @@
 // `twin tune`: searches the plan space for the best configuration that fits (issue #21 item 3).
-// The search is exhaustive: every combination of --vary runs as a sweep (threads, like `twin
-// sweep`), which at ~1 s per 384-GPU step covers a few hundred configurations in minutes; a
-// larger space is refused with the advice to narrow it (no sampling or successive halving yet).
+// A space within --budget-points is searched exhaustively: every combination of --vary runs as
+// a sweep (threads, like `twin sweep`; under mpirun spread over the ranks, sweep_mpi.hpp, and
+// rank 0 reports). A larger one is searched by coordinates (below), on one machine.
 // Configurations that cannot run or do not fit are counted by reason; the best are re-simulated
-// and explained against the scenario as given: where their step time goes differently. Under
-// mpirun the sweep's points spread over the ranks (sweep_mpi.hpp) and rank 0 reports.
+// and explained against the scenario as given: where their step time goes differently.
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
@@ -51,6 +50,90 @@ Json why(const reports::StepReport& r, const reports::StepReport& base) {
   return w;
 }
 
+// The rows of the configurations searched, in the order of their values' positions.
+Json rows_of(const std::map<std::vector<std::size_t>, Json>& seen) {
+  Json rows = Json::array();
+  for (const auto& [point, row] : seen) rows.push_back(row);
+  return rows;
+}
+
+// A sweep row that can be ranked: it ran, and it fits (or --any).
+bool rankable(const Json& row, const TuneArgs& t) {
+  return row.value("error", std::string()).empty() && (t.any || row.value("fits", false));
+}
+
+// The scenario's own value of each axis, as its index among the axis's values (0 if absent).
+std::vector<std::size_t> scenario_point(const CommonArgs& args, const std::vector<Axis>& axes) {
+  const Json resolved = load_scenario(args.scenario, args.load_options()).resolved;
+  std::vector<std::size_t> at(axes.size(), 0);
+  for (std::size_t a = 0; a < axes.size(); ++a) {
+    std::string pointer;
+    for (const char c : "/" + axes[a].key) pointer += c == '.' ? '/' : c;
+    const Json::json_pointer path(pointer);
+    if (!resolved.contains(path)) continue;
+    const Json& v = resolved[path];
+    const std::string text = v.is_string() ? v.get<std::string>() : v.dump();
+    const auto& vals = axes[a].values;
+    if (const auto it = std::find(vals.begin(), vals.end(), text); it != vals.end())
+      at[a] = static_cast<std::size_t>(it - vals.begin());
+  }
+  return at;
+}
+
+// Coordinate search of a space larger than --budget-points: from the scenario's own values,
+// every value of one axis with the others fixed (one sweep), moving to the best configuration
+// found; passes over the axes until a pass moves nothing or the next line would exceed the
+// budget. It ends at a local optimum of the grid (no single-axis change is better) unless the
+// budget ends it first; deterministic. Returns the rows of every configuration simulated, in
+// grid order.
+Json coordinate_search(const CommonArgs& args, const TuneArgs& t, const std::vector<Axis>& axes) {
+  using Point = std::vector<std::size_t>;
+  std::map<Point, Json> seen;
+  Point at = scenario_point(args, axes);
+  const auto better = [&](const Point& a, const Point& b) {
+    const Json &x = seen.at(a), &y = seen.at(b);
+    if (!rankable(x, t)) return false;
+    return !rankable(y, t) || x[t.objective].get<double>() > y[t.objective].get<double>();
+  };
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (std::size_t a = 0; a < axes.size(); ++a) {
+      std::vector<std::size_t> todo;
+      for (std::size_t v = 0; v < axes[a].values.size(); ++v) {
+        Point p = at;
+        p[a] = v;
+        if (!seen.count(p)) todo.push_back(v);
+      }
+      if (seen.size() + todo.size() > t.budget_points) return rows_of(seen);
+      SweepArgs line;
+      line.jobs = t.jobs;
+      for (std::size_t b = 0; b < axes.size(); ++b) {
+        std::string values;
+        for (const auto v : b == a ? todo : std::vector<std::size_t>{at[b]})
+          values += (values.empty() ? "" : ",") + axes[b].values[v];
+        line.grid.push_back(axes[b].key + "=" + values);
+      }
+      if (!todo.empty()) {
+        const Json rows = sweep_json(args, line);
+        for (std::size_t k = 0; k < todo.size(); ++k) {
+          Point p = at;
+          p[a] = todo[k];
+          seen[p] = rows[k];
+        }
+      }
+      Point best = at;
+      for (std::size_t v = 0; v < axes[a].values.size(); ++v) {
+        Point p = at;
+        p[a] = v;
+        if (better(p, best)) best = p;
+      }
+      moved = moved || best != at;
+      at = best;
+    }
+  }
+  return rows_of(seen);
+}
+
 reports::StepReport simulate_with(const CommonArgs& args, const std::vector<std::string>& extra) {
   LoadOptions lo = args.load_options();
   lo.sets.insert(lo.sets.end(), extra.begin(), extra.end());
@@ -67,18 +150,24 @@ Json tune_json(const CommonArgs& args, const TuneArgs& t) {
   SweepArgs sw;
   sw.grid = t.vary.empty() ? kDefaultSpace : t.vary;
   sw.jobs = t.jobs;
+  const auto axes = parse_grid(sw.grid);
   const std::size_t points = sweep_points(sw);
-  if (points > t.budget_points)
+  const bool exhaustive = points <= t.budget_points;
+  if (!exhaustive && mpi_size() > 1)
     throw InputError("--vary", "",
-                     fmt::format("{} configurations exceed --budget-points {}: narrow --vary "
-                                 "(the search is exhaustive)",
+                     fmt::format("{} configurations exceed --budget-points {}, and the coordinate "
+                                 "search runs on one machine: narrow --vary or raise the budget",
                                  points, t.budget_points));
-  const Json rows = sweep_json(args, sw);
+  const Json rows = exhaustive ? sweep_json(args, sw) : coordinate_search(args, t, axes);
   if (mpi_rank() != 0) return Json();  // under MPI, the other ranks only ran points
+  if (rows.empty())
+    throw InputError(
+        "--budget-points", "",
+        fmt::format("{} is fewer than the first axis's values: nothing searched", t.budget_points));
   std::vector<std::size_t> ok;
   std::map<std::string, int> skipped;
   for (std::size_t i = 0; i < rows.size(); ++i)
-    if (rows[i].value("error", std::string()).empty() && (t.any || rows[i].value("fits", false)))
+    if (rankable(rows[i], t))
       ok.push_back(i);
     else
       ++skipped[skip_reason(rows[i])];
@@ -95,10 +184,9 @@ Json tune_json(const CommonArgs& args, const TuneArgs& t) {
     const Json& row = rows[ok[n]];
     Json values = Json::object();
     std::vector<std::string> sets;
-    for (const auto& g : sw.grid) {
-      const std::string key = g.substr(0, g.find('='));
-      values[key] = row[key];
-      sets.push_back(key + "=" + row[key].get<std::string>());
+    for (const auto& a : axes) {
+      values[a.key] = row[a.key];
+      sets.push_back(a.key + "=" + row[a.key].get<std::string>());
     }
     const double v = row[t.objective].get<double>();
     top.push_back({{"values", values},
@@ -112,6 +200,8 @@ Json tune_json(const CommonArgs& args, const TuneArgs& t) {
   return {{"scenario", args.scenario},
           {"objective", t.objective},
           {"space", sw.grid},
+          {"space_points", points},
+          {"search", exhaustive ? "exhaustive" : "coordinate"},
           {"configurations", rows.size()},
           {"ranked", ok.size()},
           {"skipped", skip},
@@ -126,8 +216,9 @@ int cmd_tune(const CommonArgs& args, const TuneArgs& t, std::ostream& out) {
     out << j.dump(2) << "\n";
     return 0;
   }
-  fmt::print(out, "tune {}: {} configurations (exhaustive), {} ranked by {}\n", args.scenario,
-             j["configurations"].get<std::size_t>(), j["ranked"].get<std::size_t>(), t.objective);
+  fmt::print(out, "tune {}: {} of {} configurations ({} search), {} ranked by {}\n", args.scenario,
+             j["configurations"].get<std::size_t>(), j["space_points"].get<std::size_t>(),
+             j["search"].get<std::string>(), j["ranked"].get<std::size_t>(), t.objective);
   for (const auto& [reason, count] : j["skipped"].items())
     fmt::print(out, "  skipped {:4d}: {}\n", count.get<int>(), reason);
   fmt::print(out, "baseline (the scenario as given): {} {:.1f}, step {:.3g} s\n", t.objective,

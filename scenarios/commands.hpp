@@ -67,7 +67,7 @@ struct TuneArgs {
   std::string objective = "tokens_per_s_per_gpu";  // or tokens_per_day
   bool any = false;                                // rank configurations that do not fit too
   int top = 5;
-  std::size_t budget_points = 1000;  // refuse a larger space (narrow --vary)
+  std::size_t budget_points = 1000;  // a larger space: coordinate search (cmd_tune.cpp)
   int jobs = 1;
 };
 Json tune_json(const CommonArgs& args, const TuneArgs& tune);
@@ -105,6 +105,12 @@ int cmd_merge(const MergeArgs& args, std::ostream& out);
 std::string sweep_progress_header(const CommonArgs& args, const SweepArgs& sw);
 // The points of the grid (InputError on a malformed --grid or one of more than 10⁶ points).
 std::size_t sweep_points(const SweepArgs& sw);
+// A --grid or --vary axis, "KEY=V1,V2,..." (InputError if malformed or a key is repeated).
+struct Axis {
+  std::string key;
+  std::vector<std::string> values;
+};
+std::vector<Axis> parse_grid(const std::vector<std::string>& grid);
 
 struct PlanDpArgs {
   std::vector<int> replicas{1, 2, 4};

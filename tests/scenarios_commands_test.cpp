@@ -63,9 +63,42 @@ TEST_SUITE("scenarios.sweep") {
     CHECK(found);
     t.objective = "tokens";
     CHECK_THROWS_AS(tune_json(args, t), InputError);
-    t.objective = "tokens_per_day";
-    t.budget_points = 8;
-    CHECK_THROWS_WITH_AS(tune_json(args, t), doctest::Contains("narrow --vary"), InputError);
+    t.budget_points = 2;  // fewer than the first axis's values: nothing could be searched
+    t.objective = "tokens_per_s_per_gpu";
+    CHECK_THROWS_WITH_AS(tune_json(args, t), doctest::Contains("nothing searched"), InputError);
+  }
+
+  // A space above --budget-points: one axis at a time from the scenario's own values, to a
+  // configuration no single-axis change improves (checked against the exhaustive search's rows).
+  TEST_CASE("tune: a space above the budget is searched by coordinates to a local optimum") {
+    CommonArgs args;
+    args.scenario = (kRoot / "tests/golden/small.json").string();
+    args.data_dir = kRoot.string();
+    TuneArgs t;
+    t.vary = {"nccl.max_ctas=8,16,32,64", "training.offload_fraction=0.25,0.5,1.0",
+              "training.moe_tile_scheduler=static,dynamic"};
+    t.top = 1;
+    const Json all = tune_json(args, t);  // 24 ≤ 1000: exhaustive
+    CHECK(all["search"] == "exhaustive");
+    t.budget_points = 12;
+    const Json coord = tune_json(args, t);
+    CHECK(coord["search"] == "coordinate");
+    CHECK(coord["space_points"] == 24);
+    CHECK(coord["configurations"].get<int>() <= 12);
+    t.jobs = 2;
+    CHECK(tune_json(args, t).dump() == coord.dump());  // deterministic, with any threads
+    // The configuration it ends at: among the exhaustive rows, none that differs from it on
+    // one axis only is better.
+    const Json& best = coord["top"][0]["values"];
+    const double v = coord["top"][0]["tokens_per_s_per_gpu"];
+    SweepArgs sw;
+    sw.grid = t.vary;
+    for (const auto& row : sweep_json(args, sw)) {
+      int differ = 0;
+      for (const auto& [k, x] : best.items()) differ += row[k] != x;
+      if (differ == 1 && row.value("fits", false)) CHECK(row["tokens_per_s_per_gpu"] <= v);
+    }
+    CHECK(v <= all["top"][0]["tokens_per_s_per_gpu"].get<double>());
   }
 
   TEST_CASE("sweep --shard I/N parts, merged in any order, give the unsharded sweep's bytes") {
