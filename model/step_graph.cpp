@@ -293,6 +293,43 @@ StepBuilder::PerRank StepBuilder::layer_collective(const Op& op, std::int32_t la
   return {};
 }
 
+// Op j of every rank as a kernel of its own; the first expert GEMM (given the expert weights'
+// gathers) waits for them and, gathered in FP8, for their dequantization.
+void StepBuilder::run_op(const std::vector<std::vector<Op>>& ops, std::size_t j, std::int32_t layer,
+                         const PerRank* weights_expert) {
+  const auto comm = layer_comm(job_, layer);
+  for (std::int64_t r = 0; r < ranks_; ++r) {
+    const auto ri = static_cast<std::size_t>(r);
+    if (weights_expert && job_.training.expert_gather_dtype == GatherDtype::fp8) {
+      // Dequantize: read FP8 values and scales, write bf16 (JOB.md §6.8).
+      const double bytes = comm.expert_gather + 2 * comm.expert_elems;
+      auto& dq =
+          kernel(r, "fp8_dequant", kElementwise,
+                 elementwise_op(job_, cost_, hardware::Family::ew_fp8_dequant, bytes), layer);
+      note(r, dq, {elementwise_launch(bytes)});
+      dq.after(*(*weights_expert)[ri]);
+    }
+    const Op& op = ops[ri][j];
+    auto& t = kernel(r, op.name, op.category, op.work, layer);
+    note(r, t, {op.launch});
+    if (weights_expert) t.after(*(*weights_expert)[ri]);
+  }
+}
+
+namespace {
+// The op that ends the experts' module in an op list (its size if none): their last GEMM, or the
+// EP all-to-all right after it — FSDP2's hooks run outside TorchTitan's ExpertParallel hooks
+// (fully_shard prepends its forward pre-hook), so in backward the experts' post-backward
+// follows the dispatch's all-to-all.
+std::size_t experts_module_end(const std::vector<Op>& ops) {
+  std::size_t end = ops.size();
+  for (std::size_t k = 0; k < ops.size(); ++k)
+    if (ops[k].category == kExpertGemm) end = k;
+  if (end + 1 < ops.size() && ops[end + 1].category == kCollEpAllToAll) ++end;
+  return end;
+}
+}  // namespace
+
 // Runs one op list (index-aligned over ranks) on the compute stream. Layer collectives run on
 // their group's stream and the compute stream waits for them (async TP: overlapped_part).
 // The first expert GEMM waits for the expert weights (and their FP8 dequantization).
@@ -300,15 +337,8 @@ void StepBuilder::run_ops(const std::vector<std::vector<Op>>& ops, std::int32_t 
                           const PerRank& weights_expert,
                           const std::function<void()>& after_experts) {
   bool weights_pending = !weights_expert.empty();
-  const auto comm = layer_comm(job_, layer);
   const std::size_t n = ops[0].size();
-  // The experts' module ends with their last GEMM, or with the EP all-to-all right after it:
-  // FSDP2's hooks run outside TorchTitan's ExpertParallel hooks (fully_shard prepends its
-  // forward pre-hook), so in backward the experts' post-backward follows the dispatch's.
-  std::size_t experts_end = n;  // none
-  for (std::size_t k = 0; k < n; ++k)
-    if (ops[0][k].category == kExpertGemm) experts_end = k;
-  if (experts_end + 1 < n && ops[0][experts_end + 1].category == kCollEpAllToAll) ++experts_end;
+  const std::size_t experts_end = experts_module_end(ops[0]);
   const auto experts_done = [&](std::size_t j0, std::size_t j1) {
     if (after_experts && experts_end >= j0 && experts_end < j1) after_experts();
   };
@@ -344,21 +374,7 @@ void StepBuilder::run_ops(const std::vector<std::vector<Op>>& ops, std::int32_t 
       j = j1 - 1;
       continue;
     }
-    for (std::int64_t r = 0; r < ranks_; ++r) {
-      if (first_expert && job_.training.expert_gather_dtype == GatherDtype::fp8) {
-        // Dequantize: read FP8 values and scales, write bf16 (JOB.md §6.8).
-        const double bytes = comm.expert_gather + 2 * comm.expert_elems;
-        auto& dq =
-            kernel(r, "fp8_dequant", kElementwise,
-                   elementwise_op(job_, cost_, hardware::Family::ew_fp8_dequant, bytes), layer);
-        note(r, dq, {elementwise_launch(bytes)});
-        dq.after(*weights_expert[static_cast<std::size_t>(r)]);
-      }
-      const Op& op = ops[static_cast<std::size_t>(r)][j];
-      auto& t = kernel(r, shape.name, shape.category, op.work, layer);
-      note(r, t, {op.launch});
-      if (first_expert) t.after(*weights_expert[static_cast<std::size_t>(r)]);
-    }
+    run_op(ops, j, layer, first_expert ? &weights_expert : nullptr);
     if (first_expert) weights_pending = false;
     experts_done(j, j + 1);
     if (!gather_rest.empty()) {

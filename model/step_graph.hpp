@@ -141,6 +141,8 @@ class StepBuilder {
   // (the experts' FSDP post-backward hook fires there).
   void run_ops(const std::vector<std::vector<Op>>& ops, std::int32_t layer,
                const PerRank& weights_expert, const std::function<void()>& after_experts = {});
+  void run_op(const std::vector<std::vector<Op>>& ops, std::size_t j, std::int32_t layer,
+              const PerRank* weights_expert);
   void blocking_collective(StepColl which, double bytes, const char* name, std::int32_t layer);
   PerRank overlapped_part(StepColl which, double bytes, const char* name, std::int32_t layer);
   PerRank layer_collective(const Op& op, std::int32_t layer);

@@ -140,6 +140,24 @@ reports::StepReport simulate_with(const CommonArgs& args, const std::vector<std:
   return simulate(load_scenario(args.scenario, lo), args.run_options()).report;
 }
 
+// One of the best configurations: its values, objective, and why, against the baseline (it is
+// simulated again for its breakdown).
+Json ranked_entry(const CommonArgs& args, const TuneArgs& t, const std::vector<Axis>& axes,
+                  const Json& row, const reports::StepReport& base, double base_objective) {
+  Json values = Json::object();
+  std::vector<std::string> sets;
+  for (const auto& a : axes) {
+    values[a.key] = row[a.key];
+    sets.push_back(a.key + "=" + row[a.key].get<std::string>());
+  }
+  const double v = row[t.objective].get<double>();
+  return {{"values", values},
+          {t.objective, v},
+          {"relative_to_baseline", v / base_objective},
+          {"fits", row["fits"]},
+          {"why", why(simulate_with(args, sets), base)}};
+}
+
 }  // namespace
 
 Json tune_json(const CommonArgs& args, const TuneArgs& t) {
@@ -181,19 +199,7 @@ Json tune_json(const CommonArgs& args, const TuneArgs& t) {
   Json top = Json::array();
   for (std::size_t n = 0;
        n < std::min<std::size_t>(static_cast<std::size_t>(std::max(t.top, 0)), ok.size()); ++n) {
-    const Json& row = rows[ok[n]];
-    Json values = Json::object();
-    std::vector<std::string> sets;
-    for (const auto& a : axes) {
-      values[a.key] = row[a.key];
-      sets.push_back(a.key + "=" + row[a.key].get<std::string>());
-    }
-    const double v = row[t.objective].get<double>();
-    top.push_back({{"values", values},
-                   {t.objective, v},
-                   {"relative_to_baseline", v / base_objective},
-                   {"fits", row["fits"]},
-                   {"why", why(simulate_with(args, sets), base)}});
+    top.push_back(ranked_entry(args, t, axes, rows[ok[n]], base, base_objective));
   }
   Json skip = Json::object();
   for (const auto& [reason, count] : skipped) skip[reason] = count;
