@@ -1,7 +1,7 @@
 // The backward pass of the step graph, as named steps (the FSDP2 rules are in step_graph.hpp):
 // the LM head and loss; per layer, from the last: the next layer's prefetch, recompute and
-// backward kernels (the experts' gradients reduced once computed), the post-backward boundary
-// (buffers), the dense gradients' reduction; the
+// backward kernels (under fsdp_streams = fsdp2 the experts' reduction as soon as their
+// backward ends), the post-backward boundary (buffers), the gradient reductions; the
 // embedding's gradient and the gradients' way home.
 #include <map>
 
