@@ -44,9 +44,30 @@ Json sms_json(const std::vector<Held>& h) {
           {"seconds_at_or_above_64", high}};
 }
 
+// Launches of each collective kind that ran (in part) beside another of the same kind, on any
+// stream. Under FSDP2's shared streams (training.fsdp_streams = fsdp2) no two all-gathers run at
+// once before unshard_async_op, nor two reduce-scatters ever; per process group, they may.
+std::map<std::string, int> beside_same_kind(const std::vector<Span>& spans) {
+  constexpr double kTouch_s = 1e-9;  // one ending as the next starts is not beside it (rounding)
+  std::map<std::string, std::vector<std::pair<double, double>>> by_kind;
+  for (const auto& x : spans)
+    if (!x.collective.empty()) by_kind[x.collective].emplace_back(x.start_s, x.start_s + x.dur_s);
+  std::map<std::string, int> out;
+  for (auto& [kind, iv] : by_kind) {
+    std::sort(iv.begin(), iv.end());
+    std::vector<bool> beside(iv.size(), false);
+    for (std::size_t i = 0; i < iv.size(); ++i)
+      for (std::size_t j = i + 1; j < iv.size() && iv[j].first < iv[i].second - kTouch_s; ++j)
+        beside[i] = beside[j] = true;
+    out[kind] = static_cast<int>(std::count(beside.begin(), beside.end(), true));
+  }
+  return out;
+}
+
 struct Side {
   std::map<std::string, std::pair<double, double>> categories;   // name → (launches, seconds)
   std::map<std::string, std::pair<double, double>> collectives;  // kind → (launches, seconds)
+  std::map<std::string, int> beside;                             // kind → beside_same_kind
   std::map<std::string, std::vector<reports::Interval>> streams;
   std::vector<Held> held;
   double first_s = 1e300, last_s = 0;
@@ -63,6 +84,7 @@ struct Side {
                                    static_cast<std::int64_t>((x.start_s + x.dur_s) * 1e9)});
       first_s = std::min(first_s, x.start_s), last_s = std::max(last_s, x.start_s + x.dur_s);
     }
+    beside = beside_same_kind(spans);
   }
 };
 
@@ -70,7 +92,9 @@ Json side_json(const Side& s) {
   Json cats = Json::object(), colls = Json::object(), streams = Json::object();
   for (const auto& [k, v] : s.categories) cats[k] = {{"launches", v.first}, {"seconds", v.second}};
   for (const auto& [k, v] : s.collectives)
-    colls[k] = {{"launches", v.first}, {"seconds", v.second}};
+    colls[k] = {{"launches", v.first},
+                {"seconds", v.second},
+                {"beside_same_kind", s.beside.count(k) ? s.beside.at(k) : 0}};
   for (auto [k, v] : s.streams)
     streams[k] = {{"launches", v.size()}, {"busy_s", reports::merge(v)}};
   return {{"step_s", s.last_s > s.first_s ? s.last_s - s.first_s : 0.0},
@@ -130,6 +154,13 @@ int cmd_compare(const CommonArgs& args, const CompareArgs& cmp, std::ostream& ou
   for (const auto& [k, v] : kinds)
     row("  collective " + k, r["collectives"].value(k, Json::object()),
         t["collectives"].value(k, Json::object()));
+  for (const auto* side : {&r, &t}) {
+    fmt::print(out, "{} collectives beside another of their kind:", side == &r ? "real" : "twin");
+    for (const auto& [k, v] : (*side)["collectives"].items())
+      fmt::print(out, " {} {} of {};", k, v["beside_same_kind"].get<int>(),
+                 v["launches"].get<double>());
+    fmt::print(out, "\n");
+  }
   fmt::print(out, "step (first start to last end): real {:.2f} ms, twin {:.2f} ms\n",
              r["step_s"].get<double>() * 1e3, t["step_s"].get<double>() * 1e3);
   for (const auto* side : {&r, &t}) {

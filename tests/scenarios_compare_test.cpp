@@ -168,6 +168,16 @@ TEST_SUITE("scenarios.compare") {
       CHECK(std::abs(err) < 0.10);
     }
     CHECK(compare_json(args, cmp).dump() == j.dump());  // the same inputs, the same answer
+    // Which FSDP ordering a trace follows: collectives beside another of their kind. The twin's
+    // plan under fsdp2 without unshard_async_op has no two all-gathers at once; per group it has.
+    const auto gathers_beside = [&](const std::string& streams) {
+      CommonArgs a = args;
+      a.sets = {"training.fsdp_streams=" + streams, "training.unshard_async_op=false"};
+      return compare_json(a, cmp)["twin"]["collectives"]["all_gather"]["beside_same_kind"]
+          .get<int>();
+    };
+    CHECK(gathers_beside("per_group") > 0);
+    CHECK(gathers_beside("fsdp2") == 0);
     cmp.rank = 99;
     CHECK_THROWS_WITH_AS(compare_json(args, cmp), doctest::Contains("--rank"), InputError);
   }
