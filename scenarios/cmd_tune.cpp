@@ -13,6 +13,7 @@
 #include <ostream>
 
 #include "scenarios/commands.hpp"
+#include "scenarios/json_tree.hpp"
 #include "scenarios/sweep_mpi.hpp"
 
 namespace twin::scenarios {
@@ -67,12 +68,9 @@ std::vector<std::size_t> scenario_point(const CommonArgs& args, const std::vecto
   const Json resolved = load_scenario(args.scenario, args.load_options()).resolved;
   std::vector<std::size_t> at(axes.size(), 0);
   for (std::size_t a = 0; a < axes.size(); ++a) {
-    std::string pointer;
-    for (const char c : "/" + axes[a].key) pointer += c == '.' ? '/' : c;
-    const Json::json_pointer path(pointer);
-    if (!resolved.contains(path)) continue;
-    const Json& v = resolved[path];
-    const std::string text = v.is_string() ? v.get<std::string>() : v.dump();
+    const Json* v = find_path(resolved, axes[a].key);
+    if (!v) continue;
+    const std::string text = v->is_string() ? v->get<std::string>() : v->dump();
     const auto& vals = axes[a].values;
     if (const auto it = std::find(vals.begin(), vals.end(), text); it != vals.end())
       at[a] = static_cast<std::size_t>(it - vals.begin());
@@ -84,8 +82,8 @@ std::vector<std::size_t> scenario_point(const CommonArgs& args, const std::vecto
 // every value of one axis with the others fixed (one sweep), moving to the best configuration
 // found; passes over the axes until a pass moves nothing or the next line would exceed the
 // budget. It ends at a local optimum of the grid (no single-axis change is better) unless the
-// budget ends it first; deterministic. Returns the rows of every configuration simulated, in
-// grid order.
+// budget ends it first; deterministic. Returns the rows of every configuration simulated
+// (rows_of's order).
 Json coordinate_search(const CommonArgs& args, const TuneArgs& t, const std::vector<Axis>& axes) {
   using Point = std::vector<std::size_t>;
   std::map<Point, Json> seen;
