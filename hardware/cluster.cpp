@@ -58,9 +58,18 @@ void Cluster::attach_fabric(const FabricSpec& f) {
       fluid_, profile_.network, static_cast<double>(gpus_per_node_) * profile_.node.nic_GBps,
       o.routing, o.adaptive_nonminimal_fraction, o.shared, seed);
   apply_stragglers(o.shared, seed);
+  if (o.shared.redraws()) redraw_every(sim::Time::s(o.shared.burst_s), 1);
   fabric_inert_ = fabric_->leaves_nonblocking();
   for (int n : placement_)
     fabric_inert_ = fabric_inert_ && fabric_->group_of(n) == fabric_->group_of(placement_[0]);
+}
+
+void Cluster::redraw_every(sim::Time burst, std::int64_t next) {
+  engine_.after(burst, [this, burst, next] {
+    if (engine_.pending() == 0) return;  // nothing else left to run: the step is over
+    fabric_->redraw(next);
+    redraw_every(burst, next + 1);
+  });
 }
 
 void Cluster::apply_stragglers(const SharedMachine& m, std::uint64_t seed) {

@@ -128,6 +128,8 @@ class Cluster {
   std::vector<int> placement_;
   void attach_fabric(const FabricSpec& f);
   void apply_stragglers(const SharedMachine& m, std::uint64_t seed);
+  // Other jobs' traffic drawn again every `burst` (shared.burst_s), from burst `next` on.
+  void redraw_every(sim::Time burst, std::int64_t next);
   int copies_ = 1;
   int slowest_copy_ = 0;
   bool fabric_inert_ = false;

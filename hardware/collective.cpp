@@ -268,8 +268,10 @@ void CollectiveModel::merge_alike_links(Cluster& c) {
   using Usage = std::pair<double, std::vector<std::pair<std::size_t, double>>>;
   std::map<sim::Fluid::ResourceId, Usage> usage;
   std::size_t k = 0;
+  const auto* fabric = c.topology();
   for (const auto& [key, plan] : plans_) {
     for (const auto& u : plan.uses) {
+      if (fabric && fabric->redrawn(u.resource)) continue;  // its own draws in every burst
       auto& x = usage[u.resource];
       x.first = c.fluid_capacity(u.resource);
       x.second.emplace_back(k, u.weight);

@@ -31,6 +31,20 @@ const sim::Schema<SharedMachine>& shared_machine_schema() {
             "mean share of each leaf's uplink/downlink bundle other jobs' traffic uses [est]",
             [](auto& m) -> auto& { return m.background_leaf_load; })
         .real(
+            "burst_s", "s", 0, 1e6,
+            "how long other jobs' traffic keeps the share drawn for a link: 0 = for the whole "
+            "step (one draw per sample); else every link's share is drawn again every burst_s "
+            "of the step [est: other jobs' collectives come and go within seconds]",
+            [](auto& m) -> auto& { return m.burst_s; })
+        .real(
+            "own_sl_share", "", 0, 1,
+            "share of each loaded link the job keeps when its traffic runs on an InfiniBand "
+            "service level of its own (weighted VL arbitration: a lane with packets waiting gets "
+            "at least its weight's share); 0 = the default SL, shared with other jobs [est: De "
+            "Sensi et al., SC24: a non-default SL partly recovers Leonardo's loss to noise; 0.5 "
+            "= two lanes of equal weight]",
+            [](auto& m) -> auto& { return m.own_sl_share; })
+        .real(
             "slow_node_fraction", "", 0, 1,
             "share of the machine's nodes that are always slow (the same nodes every step) "
             "[est: recurring slow nodes in public JUPITER training logs]",
@@ -58,10 +72,15 @@ std::uint64_t sample_seed(const SharedMachine& m, std::int64_t placement_seed) {
   return mix(static_cast<std::uint64_t>(placement_seed), static_cast<std::uint64_t>(m.sample) + 1);
 }
 
-double background_share(double mean, std::uint64_t seed, std::uint64_t key) {
+double background_share(double mean, std::uint64_t seed, std::uint64_t key, std::int64_t burst) {
   if (mean <= 0) return 0;
-  sim::Rng r(mix(seed, key));
+  const std::uint64_t k = mix(seed, key);
+  sim::Rng r(burst == 0 ? k : mix(k, static_cast<std::uint64_t>(burst)));
   return std::min(0.95, 2 * mean * r.uniform());
+}
+
+double job_share_of_link(const SharedMachine& m, double share) {
+  return std::max(1 - share, m.own_sl_share);
 }
 
 double node_speed(const SharedMachine& m, int node) {

@@ -48,46 +48,53 @@ int Dragonfly::group_hops(int g, int h) const {
   return hops_[static_cast<std::size_t>(g)][static_cast<std::size_t>(h)];
 }
 
+sim::Fluid::ResourceId Dragonfly::add_link(double capacity_GBps, double mean_load,
+                                           std::uint64_t key, const std::string& name) {
+  const Loaded l{capacity_GBps * 1e9, mean_load, key};
+  const auto r = fluid_.add_resource(left(l), name);
+  names_[r] = name;
+  if (mean_load > 0) loaded_.emplace(r, l);
+  return r;
+}
+
+double Dragonfly::left(const Loaded& l) const {
+  return l.capacity_Bps *
+         job_share_of_link(shared_, background_share(l.mean_load, seed_, l.key, burst_));
+}
+
+void Dragonfly::redraw(std::int64_t burst) {
+  burst_ = burst;
+  for (const auto& [r, l] : loaded_) fluid_.set_capacity(r, left(l));
+}
+
 sim::Fluid::ResourceId Dragonfly::leaf(int node, bool up) {
   const int l = leaf_of(node);
   auto [it, fresh] = leaves_.try_emplace({l, up}, 0);
-  if (fresh) {
-    const std::string n = fmt::format("leaf{}.{}", l, up ? "up" : "down");
-    it->second = fluid_.add_resource(
-        left(static_cast<double>(spec_.spines_per_group) * spec_.leaf_spine_GBps,
-             shared_.background_leaf_load, 2 * static_cast<std::uint64_t>(l) + up),
-        n);
-    names_[it->second] = n;
-  }
+  if (fresh)
+    it->second = add_link(static_cast<double>(spec_.spines_per_group) * spec_.leaf_spine_GBps,
+                          shared_.background_leaf_load, 2 * static_cast<std::uint64_t>(l) + up,
+                          fmt::format("leaf{}.{}", l, up ? "up" : "down"));
   return it->second;
 }
 
 sim::Fluid::ResourceId Dragonfly::global(int g, int h) {
   auto [it, fresh] = globals_.try_emplace({g, h}, 0);
-  if (fresh) {
-    const std::string n = fmt::format("global.group{}->group{}", g, h);
-    it->second = fluid_.add_resource(
-        left(static_cast<double>(spec_.global_links_per_group_pair) * spec_.global_link_GBps,
-             shared_.background_global_load,
-             (1ULL << 40) + static_cast<std::uint64_t>(g * groups_ + h)),
-        n);
-    names_[it->second] = n;
-  }
+  if (fresh)
+    it->second = add_link(
+        static_cast<double>(spec_.global_links_per_group_pair) * spec_.global_link_GBps,
+        shared_.background_global_load, (1ULL << 40) + static_cast<std::uint64_t>(g * groups_ + h),
+        fmt::format("global.group{}->group{}", g, h));
   return it->second;
 }
 
 sim::Fluid::ResourceId Dragonfly::aggregate(int g, bool egress) {
   auto [it, fresh] = aggregates_.try_emplace({g, egress}, 0);
-  if (fresh) {
-    const std::string n = fmt::format("global.group{}.{}", g, egress ? "egress" : "ingress");
-    it->second = fluid_.add_resource(
-        left(static_cast<double>(groups_ - 1) *
-                 static_cast<double>(spec_.global_links_per_group_pair) * spec_.global_link_GBps,
-             shared_.background_global_load,
-             (2ULL << 40) + 2 * static_cast<std::uint64_t>(g) + egress),
-        n);
-    names_[it->second] = n;
-  }
+  if (fresh)
+    it->second = add_link(
+        static_cast<double>(groups_ - 1) * static_cast<double>(spec_.global_links_per_group_pair) *
+            spec_.global_link_GBps,
+        shared_.background_global_load, (2ULL << 40) + 2 * static_cast<std::uint64_t>(g) + egress,
+        fmt::format("global.group{}.{}", g, egress ? "egress" : "ingress"));
   return it->second;
 }
 

@@ -89,15 +89,27 @@ class Dragonfly {
   const std::string& name(sim::Fluid::ResourceId r) const { return names_.at(r); }
   bool is_fabric(sim::Fluid::ResourceId r) const { return names_.count(r) > 0; }
 
+  // Other jobs' bursts (shared.burst_s): draws every loaded link's share for burst `burst` of the
+  // step and sets the capacities it leaves (links made later take the current burst's draw).
+  void redraw(std::int64_t burst);
+  // Whether r's capacity changes between bursts (so it cannot be merged with alike links).
+  bool redrawn(sim::Fluid::ResourceId r) const { return shared_.redraws() && loaded_.count(r) > 0; }
+
  private:
   sim::Fluid::ResourceId leaf(int node, bool up);
   sim::Fluid::ResourceId global(int g, int h);
   sim::Fluid::ResourceId aggregate(int g, bool egress);
 
-  // A link bundle's capacity left by other jobs' traffic (key: names the bundle).
-  double left(double capacity_GBps, double mean_load, std::uint64_t key) const {
-    return capacity_GBps * 1e9 * (1 - background_share(mean_load, seed_, key));
-  }
+  // A fabric link bundle of `capacity_GBps` with other jobs' traffic of `mean_load` (key: names
+  // the bundle in the draws).
+  sim::Fluid::ResourceId add_link(double capacity_GBps, double mean_load, std::uint64_t key,
+                                  const std::string& name);
+  // The capacity a loaded link leaves the job in the current burst.
+  struct Loaded {
+    double capacity_Bps, mean_load;
+    std::uint64_t key;
+  };
+  double left(const Loaded& l) const;
 
   sim::Fluid& fluid_;
   NetworkSpec spec_;
@@ -115,6 +127,8 @@ class Dragonfly {
   std::vector<std::vector<std::pair<sim::Fluid::ResourceId, double>>> routes_;
   std::map<sim::Fluid::ResourceId, std::string> names_;
   std::map<sim::Fluid::ResourceId, Usage> usage_;
+  std::map<sim::Fluid::ResourceId, Loaded> loaded_;  // links other jobs' traffic shares
+  std::int64_t burst_ = 0;
 };
 
 }  // namespace twin::hardware

@@ -57,6 +57,31 @@ TEST_SUITE("scenarios.network") {
     CHECK(one["tokens_per_s_per_gpu"].get<double>() <
           0.97 * calm["tokens_per_s_per_gpu"].get<double>());
   }
+  TEST_CASE("other jobs' bursts and the job's own service level, on a 1,024-GPU all-to-all") {
+    // The machine of reports/calibration/shared-machine/: Slurm on a machine 80% busy, 1 GB.
+    auto busbw = [](std::vector<std::string> sets) {
+      CommonArgs args;
+      args.scenario = (kRoot / "scenarios/europa.json").string();
+      args.data_dir = kRoot.string();
+      args.sets = {"placement.policy=slurm", "shared.busy_fraction=0.8"};
+      args.sets.insert(args.sets.end(), sets.begin(), sets.end());
+      CollectiveArgs a;
+      a.kind = "all_to_all";
+      a.ranks = 1024;
+      a.bytes = {1e9};
+      return collective_json(args, a)["rows"][0]["busbw_GBps"].get<double>();
+    };
+    const std::string load = "shared.background_global_load=0.45",
+                      leaf = "shared.background_leaf_load=0.45";
+    const double idle = busbw({}), noisy = busbw({load, leaf}),
+                 own = busbw({load, leaf, "shared.own_sl_share=0.5"});
+    CHECK(noisy < 0.5 * idle);  // most of the all-to-all lost to other jobs' traffic
+    CHECK(own > 1.5 * noisy);   // a lane of its own recovers part of it …
+    CHECK(own < idle);          // … not all: the lane keeps half of a link the job could fill
+    // Bursts longer than the collective: the first draw holds, as with one draw per step.
+    CHECK(busbw({load, leaf, "shared.burst_s=10"}) == noisy);
+    CHECK(busbw({load, leaf, "shared.burst_s=0.002"}) != noisy);  // ~40 draws within it
+  }
   TEST_CASE("with every shared effect off a sample's draws change nothing (so samples run once)") {
     auto run = [](std::vector<std::string> s) {
       s.insert(s.end(), {"placement.policy=slurm", "parallel.dp=2"});
