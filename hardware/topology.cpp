@@ -80,10 +80,10 @@ sim::Fluid::ResourceId Dragonfly::leaf(int node, bool up) {
 sim::Fluid::ResourceId Dragonfly::global(int g, int h) {
   auto [it, fresh] = globals_.try_emplace({g, h}, 0);
   if (fresh)
-    it->second = add_link(
-        static_cast<double>(spec_.global_links_per_group_pair) * spec_.global_link_GBps,
-        shared_.background_global_load, (1ULL << 40) + static_cast<std::uint64_t>(g * groups_ + h),
-        fmt::format("global.group{}->group{}", g, h));
+    it->second =
+        add_link(static_cast<double>(spec_.global_links_per_group_pair) * spec_.global_link_GBps,
+                 shared_.background_global_load, global_key(g, h),
+                 fmt::format("global.group{}->group{}", g, h));
   return it->second;
 }
 
@@ -96,6 +96,18 @@ sim::Fluid::ResourceId Dragonfly::aggregate(int g, bool egress) {
         shared_.background_global_load, (2ULL << 40) + 2 * static_cast<std::uint64_t>(g) + egress,
         fmt::format("global.group{}.{}", g, egress ? "egress" : "ingress"));
   return it->second;
+}
+
+double Dragonfly::nonminimal_share(int g, int h) const {
+  if (routing_ == Routing::minimal || groups_ < 3) return 0.0;
+  if (routing_ == Routing::valiant) return 1.0;
+  // Adaptive routing sends a packet minimally while the minimal port's queue is short; other
+  // jobs' traffic fills that queue for their share u of the link's time, so the job's minimal
+  // share (1 − a on an idle machine) shrinks to (1 − a)(1 − u) [est: UGAL-style choice, the
+  // fluid model's steady state].
+  const double u =
+      background_share(shared_.background_global_load, seed_, global_key(g, h), burst_);
+  return u > 0 ? 1 - (1 - adaptive_fraction_) * (1 - u) : adaptive_fraction_;
 }
 
 void Dragonfly::route(int a, int b, double scale, RouteSum& sum) {
@@ -112,9 +124,7 @@ void Dragonfly::route(int a, int b, double scale, RouteSum& sum) {
     if (ga != gb) {
       if (group_hops(ga, gb) != 1)
         throw std::invalid_argument(fmt::format("groups {} and {} have no global link", ga, gb));
-      const double nonmin = routing_ == Routing::minimal || groups_ < 3 ? 0.0
-                            : routing_ == Routing::valiant              ? 1.0
-                                                                        : adaptive_fraction_;
+      const double nonmin = nonminimal_share(ga, gb);
       r.emplace_back(aggregate(ga, true), 1.0);
       r.emplace_back(aggregate(gb, false), 1.0);
       if (nonmin < 1) r.emplace_back(global(ga, gb), 1 - nonmin);

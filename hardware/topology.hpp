@@ -95,9 +95,16 @@ class Dragonfly {
   // Whether r's capacity changes between bursts (so it cannot be merged with alike links).
   bool redrawn(sim::Fluid::ResourceId r) const { return shared_.redraws() && loaded_.count(r) > 0; }
 
+  // The share of g → h traffic routed through a third group (routes are fixed when first
+  // planned — a step's collectives before it runs — so with bursts they follow the first draw).
+  double nonminimal_share(int g, int h) const;
+
  private:
   sim::Fluid::ResourceId leaf(int node, bool up);
   sim::Fluid::ResourceId global(int g, int h);
+  std::uint64_t global_key(int g, int h) const {
+    return (1ULL << 40) + static_cast<std::uint64_t>(g * groups_ + h);
+  }
   sim::Fluid::ResourceId aggregate(int g, bool egress);
 
   // A fabric link bundle of `capacity_GBps` with other jobs' traffic of `mean_load` (key: names

@@ -45,6 +45,24 @@ Breakdown breakdown(std::vector<Interval> compute, std::vector<Interval> comm, d
   return b;
 }
 
+NodeSpread node_spread(const std::vector<double>& compute_s, const std::vector<double>& comm_wait_s,
+                       int gpus_per_node) {
+  const std::size_t g = static_cast<std::size_t>(std::max(1, gpus_per_node));
+  const std::size_t nodes = compute_s.size() / g;
+  if (nodes == 0) return {};
+  auto per_node = [&](const std::vector<double>& v) {
+    std::vector<double> m(nodes, 0.0);
+    for (std::size_t r = 0; r < nodes * g; ++r) m[r / g] += v[r] / static_cast<double>(g);
+    return m;
+  };
+  const auto c = per_node(compute_s), w = per_node(comm_wait_s);
+  const auto [cl, ch] = std::minmax_element(c.begin(), c.end());
+  const auto [wl, wh] = std::minmax_element(w.begin(), w.end());
+  double mean = 0;
+  for (double x : c) mean += x / static_cast<double>(nodes);
+  return {mean > 0 ? (*ch - *cl) / mean : 0.0, *wl > 0 ? *wh / *wl : 0.0};
+}
+
 void SmTimeline::change(sim::Time t, int held) {
   if (!points_.empty() && points_.back().first == t.count_ns())
     points_.back().second = held;

@@ -9,6 +9,11 @@
 //     compute_overlapped  = |C ∩ N|        compute_only = |C \ N|
 //     comm_wait           = |N \ C|        idle         = step_time_s − |C ∪ N|
 //   (the four sum to step_time_s); exposed_comm_s = comm_wait of rank 0.
+//   node_compute_spread   over the simulated nodes n (G GPUs each), with c(n) = the mean over its
+//                         GPUs of |C|: (max_n c(n) − min_n c(n)) / mean_n c(n) — the public
+//                         JUPITER logs' "node-to-node step-time spread" in the twin's terms;
+//   node_comm_wait_ratio  with w(n) = the mean over its GPUs of comm_wait: max_n w(n) / min_n w(n)
+//                         (0 when a node waits for none) — fast nodes wait for slow ones.
 //   gpu_time_s[k]         = Σ durations of the rank's tasks of kind k (overlaps counted twice).
 //   optimizer_step_s      = end of the rank's optimizer − the moment its last gradient reached
 //                           the host.
@@ -61,6 +66,14 @@ struct Breakdown {
   double compute_overlapped = 0, compute_only = 0, comm_wait = 0, idle = 0;
 };
 Breakdown breakdown(std::vector<Interval> compute, std::vector<Interval> comm, double step_s);
+
+// node_compute_spread and node_comm_wait_ratio (above) from per-rank compute time |C| and
+// comm_wait, ranks numbered node by node, `gpus_per_node` each.
+struct NodeSpread {
+  double compute_spread = 0, comm_wait_ratio = 0;
+};
+NodeSpread node_spread(const std::vector<double>& compute_s, const std::vector<double>& comm_wait_s,
+                       int gpus_per_node);
 
 // The q-quantile (0 ≤ q ≤ 1) of v, linear between order statistics: sorted x, h = q·(n − 1),
 // x[⌊h⌋] + (h − ⌊h⌋)·(x[⌊h⌋+1] − x[⌊h⌋]). v must not be empty.

@@ -120,6 +120,8 @@ Json to_json(const StepReport& r) {
   j["gpu_time_s"] = gt;
   j["optimizer_step_s"] = r.optimizer_step_s;
   j["exposed_comm_s"] = r.exposed_comm_s();
+  j["node_compute_spread"] = r.node_compute_spread;
+  j["node_comm_wait_ratio"] = r.node_comm_wait_ratio;
   j["nccl_sms"] = {{"mean_while_collective", r.nccl_sms.mean_while_collective},
                    {"max", r.nccl_sms.max},
                    {"seconds_at_or_above_64", r.nccl_sms.seconds_at_or_above_64}};

@@ -14,7 +14,8 @@
 namespace twin::scenarios {
 
 namespace {
-// The step over draws of the shared machine: p10/p50/p90 of its time and throughput.
+// The step over draws of the shared machine: p10/p50/p90 of its time, throughput and the spread
+// between its nodes.
 Json samples_json(const CommonArgs& args, const RunArgs& run) {
   std::vector<Loaded> loaded;
   for (const auto& lo : sample_loads(args.load_options(), run.samples))
@@ -26,7 +27,8 @@ Json samples_json(const CommonArgs& args, const RunArgs& run) {
   std::vector<const reports::StepReport*> all;
   for (const auto& r : runs) all.push_back(&r);
   Json j{{"count", run.samples}};
-  for (const auto m : {kStepTime, kTokensPerGpu}) add_percentiles(j, m, all);
+  for (const auto m : {kStepTime, kTokensPerGpu, kNodeComputeSpread, kNodeCommWaitRatio})
+    add_percentiles(j, m, all);
   return j;
 }
 }  // namespace
@@ -69,10 +71,14 @@ int cmd_run(const CommonArgs& args, const RunArgs& run, std::ostream& out) {
       fmt::print(
           out,
           "  over {} draws of the shared machine: step p10/p50/p90 {:.2f} / {:.2f} / {:.2f} s, "
-          "tokens/s/GPU {:.1f} / {:.1f} / {:.1f}\n",
+          "tokens/s/GPU {:.1f} / {:.1f} / {:.1f}, node-to-node compute spread {:.1f} / {:.1f} / "
+          "{:.1f}%\n",
           run.samples, s["step_time_s_p10"].get<double>(), s["step_time_s_p50"].get<double>(),
           s["step_time_s_p90"].get<double>(), s["tokens_per_s_per_gpu_p10"].get<double>(),
-          s["tokens_per_s_per_gpu_p50"].get<double>(), s["tokens_per_s_per_gpu_p90"].get<double>());
+          s["tokens_per_s_per_gpu_p50"].get<double>(), s["tokens_per_s_per_gpu_p90"].get<double>(),
+          100 * s["node_compute_spread_p10"].get<double>(),
+          100 * s["node_compute_spread_p50"].get<double>(),
+          100 * s["node_compute_spread_p90"].get<double>());
     }
     if (o.trace) fmt::print(out, "  trace written to {}\n", run.trace_file);
   }

@@ -28,6 +28,10 @@ struct RunMetric {
 inline constexpr RunMetric kStepTime{"step_time_s", &reports::StepReport::step_time_s};
 inline constexpr RunMetric kTokensPerGpu{"tokens_per_s_per_gpu",
                                          &reports::StepReport::tokens_per_s_per_gpu};
+inline constexpr RunMetric kNodeComputeSpread{"node_compute_spread",
+                                              &reports::StepReport::node_compute_spread};
+inline constexpr RunMetric kNodeCommWaitRatio{"node_comm_wait_ratio",
+                                              &reports::StepReport::node_comm_wait_ratio};
 inline constexpr RunMetric kTokensPerDay{"tokens_per_day", &reports::StepReport::tokens_per_day};
 // Sets row[key + "_p10" | "_p50" | "_p90"] over the runs' metric; returns the median.
 double add_percentiles(Json& row, RunMetric m, const std::vector<const reports::StepReport*>& runs);

@@ -282,10 +282,11 @@ std::vector<RankTimes> rank_times(const Pass& p) {
 reports::StepReport time_report(const Scenario& s, Pass& p, double step) {
   auto times = rank_times(p);
   std::size_t slowest = 0;
-  std::vector<double> busy(times.size());
+  std::vector<double> busy(times.size()), waits(times.size());
   for (std::size_t r = 0; r < times.size(); ++r) {
     auto c = times[r].compute;
     busy[r] = reports::merge(c);
+    waits[r] = reports::breakdown(times[r].compute, times[r].comm, step).comm_wait;
     if (busy[r] > busy[slowest]) slowest = r;
   }
   const double tokens = static_cast<double>(s.job.tokens_per_step());
@@ -304,6 +305,9 @@ reports::StepReport time_report(const Scenario& s, Pass& p, double step) {
   r.gpu_time_s.assign(by_name.begin(), by_name.end());
   r.optimizer_step_s =
       (p.marks.optimizer_end[0]->end_time() - p.marks.backward_end[0]->end_time()).to_s();
+  const auto nodes = reports::node_spread(busy, waits, static_cast<int>(s.hw.node.gpus));
+  r.node_compute_spread = nodes.compute_spread;
+  r.node_comm_wait_ratio = nodes.comm_wait_ratio;
   r.nccl_sms = p.sms[0].stats(sim::Time::s(step));
   return r;
 }

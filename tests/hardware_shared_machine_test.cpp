@@ -94,6 +94,36 @@ TEST_SUITE("hardware.shared_machine") {
     CHECK(recovered >= 1);  // (seed 11 draws a share above 0.5 on at least one of them)
   }
 
+  TEST_CASE(
+      "adaptive routing moves traffic off a loaded global link: minimal share (1 − a)(1 − u)") {
+    NetworkSpec net{3 * 16, 16, 16, 16, 100, 2, 50};  // three groups: a third for detours
+    SharedMachine m;
+    m.background_global_load = 0.3;
+    sim::Engine e;
+    sim::Fluid f(e);
+    const double a = 0.5;
+    Dragonfly d(f, net, 100, Routing::adaptive, a, m, 11);
+    Dragonfly::RouteSum sum;
+    d.route(0, 16, 1.0, sum);
+    std::map<sim::Fluid::ResourceId, double> uses;
+    sum.drain(uses);
+    int pairs = 0;
+    for (const auto& [r, w] : uses) {
+      if (d.name(r) != "global.group0->group1") {
+        CHECK(w == 1.0);  // both groups' aggregates carry all of it
+        continue;
+      }
+      ++pairs;
+      const double u = 1 - f.capacity(r) / (2 * 50e9);  // the others' share of the pair bundle
+      CHECK(u > 0);
+      CHECK(w == doctest::Approx((1 - a) * (1 - u)));
+    }
+    CHECK(pairs == 1);
+    // An idle machine keeps the profile's fixed split.
+    Dragonfly idle(f, net, 100, Routing::adaptive, a, SharedMachine{}, 11);
+    CHECK(idle.nonminimal_share(0, 1) == a);
+  }
+
   TEST_CASE("bursts shorter than a flow: it moves Σ capacity_j · burst, each burst its own draw") {
     // One flow over the three loaded bundles of a group pair, redrawn every 10 ms; its end is
     // where the cumulative Σ_j min_r C_j(r)·dt reaches its bytes (capacities read from a twin

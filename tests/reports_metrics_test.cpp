@@ -38,6 +38,16 @@ TEST_SUITE("reports.metrics") {
     CHECK(r::percentile({7}, 0.9) == doctest::Approx(7));
   }
 
+  TEST_CASE("node spread by hand: per-node means, (max − min)/mean, and the wait ratio") {
+    // Two GPUs per node, three nodes: compute means 10, 11, 12 → spread 2/11; waits 1, 2, 4 → 4.
+    const std::vector<double> compute{9, 11, 11, 11, 12, 12}, wait{1, 1, 2, 2, 3, 5};
+    const auto n = r::node_spread(compute, wait, 2);
+    CHECK(n.compute_spread == doctest::Approx(2.0 / 11));
+    CHECK(n.comm_wait_ratio == doctest::Approx(4.0));
+    CHECK(r::node_spread(compute, {0, 0, 1, 1, 1, 1}, 2).comm_wait_ratio ==
+          0);                                                // a node never waits
+    CHECK(r::node_spread({5}, {1}, 4).compute_spread == 0);  // no whole node
+  }
   TEST_CASE("NCCL's SMs over a timeline: mean while held, maximum, time at 64 or more") {
     using twin::sim::Time;
     r::SmTimeline t;
