@@ -195,6 +195,17 @@ std::vector<int> groups_per_block(const std::vector<int>& nodes, int block,
   return out;
 }
 
+int groups_across_blocks_max(const std::vector<int>& nodes, int block, const NetworkSpec& net) {
+  int most = 0;
+  for (std::size_t j = 0; j < std::min(nodes.size(), static_cast<std::size_t>(block)); ++j) {
+    std::set<long> g;
+    for (std::size_t i = j; i < nodes.size(); i += static_cast<std::size_t>(block))
+      g.insert(nodes[i] / net.nodes_per_group);
+    most = std::max(most, static_cast<int>(g.size()));
+  }
+  return most;
+}
+
 std::vector<int> place_nodes(int nodes, const PlacementOptions& o, const NetworkSpec& net) {
   const int total = static_cast<int>(net.nodes_total),
             per_group = static_cast<int>(net.nodes_per_group);

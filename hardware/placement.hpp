@@ -54,5 +54,8 @@ int node_from_name(const std::string& name, const NetworkSpec& net, std::int64_t
 std::vector<int> place_nodes(int nodes, const PlacementOptions& o, const NetworkSpec& net);
 // The groups the nodes of each block of `block` consecutive nodes span (a replica's nodes).
 std::vector<int> groups_per_block(const std::vector<int>& nodes, int block, const NetworkSpec& net);
+// The most groups that the nodes at one position of every block span: the replica all-reduce
+// joins the GPUs of the same rank in every replica, so its rings cross that many groups.
+int groups_across_blocks_max(const std::vector<int>& nodes, int block, const NetworkSpec& net);
 
 }  // namespace twin::hardware

@@ -24,6 +24,10 @@
 //     host_headroom_GiB = host_capacity_GiB − host_peak_GiB; host_oom_probability =
 //     1 − (1 − q·P(U > headroom))^sockets, U the memory unattributed at job start, q =
 //     host_unattributed_kept_fraction (the profile's share of sockets that keep it; 1: the bound).
+//   network.groups_per_replica_max = max over replicas of the Dragonfly groups its nodes span
+//                         (its FSDP rings and EP groups lie inside it, so they span as many);
+//   network.groups_per_replica_all_reduce = max over node positions j of the groups that the
+//                         j-th node of every replica spans (the HSDP all-reduce's rings).
 //   network.links         per fabric link (hardware/topology.hpp), with B = bytes it carried,
 //     C = its capacity, T = the union of the intervals in which flows used it:
 //     busy_s = |T|,  utilization_while_busy = B / (C·|T|),  mean_utilization = B / (C·step);

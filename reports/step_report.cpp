@@ -73,6 +73,7 @@ Json to_json(const NetworkReport& n) {
           {"nodes", n.nodes},
           {"groups", n.groups},
           {"groups_per_replica_max", n.groups_per_replica_max},
+          {"groups_per_replica_all_reduce", n.groups_per_replica_all_reduce},
           {"slowest_replica", n.slowest_replica},
           {"slowest_gpu_speed", n.slowest_gpu_speed},
           {"simulated_replicas", n.simulated_replicas},

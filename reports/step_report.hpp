@@ -69,7 +69,7 @@ struct LinkReport {
 struct NetworkReport {
   std::string placement, routing;
   std::size_t nodes = 0, groups = 0;
-  int groups_per_replica_max = 0, slowest_replica = 0;
+  int groups_per_replica_max = 0, groups_per_replica_all_reduce = 0, slowest_replica = 0;
   double slowest_gpu_speed = 1;
   std::int64_t simulated_replicas = 1;
   std::size_t links_saturating = 0;

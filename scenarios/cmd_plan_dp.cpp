@@ -108,6 +108,7 @@ Json plan_row(const PlanRuns& pr, const PlanDpArgs& plan, int count, std::size_t
   row["nodes"] = net.nodes;
   row["groups"] = net.groups;
   row["groups_per_replica_max"] = net.groups_per_replica_max;
+  row["groups_per_replica_all_reduce"] = net.groups_per_replica_all_reduce;
   const double tps = pr.over_draws(i, row, kTokensPerGpu);
   row["tokens_per_s_per_gpu"] = tps;
   row["relative_to_dp1"] = base > 0 ? tps / base : 0;
@@ -181,13 +182,15 @@ void print_rows(const Json& j, std::ostream& out) {
 void print_samples(const Json& j, std::ostream& out) {
   fmt::print(out,
              "\n{} samples of the shared machine (shared.*): tok/s/GPU above is the median\n{:>8} "
-             "{:>10} {:>10} {:>10} {:>12}\n",
-             j["rows"][0]["samples"].get<int>(), "replicas", "p10", "p50", "p90", "groups/rep.");
+             "{:>10} {:>10} {:>10} {:>12} {:>16}\n",
+             j["rows"][0]["samples"].get<int>(), "replicas", "p10", "p50", "p90", "groups/rep.",
+             "groups/all-red.");
   for (const auto& r : j["rows"])
-    fmt::print(out, "{:>8} {:>10.1f} {:>10.1f} {:>10.1f} {:>12}\n", r["replicas"].get<int>(),
+    fmt::print(out, "{:>8} {:>10.1f} {:>10.1f} {:>10.1f} {:>12} {:>16}\n", r["replicas"].get<int>(),
                r["tokens_per_s_per_gpu_p10"].get<double>(),
                r["tokens_per_s_per_gpu_p50"].get<double>(),
-               r["tokens_per_s_per_gpu_p90"].get<double>(), r["groups_per_replica_max"].get<int>());
+               r["tokens_per_s_per_gpu_p90"].get<double>(), r["groups_per_replica_max"].get<int>(),
+               r["groups_per_replica_all_reduce"].get<int>());
 }
 
 // A table of tok/s/GPU: one row per replica count, one column per key of each row's `field`.

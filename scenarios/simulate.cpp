@@ -175,9 +175,9 @@ reports::NetworkReport network_report(const Scenario& s, Pass& p, double step) {
   const auto* f = p.cluster.topology();
   std::set<int> groups;
   for (int n : p.cluster.placement()) groups.insert(f->group_of(n));
-  const auto per_replica = hardware::groups_per_block(
-      p.cluster.placement(), static_cast<int>(s.job.parallel.replica_gpus / s.hw.node.gpus),
-      s.hw.network);
+  const int replica_nodes = static_cast<int>(s.job.parallel.replica_gpus / s.hw.node.gpus);
+  const auto per_replica =
+      hardware::groups_per_block(p.cluster.placement(), replica_nodes, s.hw.network);
   double slowest = INFINITY;
   for (int g = 0; g < p.cluster.gpus(); ++g) slowest = std::min(slowest, p.cluster.gpu(g).speed());
   std::vector<reports::LinkReport> links;
@@ -195,16 +195,18 @@ reports::NetworkReport network_report(const Scenario& s, Pass& p, double step) {
                ? a.utilization_while_busy > b.utilization_while_busy
                : a.link < b.link;
   });
-  reports::NetworkReport n{sim::name_of(s.placement.policy, hardware::kPlacementPolicyNames),
-                           sim::name_of(s.placement.routing, hardware::kRoutingNames),
-                           p.cluster.placement().size(),
-                           groups.size(),
-                           *std::max_element(per_replica.begin(), per_replica.end()),
-                           p.cluster.slowest_copy(),
-                           slowest,
-                           s.placement.simulate_all_replicas ? s.job.parallel.dp : 1,
-                           0,
-                           {}};
+  reports::NetworkReport n{
+      sim::name_of(s.placement.policy, hardware::kPlacementPolicyNames),
+      sim::name_of(s.placement.routing, hardware::kRoutingNames),
+      p.cluster.placement().size(),
+      groups.size(),
+      *std::max_element(per_replica.begin(), per_replica.end()),
+      hardware::groups_across_blocks_max(p.cluster.placement(), replica_nodes, s.hw.network),
+      p.cluster.slowest_copy(),
+      slowest,
+      s.placement.simulate_all_replicas ? s.job.parallel.dp : 1,
+      0,
+      {}};
   for (auto& l : links) {
     n.links_saturating += l.saturated_s > 0.01 * step ? 1 : 0;
     if (n.busiest_links.size() < 8) n.busiest_links.push_back(std::move(l));

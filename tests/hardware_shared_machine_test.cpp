@@ -196,6 +196,15 @@ TEST_SUITE("hardware.shared_machine") {
           node_speed(SharedMachine{.slow_node_fraction = 0.1, .slow_node_speed = 0.8}, 123));
   }
 
+  TEST_CASE("groups an all-reduce across replicas spans: the nodes at one position of each") {
+    NetworkSpec net{4 * 10, 10, 5, 2, 100, 1, 50};  // 4 groups of 10 nodes
+    // Replicas of 2 nodes: {0, 10}, {20, 11}, {1, 12}: position 0 → groups 0, 2, 0 (2 groups);
+    // position 1 → 1, 1, 1 (1 group).
+    CHECK(groups_across_blocks_max({0, 10, 20, 11, 1, 12}, 2, net) == 2);
+    CHECK(groups_per_block({0, 10, 20, 11, 1, 12}, 2, net) == std::vector<int>{2, 2, 2});
+    CHECK(groups_across_blocks_max({0, 1, 2, 3}, 2, net) == 1);  // all in group 0
+  }
+
   TEST_CASE(
       "Slurm on a busy machine: one group when one has room, else the fullest-free groups first") {
     NetworkSpec net{4 * 10, 10, 5, 2, 100, 1, 50};  // 4 groups of 10 nodes
