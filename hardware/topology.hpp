@@ -111,11 +111,11 @@ class Dragonfly {
   // the bundle in the draws).
   sim::Fluid::ResourceId add_link(double capacity_GBps, double mean_load, std::uint64_t key,
                                   const std::string& name);
-  // The capacity a loaded link leaves the job in the current burst.
-  struct Loaded {
+  struct Loaded {  // a link other jobs' traffic shares
     double capacity_Bps, mean_load;
     std::uint64_t key;
   };
+  // The capacity a loaded link leaves the job in the current burst.
   double left(const Loaded& l) const;
 
   sim::Fluid& fluid_;

@@ -29,9 +29,10 @@
 //   network.groups_per_replica_all_reduce = max over node positions j of the groups that the
 //                         j-th node of every replica spans (the HSDP all-reduce's rings).
 //   network.links         per fabric link (hardware/topology.hpp), with B = bytes it carried,
-//     C = its capacity, T = the union of the intervals in which flows used it:
-//     busy_s = |T|,  utilization_while_busy = B / (C·|T|),  mean_utilization = B / (C·step);
-//     saturated_s = the time the solver found it full (it fixed flows' rates);
+//     C = its capacity (with shared.burst_s, the last burst's), T = the union of the intervals
+//     in which flows used it: busy_s = |T|,  utilization_while_busy = B / (C·|T|),
+//     mean_utilization = B / (C·step); saturated_s = the time the solver found it full (it
+//     fixed flows' rates);
 //     links_saturating = links with saturated_s > 1% of the step.
 //   flops                 model_per_step = Σ forward + backward FLOPs of the step
 //   (model/accounting.hpp,

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "hardware/cluster.hpp"
@@ -12,6 +13,17 @@
 
 using namespace twin;
 using namespace twin::hardware;
+
+namespace {
+// The fabric resources traffic from node a to node b crosses, with their weights.
+std::map<sim::Fluid::ResourceId, double> uses_of(Dragonfly& d, int a, int b) {
+  Dragonfly::RouteSum sum;
+  d.route(a, b, 1.0, sum);
+  std::map<sim::Fluid::ResourceId, double> uses;
+  sum.drain(uses);
+  return uses;
+}
+}  // namespace
 
 TEST_SUITE("hardware.shared_machine") {
   TEST_CASE("other jobs' share of a link: uniform on [0, 2·mean], at most 0.95") {
@@ -46,10 +58,7 @@ TEST_SUITE("hardware.shared_machine") {
     sim::Engine e;
     sim::Fluid f(e);
     Dragonfly d(f, net, 100, Routing::minimal, 0, m, 11);
-    Dragonfly::RouteSum sum;
-    d.route(0, 16, 1.0, sum);
-    std::map<sim::Fluid::ResourceId, double> uses;
-    sum.drain(uses);
+    const auto uses = uses_of(d, 0, 16);
     REQUIRE(uses.size() == 3);  // egress(0), ingress(1), pair 0→1 (leaves non-blocking)
     double least = INFINITY;
     for (const auto& [r, w] : uses) least = std::min(least, f.capacity(r));
@@ -74,12 +83,8 @@ TEST_SUITE("hardware.shared_machine") {
       sim::Engine e;
       sim::Fluid f(e);
       Dragonfly d(f, net, 100, Routing::minimal, 0, m, 11);
-      Dragonfly::RouteSum sum;
-      d.route(0, 16, 1.0, sum);
-      std::map<sim::Fluid::ResourceId, double> uses;
-      sum.drain(uses);
       std::vector<double> c;
-      for (const auto& [r, w] : uses) c.push_back(f.capacity(r));
+      for (const auto& [r, w] : uses_of(d, 0, 16)) c.push_back(f.capacity(r));
       return c;
     };
     const auto shared = capacities(0), own = capacities(0.5);
@@ -103,12 +108,8 @@ TEST_SUITE("hardware.shared_machine") {
     sim::Fluid f(e);
     const double a = 0.5;
     Dragonfly d(f, net, 100, Routing::adaptive, a, m, 11);
-    Dragonfly::RouteSum sum;
-    d.route(0, 16, 1.0, sum);
-    std::map<sim::Fluid::ResourceId, double> uses;
-    sum.drain(uses);
     int pairs = 0;
-    for (const auto& [r, w] : uses) {
+    for (const auto& [r, w] : uses_of(d, 0, 16)) {
       if (d.name(r) != "global.group0->group1") {
         CHECK(w == 1.0);  // both groups' aggregates carry all of it
         continue;
@@ -136,12 +137,7 @@ TEST_SUITE("hardware.shared_machine") {
     sim::Fluid f(e), f2(e);
     Dragonfly d(f, net, 100, Routing::minimal, 0, m, 11),
         d2(f2, net, 100, Routing::minimal, 0, m, 11);
-    Dragonfly::RouteSum sum, sum2;
-    d.route(0, 16, 1.0, sum);
-    d2.route(0, 16, 1.0, sum2);
-    std::map<sim::Fluid::ResourceId, double> uses, uses2;
-    sum.drain(uses);
-    sum2.drain(uses2);
+    const auto uses = uses_of(d, 0, 16), uses2 = uses_of(d2, 0, 16);
     REQUIRE(uses.size() == 3);
     for (const auto& [r, w] : uses) CHECK(d.redrawn(r));
     const double bytes = 20e9;  // ~0.2–0.3 s: 20–30 bursts
