@@ -41,7 +41,8 @@ const sim::Schema<NcclOptions>& nccl_options_schema() {
             [](auto& n) -> auto& { return n.default_ctas.tp; })
         .integer(
             "default_ctas.ep_all_to_all", "CTAs", 1, 64,
-            "CTAs of the expert-parallel token all-to-all over NVLink [est]",
+            "CTAs of the expert-parallel token all-to-all over NVLink; under "
+            "training.ep_dispatch=per_rank the dispatcher's SMs, not capped by max_ctas [est]",
             [](auto& n) -> auto& { return n.default_ctas.ep_all_to_all; })
         .integer(
             "default_ctas.replica_all_reduce", "CTAs", 1, 64,

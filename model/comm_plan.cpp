@@ -29,7 +29,12 @@ CommPlan plan_comms(const Job& job, const hardware::NcclOptions& nccl, int sm_co
   set(StepColl::expert_grad_reduce,
       a2a_grads ? planned(Comm::expert, CollKind::all_to_all, d.grad_all_to_all, moe)
                 : planned(Comm::expert, CollKind::reduce_scatter, d.expert_reduce_scatter, moe));
-  set(StepColl::ep_all_to_all, planned(Comm::ep, CollKind::all_to_all, d.ep_all_to_all, moe));
+  // A per-rank dispatcher (HybridEP, DeepEP) is not NCCL: it runs on its own SMs, which
+  // NCCL_MAX_CTAS does not cap.
+  auto ep = planned(Comm::ep, CollKind::all_to_all, d.ep_all_to_all, moe);
+  if (t.ep_dispatch == EpDispatch::per_rank)
+    ep.ctas = static_cast<int>(std::min<std::int64_t>(d.ep_all_to_all, sm_count));
+  set(StepColl::ep_all_to_all, ep);
   set(StepColl::replica_all_reduce,
       planned(Comm::replica, CollKind::all_reduce, d.replica_all_reduce, job.parallel.dp > 1));
   // The norm's scalar: accumulated during backward (rung 11a), or computed by a GPU optimizer.

@@ -146,6 +146,19 @@ void add_kernel_and_comm_keys(sim::Schema<TrainingOptions>& s) {
           "token-expert pairs, per layer [est]",
           [](auto& t) -> auto& { return t.routing_imbalance_cv; })
       .enumeration(
+          "ep_dispatch", sim::names(kEpDispatchNames),
+          "EP token exchange: pairs (TorchTitan's all_to_all_single: a token once per routed "
+          "expert) or per_rank (HybridEP/DeepEP: once per EP rank holding any of its experts, "
+          "outputs summed on that rank before the combine)",
+          [](auto& t) -> auto& { return t.ep_dispatch; })
+      .boolean(
+          "ep_worst_case_buffer",
+          "per_rank exchange: the dispatcher preallocates a buffer for the worst case, "
+          "outside the caching allocator (HybridEP: every token of the EP group routed to "
+          "one rank) — false: chunked buffers of negligible size (DeepEP's normal kernels) "
+          "[est]",
+          [](auto& t) -> auto& { return t.ep_worst_case_buffer; })
+      .enumeration(
           "expert_gather_dtype", sim::names(kGatherDtypeNames),
           "expert weight all-gather in bf16, or FP8 E4M3 blocks of 128 with an fp32 scale "
           "(rung 8)",

@@ -23,6 +23,7 @@ enum class Elementwise { eager, stand_in };
 enum class NsKernels { unfused, baddbmm };
 enum class ExpertRows { spread, equal };
 enum class ExpertRouting { topk, group_limited };
+enum class EpDispatch { pairs, per_rank };
 enum class GatherDtype { bf16, fp8 };
 enum class GradReduce { fp32_reduce_scatter, bf16_all_to_all };
 enum class DenseReshard { global, node_local };
@@ -51,6 +52,8 @@ inline constexpr sim::Named<ExpertRows> kExpertRowsNames[] = {{ExpertRows::sprea
                                                               {ExpertRows::equal, "equal"}};
 inline constexpr sim::Named<ExpertRouting> kExpertRoutingNames[] = {
     {ExpertRouting::topk, "topk"}, {ExpertRouting::group_limited, "group_limited"}};
+inline constexpr sim::Named<EpDispatch> kEpDispatchNames[] = {{EpDispatch::pairs, "pairs"},
+                                                              {EpDispatch::per_rank, "per_rank"}};
 inline constexpr sim::Named<GatherDtype> kGatherDtypeNames[] = {{GatherDtype::bf16, "bf16"},
                                                                 {GatherDtype::fp8, "fp8"}};
 inline constexpr sim::Named<GradReduce> kGradReduceNames[] = {
@@ -101,8 +104,10 @@ struct TrainingOptions {
   ExpertRows expert_rows = ExpertRows::spread;           // hardware/kernel_cost.hpp
   ExpertRouting routing = ExpertRouting::group_limited;  // rung 7
   double routing_imbalance_cv = 0.15;                    // topk: spread of an EP rank's token share
-  GatherDtype expert_gather_dtype = GatherDtype::fp8;    // rung 8
-  GradReduce grad_reduce = GradReduce::bf16_all_to_all;  // rung 9
+  EpDispatch ep_dispatch = EpDispatch::per_rank;         // JOB.md §4: a HybridEP-style dispatcher
+  bool ep_worst_case_buffer = false;  // HybridEP's preallocated buffer (memory_replay.hpp) [est]
+  GatherDtype expert_gather_dtype = GatherDtype::fp8;     // rung 8
+  GradReduce grad_reduce = GradReduce::bf16_all_to_all;   // rung 9
   DenseReshard dense_reshard = DenseReshard::node_local;  // rung 10
   GradNorm grad_norm = GradNorm::accumulated;             // rung 11a
   bool embedding_regather = false;  // re-gather the embedding in backward (rung 11b)

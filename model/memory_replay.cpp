@@ -122,10 +122,20 @@ double nccl_buffer_bytes(const Job& job, const hardware::Profile& p,
   return comms.buffered_channels() * p.nccl.buffer_per_channel_MiB * 1024 * 1024;
 }
 
+double ep_buffer_bytes(const Job& job) {
+  const auto& t = job.training;
+  if (!job.model.moe() || t.ep_dispatch != EpDispatch::per_rank || !t.ep_worst_case_buffer)
+    return 0;
+  const double ep = static_cast<double>(job.parallel.ep);
+  const double tokens = static_cast<double>(job.training.seq_len * job.training.rows_per_gpu) * ep;
+  const double group_experts = static_cast<double>(job.model.experts / job.parallel.ep) * ep;
+  return tokens * (static_cast<double>(job.model.hidden) * 2 + group_experts * 4);
+}
+
 double allocator_capacity_bytes(const Job& job, const hardware::Profile& p,
                                 const hardware::NcclOptions& n, double host_spill_bytes) {
   return (p.gpu.hbm_usable_GiB - p.gpu.cuda_context_GiB) * kGiB - nccl_buffer_bytes(job, p, n) -
-         host_spill_bytes;
+         ep_buffer_bytes(job) - host_spill_bytes;
 }
 
 void resolve_retries(const sim::TaskGraph& g, std::int32_t lanes_per_rank,

@@ -77,6 +77,14 @@ HbmReplay replay_hbm(const BufferLog& log, std::int64_t rank, const CachingAlloc
 double nccl_buffer_bytes(const Job& job, const hardware::Profile& p,
                          const hardware::NcclOptions& n);
 
+// The EP dispatcher's own device buffer on one rank, outside the caching allocator. HybridEP
+// (training.ep_dispatch = per_rank, ep_worst_case_buffer) preallocates for the worst case, every
+// token of the EP group routed to this rank: tokens × hidden bf16 plus tokens × the group's
+// experts fp32 routing probabilities, shared by dispatch and combine (DeepEP's hybrid-ep
+// README, "Buffer Management"); 3.38 GiB per rank for EUROPA. 0 otherwise: DeepEP's normal
+// kernels stream through chunked buffers, NCCL through its own (nccl_buffer_bytes).
+double ep_buffer_bytes(const Job& job);
+
 // What cudaMalloc may reserve on one rank.
 double allocator_capacity_bytes(const Job& job, const hardware::Profile& p,
                                 const hardware::NcclOptions& n, double host_spill_bytes);

@@ -75,6 +75,7 @@ struct LayerKernels {
   const RankWorkload& w;
   const AttentionKind& a;
   double T, h, k, f, F, tp, e_gpu, pairs, per_expert;
+  double copies;  // copies of a token the EP exchange sends (workload.hpp ep_copies_per_token)
   int sliding, sms;
   double flops_per_pair;
   bool sonic;
@@ -95,6 +96,7 @@ struct LayerKernels {
         e_gpu(static_cast<double>(j.model.experts / j.parallel.ep)),
         pairs(j.model.moe() ? rw.expert_pairs[static_cast<std::size_t>(layer)] : 0),
         per_expert(j.model.moe() ? pairs / e_gpu : 0),
+        copies(j.model.moe() ? ep_copies_per_token(j) : 0),
         sliding(a.window_tokens > 0 ? 1 : 0),
         sms(c.sm_count()),
         // A tensor-parallel rank runs 1/tp of the heads.
@@ -178,7 +180,7 @@ struct LayerKernels {
             : cost.attention_s(sim::Flops{flops}, backward);
     return Op{name, kAttention, grid_work(alone, attention_shape(sms, backward)), 0, l};
   }
-  Op a2a(const char* name) const { return Op{name, kCollEpAllToAll, {}, T * k * h * 2}; }
+  Op a2a(const char* name) const { return Op{name, kCollEpAllToAll, {}, T * copies * h * 2}; }
   // Tensor-parallel linear widths: this rank's share of the projections and of the FFN.
   double qkv_out() const {
     return static_cast<double>(a.q_heads * a.qk_head_dim +
@@ -195,10 +197,11 @@ struct LayerKernels {
   }
   // Elementwise traffic [est]: norm + RoPE + residual ≈ 6 passes over T·h bf16 (sequence-
   // sharded under tensor parallelism); router softmax and top-k over T·E fp32 (3 passes);
-  // permute and unpermute copy T·k·h bf16 (read + write).
+  // permute and unpermute read the T·copies rows the EP exchange moves and write T·k (one per
+  // pair), or the reverse: 2·T·k·h bf16 when a token is sent per pair (training.ep_dispatch).
   double norms() const { return 6 * T * h * 2 / tp; }
   double route_ew() const { return 3 * T * static_cast<double>(job.model.experts) * 4; }
-  double permute() const { return 2 * T * k * h * 2; }
+  double permute() const { return T * (copies + k) * h * 2; }
   // Combining the k expert outputs of each token (and, in backward, summing the gradients of a
   // token's k copies): PyTorch's index_add_ (atomic adds, measured 0.12 of a copy's bandwidth)
   // in a plain MoE; SonicMoE aggregates by gathering each token's k rows, without atomics

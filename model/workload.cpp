@@ -101,4 +101,16 @@ void weigh_attention(std::vector<RankWorkload>& w, const ModelArch& m, double fw
       }
 }
 
+double ep_copies_per_token(const Job& job) {
+  const auto& m = job.model;
+  const double k = static_cast<double>(m.top_k), ep = static_cast<double>(job.parallel.ep);
+  if (job.training.ep_dispatch == EpDispatch::pairs) return k;
+  if (job.training.routing == ExpertRouting::group_limited) return std::min(ep, k);
+  const double E = static_cast<double>(m.experts), other = E - E / ep;
+  double miss = 1;  // C(E − E/ep, k) / C(E, k), term by term
+  for (std::int64_t i = 0; i < m.top_k; ++i)
+    miss *= std::max(0.0, other - static_cast<double>(i)) / (E - static_cast<double>(i));
+  return ep * (1 - miss);
+}
+
 }  // namespace twin::model

@@ -46,4 +46,13 @@ inline constexpr int kBands = 9;
 // normalised over the node, with z standard normal drawn per (node, layer) from the data seed.
 std::vector<RankWorkload> build_workload(const Job& job);
 
+// Copies of a token that the EP exchange sends, dispatch and combine alike (JOB.md §4,
+// training.ep_dispatch): `pairs` sends one per routed expert (top_k); `per_rank` (HybridEP,
+// DeepEP) one per EP rank holding any of its experts, the rank expanding it to its experts and
+// summing their outputs before the combine. Group-limited routing picks from every group, one
+// per EP rank: min(ep, top_k) ranks. Plain top-k of E experts, E/ep per rank, drawn without
+// replacement misses a given rank with probability C(E − E/ep, k)/C(E, k): on average
+// ep·(1 − C(E − E/ep, k)/C(E, k)) ranks (3.61 for 384 experts, top-8, ep 4).
+double ep_copies_per_token(const Job& job);
+
 }  // namespace twin::model

@@ -88,6 +88,7 @@ Json to_json(const MemoryReport& m) {
   for (const auto& [name, GiB] : m.host_parts_GiB) parts[name] = GiB;
   return {{"hbm_capacity_GiB", m.hbm_capacity_GiB},
           {"nccl_buffers_GiB", m.nccl_buffers_GiB},
+          {"ep_buffers_GiB", m.ep_buffers_GiB},
           {"hbm_peak_reserved_GiB", m.hbm_peak_reserved_GiB},
           {"hbm_peak_allocated_GiB", m.hbm_peak_allocated_GiB},
           {"alloc_retries", m.alloc_retries},

@@ -45,7 +45,7 @@ struct RankMemory {
 };
 
 struct MemoryReport {
-  double hbm_capacity_GiB = 0, nccl_buffers_GiB = 0;
+  double hbm_capacity_GiB = 0, nccl_buffers_GiB = 0, ep_buffers_GiB = 0;
   double hbm_peak_reserved_GiB = 0, hbm_peak_allocated_GiB = 0;  // of the worst rank
   std::size_t alloc_retries = 0;                                 // most on any rank
   std::size_t ranks_with_retries = 0;

@@ -49,8 +49,9 @@ void print_rank(std::ostream& out, const reports::RankMemory& r, const char* who
 void print_memory(std::ostream& out, const reports::MemoryReport& m) {
   fmt::print(out,
              "HBM for the caching allocator: {:.2f} GiB (after the CUDA context, {:.2f} GiB "
-             "of NCCL buffers and {:.2f} GiB of host pages in HBM)\n",
-             m.hbm_capacity_GiB, m.nccl_buffers_GiB, m.host_pages_in_hbm_GiB);
+             "of NCCL buffers, {:.2f} GiB of the EP dispatcher's buffer and {:.2f} GiB of host "
+             "pages in HBM)\n",
+             m.hbm_capacity_GiB, m.nccl_buffers_GiB, m.ep_buffers_GiB, m.host_pages_in_hbm_GiB);
   print_rank(out, m.rank0, "");
   const auto& w = m.worst_rank;
   if (w.rank != m.rank0.rank)

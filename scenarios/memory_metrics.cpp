@@ -53,6 +53,7 @@ reports::MemoryReport memory_report(const Scenario& s, const model::HostMemory& 
   const double sockets = static_cast<double>(s.job.parallel.total_gpus());
   m.hbm_capacity_GiB = capacity / kGiB;
   m.nccl_buffers_GiB = model::nccl_buffer_bytes(s.job, s.hw, s.nccl) / kGiB;
+  m.ep_buffers_GiB = model::ep_buffer_bytes(s.job) / kGiB;
   m.hbm_peak_reserved_GiB = hbm[worst].total.peak_reserved / kGiB;
   m.hbm_peak_allocated_GiB = hbm[worst].total.peak_allocated / kGiB;
   m.rank0 = rank_memory(hbm[0], 0);

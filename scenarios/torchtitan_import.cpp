@@ -282,6 +282,7 @@ struct Mapper {
     s["parallel"] = {{"replica_gpus", shard * tp}, {"ep", ep}, {"dp", dp}, {"tp", tp}};
     note("parallelism.*_degree", "parallel", s["parallel"]);
     training(shard * dp);
+    ep_dispatch(ep);
     std::string from = "parallelism.enable_async_tensor_parallel";
     if (const auto async = boolean({"parallelism.enable_async_tensor_parallel",
                                     "experimental.enable_async_tensor_parallel"},
@@ -292,6 +293,23 @@ struct Mapper {
     if (const auto* r = in.take("parallelism.fsdp_reshard_after_forward"))
       if (r->value<std::string>().value_or("default") == "never")
         ignore("parallelism.fsdp_reshard_after_forward", *r, "the twin reshards after forward");
+  }
+
+  // TorchTitan's EP token exchange: its standard all_to_all_single sends a token once per routed
+  // expert; DeepEP and HybridEP once per EP rank (model/workload.hpp ep_copies_per_token).
+  // Without expert parallelism there is no exchange.
+  void ep_dispatch(std::int64_t ep) {
+    const char* k = "parallelism.expert_parallel_comm_backend";
+    std::string backend = "standard";
+    const auto* n = in.take(k);
+    if (n && ep <= 1) out.no_effect.push_back(k);
+    if (ep <= 1) return;
+    if (n) backend = in.as<std::string>(k, *n, "a string");
+    if (backend != "standard" && backend != "deepep" && backend != "hybridep")
+      throw InputError(in.file(), k, "expected standard, deepep or hybridep");
+    const std::string mode = backend == "standard" ? "pairs" : "per_rank";
+    s["training"]["ep_dispatch"] = mode;
+    note(k, "training.ep_dispatch", mode);
   }
 
   // The keys left: without effect on one step, or not modelled.

@@ -125,6 +125,21 @@ TEST_SUITE("model.accounting") {
     CHECK(rows[1].segments == std::vector<std::int64_t>{6});
     CHECK(rows[2].segments == std::vector<std::int64_t>{2});
   }
+  // JOB.md §4's HybridEP-style exchange: a token once per EP rank holding any of its experts.
+  TEST_CASE("EUROPA: copies of a token per EP exchange") {
+    auto j = europa_job();
+    j.training.ep_dispatch = EpDispatch::pairs;
+    CHECK(ep_copies_per_token(j) == 8);
+    j.training.ep_dispatch = EpDispatch::per_rank;
+    j.training.routing = ExpertRouting::group_limited;  // 2 of each group of 96: every rank
+    CHECK(ep_copies_per_token(j) == 4);
+    j.training.routing = ExpertRouting::topk;
+    double miss = 1;  // 8 of 384 experts all outside one rank's 96: C(288, 8) / C(384, 8)
+    for (int i = 0; i < 8; ++i) miss *= (288.0 - i) / (384.0 - i);
+    CHECK(miss == doctest::Approx(0.09767).epsilon(1e-4));
+    CHECK(ep_copies_per_token(j) == doctest::Approx(4 * (1 - miss)));
+  }
+
   TEST_CASE("EUROPA: JOB.md §3 totals") {
     const auto j = europa_job();
     CHECK(count_params(j.model).total() == doctest::Approx(951.9e9).epsilon(0.001));

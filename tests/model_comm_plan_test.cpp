@@ -26,6 +26,15 @@ TEST_SUITE("model.comm_plan") {
     CHECK(rs[StepColl::expert_grad_reduce].kind == CollKind::reduce_scatter);
     CHECK(rs[StepColl::expert_grad_reduce].ctas == 40);
   }
+  // The EP exchange is NCCL's all-to-all only per pair; a per-rank dispatcher (HybridEP,
+  // DeepEP) runs on its own SMs, which NCCL_MAX_CTAS does not cap.
+  TEST_CASE("CTAs: NCCL_MAX_CTAS caps the EP exchange only when NCCL runs it") {
+    Job job;
+    job.training.ep_dispatch = EpDispatch::per_rank;
+    CHECK(plan_comms(job, NcclOptions{8, {}}, 132)[StepColl::ep_all_to_all].ctas == 16);
+    job.training.ep_dispatch = EpDispatch::pairs;
+    CHECK(plan_comms(job, NcclOptions{8, {}}, 132)[StepColl::ep_all_to_all].ctas == 8);
+  }
   TEST_CASE("buffered channels: per communicator its widest collective, summed") {
     Job job;
     job.model.experts = 384;  // a MoE: expert and EP communicators

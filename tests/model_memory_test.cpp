@@ -11,12 +11,14 @@
 
 #include "model/caching_allocator.hpp"
 #include "model/host_memory.hpp"
+#include "model/memory_replay.hpp"
 #include "model/step_memory.hpp"
 
 using namespace twin::model;
 
 namespace {
 constexpr std::int64_t MiB = 1 << 20;
+constexpr double GiB = 1024.0 * MiB;
 
 CachingAllocator alloc(std::int64_t capacity, int streams = 2) {
   return CachingAllocator({capacity, false}, streams);
@@ -214,4 +216,20 @@ TEST_CASE("RoPE caches: one per distinct cache when shared, else one per RoPE la
   j.model.layers = 6;  // 3 RoPE layers
   j.training.shared_rope_cache = false;
   CHECK(rope_cache_bytes(j) == doctest::Approx(3 * 96.0 * MiB));
+}
+
+// HybridEP's worst-case buffer: every token of the EP group routed to one rank (DeepEP's
+// hybrid-ep README, "Buffer Management"); EUROPA: 65,536 × 4 tokens × (6,144 × 2 B + 384 × 4 B)
+// = 3.375 GiB, outside the caching allocator.
+TEST_CASE("EP dispatcher: HybridEP's worst-case buffer, only where it is modelled") {
+  Job j;
+  j.model.experts = 384, j.model.top_k = 8, j.model.hidden = 6144;
+  j.parallel = {384, 4, 1};
+  j.training.seq_len = 65536;
+  j.training.ep_dispatch = EpDispatch::per_rank;
+  CHECK(ep_buffer_bytes(j) == 0);
+  j.training.ep_worst_case_buffer = true;
+  CHECK(ep_buffer_bytes(j) == doctest::Approx(3.375 * GiB));
+  j.training.ep_dispatch = EpDispatch::pairs;  // NCCL's all-to-all: its own channel buffers
+  CHECK(ep_buffer_bytes(j) == 0);
 }

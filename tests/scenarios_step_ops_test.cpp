@@ -6,10 +6,32 @@
 
 #include "hardware/cluster.hpp"
 #include "model/step_graph.hpp"
+#include "scenarios/loader.hpp"
 #include "sim/engine.hpp"
 #include "tests/golden_small.hpp"
 
 using twin::test::small;
+
+namespace {
+// Bytes of the first EP all-to-all (rank 0's dispatch) in the small scenario's built step.
+double ep_dispatch_bytes(std::vector<std::string> sets) {
+  const auto l =
+      twin::scenarios::load_scenario(std::string(TWIN_SOURCE_DIR) + "/tests/golden/small.json",
+                                     {TWIN_SOURCE_DIR, std::move(sets)});
+  const auto& s = l.scenario;
+  twin::sim::Engine e;
+  twin::sim::Fluid f(e);
+  twin::sim::TaskGraph g(e);
+  twin::hardware::Cluster c(e, f, s.hw, static_cast<int>(s.job.parallel.total_gpus()));
+  twin::model::StepBuilder b(s.job, s.nccl, c, g);
+  b.build();
+  const auto& ops = b.ops();
+  for (std::size_t i = 0; i < ops.collectives.size(); ++i)
+    if (g[ops.collectives[i].first_task].category == twin::model::kCollEpAllToAll)
+      return ops.collectives[i].bytes;
+  return 0;
+}
+}  // namespace
 
 TEST_SUITE("scenarios.step_ops") {
   // The builder emits data (model/step_ops.hpp); only bind_step touches the machine.
@@ -47,5 +69,21 @@ TEST_SUITE("scenarios.step_ops") {
     g.start();
     e.run();
     CHECK(g.finished() == g.size());
+  }
+
+  // JOB.md §4: the small scenario's 4,096 tokens per GPU, hidden 512, top-4 of 16 experts over
+  // EP 4. Per pair: T·k·h·2 bytes. Per rank under plain top-k: a token reaches
+  // 4·(1 − C(12,4)/C(16,4)) = 4·(1 − 495/1820) ranks on average; group-limited routing reaches
+  // all 4 (= k: nothing saved).
+  TEST_CASE("EP exchange: a token per routed expert, or once per EP rank holding one") {
+    const double T = 4096, h = 512;
+    const double pairs = ep_dispatch_bytes({"training.ep_dispatch=pairs"});
+    CHECK(pairs == doctest::Approx(T * 4 * h * 2));
+    CHECK(ep_dispatch_bytes({"training.ep_dispatch=per_rank", "training.routing=group_limited"}) ==
+          doctest::Approx(pairs));
+    CHECK(ep_dispatch_bytes({"training.ep_dispatch=per_rank", "training.routing=topk"}) ==
+          doctest::Approx(T * 4 * (1 - 495.0 / 1820) * h * 2));
+    CHECK(ep_dispatch_bytes({"training.ep_dispatch=pairs", "training.routing=topk"}) ==
+          doctest::Approx(pairs));
   }
 }

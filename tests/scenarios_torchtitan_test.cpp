@@ -1,6 +1,7 @@
 // Issue #22: TorchTitan job files as scenarios (scenarios/torchtitan_import.hpp) and the dense
 // step with tensor parallelism, compile and Float8 (closed forms next to each check).
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <filesystem>
 #include <fstream>
@@ -96,6 +97,36 @@ TEST_SUITE("scenarios.torchtitan") {
     CHECK(s["parallel"]["replica_gpus"] == 4);
     CHECK(s["hardware"]["node"]["gpus"]["value"] == 4);  // --gpus-per-node 4
     CHECK(contains(job.ignored, "selective_ac_option"));
+  }
+
+  // TorchTitan's expert_parallel_comm_backend: standard (all_to_all_single per token-expert
+  // pair), deepep or hybridep (once per EP rank).
+  TEST_CASE("import: the EP exchange follows expert_parallel_comm_backend") {
+    std::ifstream in(job_file("llama3_8b.toml"));
+    const std::string base((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto tmp = std::filesystem::temp_directory_path() / "twin-test-import-ep.toml";
+    auto import_with = [&](const std::string& extra) {
+      std::string text = base;
+      text.replace(text.find("[parallelism]\n"), 14, "[parallelism]\n" + extra);
+      std::ofstream(tmp) << text;
+      return scenarios::import_torchtitan(tmp.string(), {2, 0, "h100-sxm"}, 8);
+    };
+    CHECK(import_with("expert_parallel_degree = 4\n").scenario["training"]["ep_dispatch"] ==
+          "pairs");
+    for (const char* b : {"deepep", "hybridep"})
+      CHECK(import_with(fmt::format("expert_parallel_degree = 4\n"
+                                    "expert_parallel_comm_backend = \"{}\"\n",
+                                    b))
+                .scenario["training"]["ep_dispatch"] == "per_rank");
+    // Without expert parallelism there is no exchange: the key has no effect.
+    const auto dense = import_with("expert_parallel_comm_backend = \"deepep\"\n");
+    CHECK_FALSE(dense.scenario["training"].contains("ep_dispatch"));
+    CHECK(contains(dense.no_effect, "expert_parallel_comm_backend"));
+    CHECK_THROWS_WITH_AS(import_with("expert_parallel_degree = 4\n"
+                                     "expert_parallel_comm_backend = \"mpi\"\n"),
+                         doctest::Contains("expected standard, deepep or hybridep"),
+                         scenarios::InputError);
+    std::filesystem::remove(tmp);
   }
 
   TEST_CASE("import: errors name the file and the key") {

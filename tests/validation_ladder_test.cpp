@@ -25,11 +25,11 @@ TEST_CASE("ladder: published figures within their error budget") {
       {{"00-baseline", "breakdown_s.rank0.compute"}, {-60, -40}},
       {{"04-muon-gpu", "optimizer_step_s"}, {10, 25}},
       {{"08-fp8-gather", "exposed_comm_s"}, {-45, -25}},
-      {{"09-bf16-grad-all-to-all", "exposed_comm_s"}, {-35, -15}},
+      // Since the EP exchange sends a token once per EP rank (training.ep_dispatch, JOB.md §4's
+      // HybridEP-style dispatcher), its all-to-alls hide behind compute at rung 9 (README,
+      // Validation).
+      {{"09-bf16-grad-all-to-all", "exposed_comm_s"}, {-65, -45}},
       {{"09-bf16-grad-all-to-all", "gpu_time_s.expert_grad_reduce+dense_reduce_scatter"}, {30, 50}},
-      // Since the grouped GEMMs' measured tile padding and per-tile cost (2026-12-01): the twin
-      // gains less from rungs 10–13 than the real job (README, Validation).
-      {{"13-nccl-max-ctas", "tokens_per_s_per_gpu"}, {-15, -5}},
   };
   int checked = 0;
   for (const auto& r : rows)
