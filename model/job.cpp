@@ -204,6 +204,12 @@ void add_memory_keys(sim::Schema<TrainingOptions>& s) {
           "pool of the bf16 gradient all-to-all receive buffer: the reduce-scatter side "
           "stream's, or the compute stream's (rung 12c)",
           [](auto& t) -> auto& { return t.grad_a2a_recv_pool; })
+      .boolean(
+          "fsdp_copies",
+          "FSDP2's copies on the compute stream: each all-gather's copy-out into the "
+          "parameters and each reduction's copy-in of the gradients (cast to the reduce "
+          "dtype); false leaves them out (a harness that runs no FSDP)",
+          [](auto& t) -> auto& { return t.fsdp_copies; })
       .enumeration(
           "fsdp_streams", sim::names(kFsdpStreamsNames),
           "order of FSDP's collectives: per_group, each process group's in issue order on its "

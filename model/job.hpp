@@ -115,6 +115,7 @@ struct TrainingOptions {
   bool release_grads_early = true;  // free reduced grads two layers later (rung 12a)
   bool unshard_async_op = true;     // all-gather buffers from the compute pool (rung 12b)
   RecvPool grad_a2a_recv_pool = RecvPool::compute;  // rung 12c
+  bool fsdp_copies = true;  // FSDP2's copy-out and reduce copy-in kernels (step_graph.hpp)
   // How FSDP collectives are ordered (step_graph.hpp, StepBuilder::queue_on).
   FsdpStreams fsdp_streams = FsdpStreams::per_group;
   bool expandable_segments = false;        // PYTORCH_CUDA_ALLOC_CONF expandable_segments

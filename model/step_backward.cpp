@@ -152,6 +152,10 @@ void StepBuilder::reduce_expert_grads(std::int32_t i, const PerRank& issue_at, B
   auto rse = collective(StepColl::expert_grad_reduce, comm.expert_reduce,
                         a2a ? "expert_grad_all_to_all" : "expert_grad_reduce_scatter", i);
   after_all(rse, issue_at);
+  // FSDP2's copy-in: bf16 gradients into the fp32 reduce-scatter input, or into the bf16
+  // all-to-all's send buffer.
+  after_all(rse, reduce_copy_in(i, a2a ? 2 * comm.expert_reduce : 1.5 * comm.expert_reduce,
+                                a2a ? Family::ew_add : Family::ew_widen));
   if (fsdp2_streams()) queue_on(rse, st.rs_stream);
   st.rs_event = rse;
   if (a2a)
@@ -180,9 +184,10 @@ void StepBuilder::reduce_expert_grads(std::int32_t i, const PerRank& issue_at, B
 // on the reduce-scatter stream).
 StepBuilder::PerRank StepBuilder::dense_reduce_scatter(std::int32_t i, const PerRank& boundary,
                                                        BackwardState& st) {
-  auto rsd = collective(StepColl::dense_reduce, layer_comm(job_, i).dense_reduce,
-                        "dense_grad_reduce_scatter", i);
+  const double fp32_input = layer_comm(job_, i).dense_reduce;
+  auto rsd = collective(StepColl::dense_reduce, fp32_input, "dense_grad_reduce_scatter", i);
   after_all(rsd, boundary);
+  after_all(rsd, reduce_copy_in(i, 1.5 * fp32_input, Family::ew_widen));  // bf16 → fp32
   if (fsdp2_streams()) queue_on(rsd, st.rs_stream);
   st.rs_event = rsd;
   for (std::int64_t r = 0; r < ranks_; ++r)  // copied into the reduce input
@@ -287,6 +292,7 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
     after_all(begin, cur.dense);
     after_all(begin, cur.h2d);
     if (i > 0) next = prefetch_layer(i - 1, begin, d2h_all);
+    dense_copy_out(i);
     std::vector<LayerOps> ops;
     ops.reserve(static_cast<std::size_t>(ranks_));
     for (std::int64_t r = 0; r < ranks_; ++r) ops.push_back(layer_ops(job_, cost_, work_[r], i));

@@ -179,6 +179,33 @@ sim::Task& StepBuilder::copy(std::int64_t rank, bool to_host, const char* name, 
   return t;
 }
 
+sim::Task& StepBuilder::copy_kernel(std::int64_t rank, const char* name, double bytes,
+                                    hardware::Family family, std::int32_t layer) {
+  auto& t = kernel(rank, name, kElementwise, elementwise_op(job_, cost_, family, bytes), layer);
+  note(rank, t, {elementwise_launch(bytes)});
+  return t;
+}
+
+StepBuilder::PerRank StepBuilder::dense_copy_out(std::int32_t layer) {
+  return copies(layer, "dense_copy_out", 2 * layer_comm(job_, layer).dense_gather,
+                hardware::Family::ew_add);
+}
+
+StepBuilder::PerRank StepBuilder::reduce_copy_in(std::int32_t layer, double bytes,
+                                                 hardware::Family family) {
+  return copies(layer, "reduce_copy_in", bytes, family);
+}
+
+StepBuilder::PerRank StepBuilder::copies(std::int32_t layer, const char* name, double bytes,
+                                         hardware::Family family) {
+  PerRank out;
+  if (!job_.training.fsdp_copies) return out;
+  out.resize(static_cast<std::size_t>(ranks_));
+  for (std::int64_t r = 0; r < ranks_; ++r)
+    out[static_cast<std::size_t>(r)] = &copy_kernel(r, name, bytes, family, layer);
+  return out;
+}
+
 std::int32_t StepBuilder::gather_pool() const {
   return job_.training.unshard_async_op ? kPoolCompute : kPoolAllGather;
 }
@@ -208,6 +235,7 @@ StepBuilder::PerRank StepBuilder::fsdp_gather(StepColl which, double bytes, cons
 }
 
 void StepBuilder::after_all(PerRank& tasks, const PerRank& preds) {
+  if (preds.empty()) return;  // none on any rank (e.g. copies that are switched off)
   for (std::size_t r = 0; r < tasks.size(); ++r)
     if (tasks[r] && preds[r]) tasks[r]->after(*preds[r]);
 }
@@ -300,14 +328,19 @@ void StepBuilder::run_op(const std::vector<std::vector<Op>>& ops, std::size_t j,
   const auto comm = layer_comm(job_, layer);
   for (std::int64_t r = 0; r < ranks_; ++r) {
     const auto ri = static_cast<std::size_t>(r);
-    if (weights_expert && job_.training.expert_gather_dtype == GatherDtype::fp8) {
-      // Dequantize: read FP8 values and scales, write bf16 (JOB.md §6.8).
-      const double bytes = comm.expert_gather + 2 * comm.expert_elems;
-      auto& dq =
-          kernel(r, "fp8_dequant", kElementwise,
-                 elementwise_op(job_, cost_, hardware::Family::ew_fp8_dequant, bytes), layer);
-      note(r, dq, {elementwise_launch(bytes)});
-      dq.after(*(*weights_expert)[ri]);
+    if (weights_expert && job_.training.fsdp_copies)
+      copy_kernel(r, "expert_copy_out", 2 * comm.expert_gather, hardware::Family::ew_add, layer)
+          .after(*(*weights_expert)[ri]);
+    if (weights_expert) {
+      if (job_.training.expert_gather_dtype == GatherDtype::fp8) {
+        // Dequantize: read FP8 values and scales, write bf16 (JOB.md §6.8).
+        const double bytes = comm.expert_gather + 2 * comm.expert_elems;
+        auto& dq =
+            kernel(r, "fp8_dequant", kElementwise,
+                   elementwise_op(job_, cost_, hardware::Family::ew_fp8_dequant, bytes), layer);
+        note(r, dq, {elementwise_launch(bytes)});
+        dq.after(*(*weights_expert)[ri]);
+      }
     }
     const Op& op = ops[ri][j];
     auto& t = kernel(r, op.name, op.category, op.work, layer);

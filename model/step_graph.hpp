@@ -108,6 +108,18 @@ class StepBuilder {
   sim::Task& task(std::int64_t rank, Stream s, const char* name, Category c, std::int32_t layer);
   sim::Task& kernel(std::int64_t rank, const char* name, Category c, hardware::KernelWork w,
                     std::int32_t layer, Stream s = kCompute);
+  // FSDP2's copies on the compute stream (torch/distributed/fsdp/_fully_shard/
+  // _fsdp_collectives.py): after an all-gather, foreach_all_gather_copy_out splits the flat
+  // output into the parameters (wait_for_unshard: read and write the gathered bytes); before a
+  // reduction, foreach_reduce_scatter_copy_in packs the unsharded gradients into the reduce
+  // input, cast to the reduce dtype. Elementwise kernels of `bytes` read + written.
+  sim::Task& copy_kernel(std::int64_t rank, const char* name, double bytes, hardware::Family family,
+                         std::int32_t layer);
+  // Every rank's copy-out of layer i's gathered dense weights, on its compute stream.
+  PerRank dense_copy_out(std::int32_t layer);
+  // Every rank's copy-in of `bytes` before one of layer i's gradient reductions.
+  PerRank reduce_copy_in(std::int32_t layer, double bytes, hardware::Family family);
+  PerRank copies(std::int32_t layer, const char* name, double bytes, hardware::Family family);
   // Several kernels back to back as one task of category c (ops.hpp's run_fused).
   sim::Task& kernels(std::int64_t rank, const char* name, Category c,
                      std::span<const hardware::KernelPart> parts, std::int32_t layer);

@@ -13,23 +13,40 @@
 using twin::test::small;
 
 namespace {
+// The small scenario's step, built (not run), with `sets` applied.
+struct Built {
+  twin::scenarios::Loaded l;
+  twin::sim::Engine e;
+  twin::sim::Fluid f{e};
+  twin::sim::TaskGraph g{e};
+  twin::hardware::Cluster c;
+  twin::model::StepBuilder b;
+  explicit Built(std::vector<std::string> sets)
+      : l(twin::scenarios::load_scenario(std::string(TWIN_SOURCE_DIR) + "/tests/golden/small.json",
+                                         {TWIN_SOURCE_DIR, std::move(sets)})),
+        c(e, f, l.scenario.hw, static_cast<int>(l.scenario.job.parallel.total_gpus())),
+        b(l.scenario.job, l.scenario.nccl, c, g) {
+    b.build();
+  }
+};
+
 // Bytes of the first EP all-to-all (rank 0's dispatch) in the small scenario's built step.
 double ep_dispatch_bytes(std::vector<std::string> sets) {
-  const auto l =
-      twin::scenarios::load_scenario(std::string(TWIN_SOURCE_DIR) + "/tests/golden/small.json",
-                                     {TWIN_SOURCE_DIR, std::move(sets)});
-  const auto& s = l.scenario;
-  twin::sim::Engine e;
-  twin::sim::Fluid f(e);
-  twin::sim::TaskGraph g(e);
-  twin::hardware::Cluster c(e, f, s.hw, static_cast<int>(s.job.parallel.total_gpus()));
-  twin::model::StepBuilder b(s.job, s.nccl, c, g);
-  b.build();
-  const auto& ops = b.ops();
+  const Built x(std::move(sets));
+  const auto& ops = x.b.ops();
   for (std::size_t i = 0; i < ops.collectives.size(); ++i)
-    if (g[ops.collectives[i].first_task].category == twin::model::kCollEpAllToAll)
+    if (x.g[ops.collectives[i].first_task].category == twin::model::kCollEpAllToAll)
       return ops.collectives[i].bytes;
   return 0;
+}
+
+// Rank 0's tasks named `name` (its lanes are 0 … kStreamCount − 1).
+std::vector<const twin::sim::Task*> rank0_tasks(const Built& x, const std::string& name) {
+  std::vector<const twin::sim::Task*> out;
+  for (std::size_t i = 0; i < x.g.size(); ++i)
+    if (x.g[i].lane >= 0 && x.g[i].lane < twin::model::kStreamCount && x.g[i].name == name)
+      out.push_back(&x.g[i]);
+  return out;
 }
 }  // namespace
 
@@ -85,5 +102,31 @@ TEST_SUITE("scenarios.step_ops") {
           doctest::Approx(T * 4 * (1 - 495.0 / 1820) * h * 2));
     CHECK(ep_dispatch_bytes({"training.ep_dispatch=pairs", "training.routing=topk"}) ==
           doctest::Approx(pairs));
+  }
+
+  // FSDP2 (_fsdp_collectives.py): every gather's copy-out, before the weights' first use, and
+  // every reduction's copy-in, before the collective, on the compute stream. The small scenario
+  // (4 layers, full checkpointing) gathers each layer's dense and expert weights in forward and
+  // again in backward, and reduces each layer's dense and expert gradients once.
+  TEST_CASE("FSDP's copy-out and copy-in kernels: on the compute stream, ahead of their use") {
+    const Built on({});
+    CHECK(rank0_tasks(on, "dense_copy_out").size() == 8);
+    CHECK(rank0_tasks(on, "expert_copy_out").size() == 8);
+    const auto copy_in = rank0_tasks(on, "reduce_copy_in");
+    CHECK(copy_in.size() == 8);
+    for (const auto* t : copy_in) {
+      CHECK(t->lane == twin::model::kCompute);
+      int reductions = 0;
+      t->each_successor([&](const twin::sim::Task& n) {
+        reductions += n.category == twin::model::kCollDenseReduce ||
+                      n.category == twin::model::kCollExpertReduce;
+      });
+      CHECK(reductions == 1);  // the collective waits for its input
+    }
+    const Built off({"training.fsdp_copies=false"});
+    CHECK(rank0_tasks(off, "dense_copy_out").empty());
+    CHECK(rank0_tasks(off, "expert_copy_out").empty());
+    CHECK(rank0_tasks(off, "reduce_copy_in").empty());
+    CHECK(off.g.size() + 24 * 8 == on.g.size());  // 24 copies per rank, 8 ranks
   }
 }

@@ -22,14 +22,19 @@ TEST_CASE("ladder: published figures within their error budget") {
   REQUIRE(rows.size() == 14);
   // (rung, metric) → budget in percent, for the figures outside ±10% today.
   const std::map<std::pair<std::string, std::string>, std::pair<double, double>> known_gaps = {
-      {{"00-baseline", "breakdown_s.rank0.compute"}, {-60, -40}},
+      // Since FSDP2's copy-out and copy-in kernels (training.fsdp_copies): they lengthen compute
+      // and, by delaying each reduction's start, shorten the waits for the next layer's gathers
+      // at rungs 0–2 (README, Validation).
+      {{"00-baseline", "tokens_per_s_per_gpu"}, {5, 15}},
+      {{"02-activation-offload", "tokens_per_s_per_gpu"}, {5, 15}},
+      {{"00-baseline", "breakdown_s.rank0.compute"}, {-45, -30}},
       {{"04-muon-gpu", "optimizer_step_s"}, {10, 25}},
       {{"08-fp8-gather", "exposed_comm_s"}, {-45, -25}},
       // Since the EP exchange sends a token once per EP rank (training.ep_dispatch, JOB.md §4's
       // HybridEP-style dispatcher), its all-to-alls hide behind compute at rung 9 (README,
       // Validation).
       {{"09-bf16-grad-all-to-all", "exposed_comm_s"}, {-65, -45}},
-      {{"09-bf16-grad-all-to-all", "gpu_time_s.expert_grad_reduce+dense_reduce_scatter"}, {30, 50}},
+      {{"09-bf16-grad-all-to-all", "gpu_time_s.expert_grad_reduce+dense_reduce_scatter"}, {20, 35}},
   };
   int checked = 0;
   for (const auto& r : rows)
@@ -71,10 +76,10 @@ TEST_CASE("ladder: rung 11 retries on every rank in a long run, rung 12's fixes 
       side_resv += p["at_first_retry_reserved_GiB"].get<double>();
       side_alloc += p["at_first_retry_allocated_GiB"].get<double>();
     }
-  // Known gap (README, Memory): +18% on the reserved side caches (the offload stream's 10.9 GiB
-  // counted as a side stream), −6% on what they hold in use.
-  CHECK(side_resv / 27.3 - 1 >= 0.10);
-  CHECK(side_resv / 27.3 - 1 <= 0.25);
+  // Known gap (README, Memory): +28% on the reserved side caches (the offload stream's cache
+  // counted as a side stream), within 10% on what they hold in use.
+  CHECK(side_resv / 27.3 - 1 >= 0.20);
+  CHECK(side_resv / 27.3 - 1 <= 0.35);
   CHECK(std::abs(side_alloc / 6.4 - 1) <= 0.10);
   CHECK(rung_memory("11-minor", {"training.allocator_warm_steps=0"})["ranks_with_retries"]
             .get<int>() == 0);
