@@ -152,10 +152,6 @@ void StepBuilder::reduce_expert_grads(std::int32_t i, const PerRank& issue_at, B
   auto rse = collective(StepColl::expert_grad_reduce, comm.expert_reduce,
                         a2a ? "expert_grad_all_to_all" : "expert_grad_reduce_scatter", i);
   after_all(rse, issue_at);
-  // FSDP2's copy-in: bf16 gradients into the fp32 reduce-scatter input, or into the bf16
-  // all-to-all's send buffer.
-  after_all(rse, reduce_copy_in(i, a2a ? 2 * comm.expert_reduce : 1.5 * comm.expert_reduce,
-                                a2a ? Family::ew_add : Family::ew_widen));
   if (fsdp2_streams()) queue_on(rse, st.rs_stream);
   st.rs_event = rse;
   if (a2a)
@@ -187,7 +183,6 @@ StepBuilder::PerRank StepBuilder::dense_reduce_scatter(std::int32_t i, const Per
   const double fp32_input = layer_comm(job_, i).dense_reduce;
   auto rsd = collective(StepColl::dense_reduce, fp32_input, "dense_grad_reduce_scatter", i);
   after_all(rsd, boundary);
-  after_all(rsd, reduce_copy_in(i, 1.5 * fp32_input, Family::ew_widen));  // bf16 → fp32
   if (fsdp2_streams()) queue_on(rsd, st.rs_stream);
   st.rs_event = rsd;
   for (std::int64_t r = 0; r < ranks_; ++r)  // copied into the reduce input
@@ -292,7 +287,6 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
     after_all(begin, cur.dense);
     after_all(begin, cur.h2d);
     if (i > 0) next = prefetch_layer(i - 1, begin, d2h_all);
-    dense_copy_out(i);
     std::vector<LayerOps> ops;
     ops.reserve(static_cast<std::size_t>(ranks_));
     for (std::int64_t r = 0; r < ranks_; ++r) ops.push_back(layer_ops(job_, cost_, work_[r], i));
@@ -307,7 +301,8 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
       experts_post_backward = [&] {
         auto at = marker(kCompute, "experts_post_backward", i);
         after_all(at, st.rs_event);
-        reduce_expert_grads(i, at, st);
+        const auto copied = reduce_copy_in(i, false, true);  // FSDP2's copy-in, then the reduction
+        reduce_expert_grads(i, copied.empty() ? at : copied, st);
         experts_reduced = true;
       };
     run_ops(per_rank(ops, &LayerOps::backward), i, recompute ? PerRank{} : cur.expert,
@@ -323,8 +318,11 @@ void StepBuilder::backward(const std::vector<PerRank>& fwd_end, const PerRank& d
     }
     layer_boundary_buffers(i, cur, begin, boundary, st);
     if (i == 0 && job_.training.embedding_regather) embedding_regather(boundary);
-    const auto rsd = dense_reduce_scatter(i, boundary, st);
-    if (!experts_reduced) reduce_expert_grads(i, boundary, st);
+    // FSDP2's copy-in of the layer's gradients (one task for both groups), then the reductions.
+    const auto copied = reduce_copy_in(i, true, !experts_reduced);
+    const PerRank& issue = copied.empty() ? boundary : copied;
+    const auto rsd = dense_reduce_scatter(i, issue, st);
+    if (!experts_reduced) reduce_expert_grads(i, issue, st);
     send_reduced_home(i, rsd, st);
   }
   backward_embedding(st, grads_home);

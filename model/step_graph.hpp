@@ -112,14 +112,13 @@ class StepBuilder {
   // _fsdp_collectives.py): after an all-gather, foreach_all_gather_copy_out splits the flat
   // output into the parameters (wait_for_unshard: read and write the gathered bytes); before a
   // reduction, foreach_reduce_scatter_copy_in packs the unsharded gradients into the reduce
-  // input, cast to the reduce dtype. Elementwise kernels of `bytes` read + written.
+  // input, cast to the reduce dtype. Elementwise kernels of `bytes` read + written. (The dense
+  // copy-out is an op of the layer's op lists, step_costs.cpp layer_ops, fused with the next.)
   sim::Task& copy_kernel(std::int64_t rank, const char* name, double bytes, hardware::Family family,
                          std::int32_t layer);
-  // Every rank's copy-out of layer i's gathered dense weights, on its compute stream.
-  PerRank dense_copy_out(std::int32_t layer);
-  // Every rank's copy-in of `bytes` before one of layer i's gradient reductions.
-  PerRank reduce_copy_in(std::int32_t layer, double bytes, hardware::Family family);
-  PerRank copies(std::int32_t layer, const char* name, double bytes, hardware::Family family);
+  // Every rank's copy-in before layer i's dense and/or expert gradient reductions, one task
+  // (none when training.fsdp_copies is off).
+  PerRank reduce_copy_in(std::int32_t layer, bool dense, bool expert);
   // Several kernels back to back as one task of category c (ops.hpp's run_fused).
   sim::Task& kernels(std::int64_t rank, const char* name, Category c,
                      std::span<const hardware::KernelPart> parts, std::int32_t layer);

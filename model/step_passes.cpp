@@ -93,7 +93,6 @@ void StepBuilder::forward(std::vector<PerRank>& begin, std::vector<PerRank>& end
     if (i >= 2) after_all(agd, end[i - 2]), after_all(age, end[i - 2]);      // two buffers
     begin[i] = marker(kCompute, "layer_forward", i);
     after_all(begin[i], agd);
-    dense_copy_out(i);
     std::vector<LayerOps> ops;
     ops.reserve(static_cast<std::size_t>(ranks_));
     for (std::int64_t r = 0; r < ranks_; ++r) ops.push_back(layer_ops(job_, cost_, work_[r], i));
