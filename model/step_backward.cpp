@@ -176,12 +176,12 @@ void StepBuilder::reduce_expert_grads(std::int32_t i, const PerRank& issue_at, B
   st.expert_reduced = rse;
 }
 
-// Layer i's dense reduce-scatter after its boundary (under fsdp2 behind the experts' reduction
-// on the reduce-scatter stream).
+// Layer i's dense reduce-scatter after its boundary, or after FSDP2's copy-in (under fsdp2
+// behind the experts' reduction on the reduce-scatter stream).
 StepBuilder::PerRank StepBuilder::dense_reduce_scatter(std::int32_t i, const PerRank& boundary,
                                                        BackwardState& st) {
-  const double fp32_input = layer_comm(job_, i).dense_reduce;
-  auto rsd = collective(StepColl::dense_reduce, fp32_input, "dense_grad_reduce_scatter", i);
+  auto rsd = collective(StepColl::dense_reduce, layer_comm(job_, i).dense_reduce,
+                        "dense_grad_reduce_scatter", i);
   after_all(rsd, boundary);
   if (fsdp2_streams()) queue_on(rsd, st.rs_stream);
   st.rs_event = rsd;

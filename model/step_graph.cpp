@@ -337,16 +337,14 @@ void StepBuilder::run_op(const std::vector<std::vector<Op>>& ops, std::size_t j,
     if (weights_expert && job_.training.fsdp_copies)
       copy_kernel(r, "expert_copy_out", 2 * comm.expert_gather, hardware::Family::ew_add, layer)
           .after(*(*weights_expert)[ri]);
-    if (weights_expert) {
-      if (job_.training.expert_gather_dtype == GatherDtype::fp8) {
-        // Dequantize: read FP8 values and scales, write bf16 (JOB.md §6.8).
-        const double bytes = comm.expert_gather + 2 * comm.expert_elems;
-        auto& dq =
-            kernel(r, "fp8_dequant", kElementwise,
-                   elementwise_op(job_, cost_, hardware::Family::ew_fp8_dequant, bytes), layer);
-        note(r, dq, {elementwise_launch(bytes)});
-        dq.after(*(*weights_expert)[ri]);
-      }
+    if (weights_expert && job_.training.expert_gather_dtype == GatherDtype::fp8) {
+      // Dequantize: read FP8 values and scales, write bf16 (JOB.md §6.8).
+      const double bytes = comm.expert_gather + 2 * comm.expert_elems;
+      auto& dq =
+          kernel(r, "fp8_dequant", kElementwise,
+                 elementwise_op(job_, cost_, hardware::Family::ew_fp8_dequant, bytes), layer);
+      note(r, dq, {elementwise_launch(bytes)});
+      dq.after(*(*weights_expert)[ri]);
     }
     const Op& op = ops[ri][j];
     auto& t = kernel(r, op.name, op.category, op.work, layer);
