@@ -141,6 +141,34 @@ void StepBuilder::layer_boundary_buffers(std::int32_t i, const Fetch& cur, const
   }
 }
 
+// FSDP2's copy-in of layer i's dense and/or expert gradients (step_graph.hpp copy_kernel), one
+// task per rank.
+StepBuilder::PerRank StepBuilder::reduce_copy_in(std::int32_t layer, bool dense, bool expert) {
+  if (!job_.training.fsdp_copies) return {};
+  const auto comm = layer_comm(job_, layer);
+  std::vector<hardware::KernelPart> parts;
+  std::vector<Launch> launches;
+  const auto add = [&](hardware::Family f, double bytes) {
+    const auto w = elementwise_op(job_, cost_, f, bytes);
+    parts.push_back({w.shape, w.alone_s});
+    launches.push_back(elementwise_launch(bytes));
+  };
+  if (dense) add(hardware::Family::ew_widen, 1.5 * comm.dense_reduce);  // bf16 → fp32
+  if (expert) {
+    if (job_.training.grad_reduce == GradReduce::bf16_all_to_all)
+      add(hardware::Family::ew_add, 2 * comm.expert_reduce);  // the all-to-all's bf16 send buffer
+    else
+      add(hardware::Family::ew_widen, 1.5 * comm.expert_reduce);
+  }
+  PerRank out(static_cast<std::size_t>(ranks_));
+  for (std::int64_t r = 0; r < ranks_; ++r) {
+    auto& t = kernels(r, "reduce_copy_in", kElementwise, parts, layer);
+    note(r, t, launches);
+    out[static_cast<std::size_t>(r)] = &t;
+  }
+  return out;
+}
+
 // Layer i's expert reduction: the reduce-scatter, or the bf16 all-to-all with the owner's fp32
 // sum, issued at `issue_at` on the reduce-scatter stream.
 void StepBuilder::reduce_expert_grads(std::int32_t i, const PerRank& issue_at, BackwardState& st) {
