@@ -79,13 +79,18 @@ class Holder:
             raise RuntimeError(f"wait launch failed: cudaError {ok}")
         torch.cuda.synchronize()
 
-    def hold(self, k, work, wait=True, max_ns=None):
+    def hold(self, k, work, wait=True, max_ns=None, stamp=None):
+        """Holds k SMs; `work` waits until all are resident. The holders give up after max_ns
+        from their start (default MAX_NS); `stamp` (a device pointer) receives the global time
+        just before they launch."""
         self.k = k
         self.started.zero_(); self.stop.zero_(); self.smids.fill_(-1)
         torch.cuda.synchronize()
         if k == 0:
             return
         args = (k, ptr(self.started), ptr(self.smids), ptr(self.stop), max_ns or self.MAX_NS)
+        if stamp is not None:
+            checked(self.lib.twin_stamp(stamp, stream_ptr(self.stream)), "stamp")
         if self.shape is None:
             ok = self.lib.twin_sm_hold_until(*args, 0, stream_ptr(self.stream))
         else:
@@ -165,6 +170,7 @@ def load_lib(path: str) -> ctypes.CDLL:
     lib.twin_sm_hold_shaped.argtypes = [I, P, P, P, LL, I, I, I, P]
     lib.twin_wait_count.argtypes = [P, I, LL, P]
     lib.twin_clock_observe.argtypes = [P, P, LL, P]
+    lib.twin_stamp.argtypes = [P, P]
     lib.twin_grouped_gemm.argtypes = [P, P, P, P, P, I, I, I, P, I, I, P]
     lib.twin_fp8_quantize.argtypes = [P, P, P, SZ, P]
     lib.twin_fp8_dequantize.argtypes = [P, P, P, SZ, P]

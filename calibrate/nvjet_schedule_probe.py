@@ -1,22 +1,27 @@
 #!/usr/bin/env python3
-"""Where cuBLAS's nvjet GEMM runs its CTAs beside held SMs, seen from outside (issue #15).
+"""When cuBLAS's nvjet GEMM starts its late clusters, and how much work they carry (issue #15).
 
 The router GEMM (tokens x 384 x 6,144) slows in a staircase beside a few held SMs (x1.0 with 1
 held, x1.44 with 2-3, x1.83 with 4-16 at 16,384 tokens) that no schedule of the tile-schedule
 probe places (reports/calibration/clusters/README.md). nvjet cannot be instrumented, so this
-probe watches the SMs it leaves free: beside k held SMs (contention_bench.py's holder) the GEMM
-runs on a high-priority stream and a low-priority stream of spy CTAs (kernels/cluster_probe.cu
-`sm_spy`: 120 KiB of shared memory, so none fits beside a GEMM CTA or a holder; 1 us each, in
-clusters of 1 or 2) fills every SM the GEMM leaves free, recording SM, start and end. The block
-scheduler serves the higher-priority GEMM's pending clusters first, so a spy runs on an SM only
-while no pending GEMM cluster can use it; from the first spy on each SM after the GEMM's last
-cluster has been placed, the record shows when each SM's last GEMM CTA ended — hence how many
-tiles the late clusters carried and when they started. Each point is also timed without spies
-(their effect on the GEMM: `span_us` with and without).
+probe lets the k holders (contention_bench.py's) go at a chosen time t_r after the GEMM starts
+and times the GEMM: clusters that could not start beside the holders start at the latest when
+they go, so the span as a function of t_r shows when the late clusters would start by
+themselves (where the span stops depending on t_r) and how long they run once started (the slope
+and offset of span = t_r + w). Times come from one-thread stamp kernels in stream order: one on
+the holders' stream just before they launch (each holder gives up max_ns after its start), one
+before and one after the GEMM on the measured stream.
+
+A first version watched the free SMs with low-priority spy CTAs; it could not work: spies on
+freed SMs kept the GEMM's late clusters from ever finding a free pair (the holders timed out),
+and the GEMM on a higher-priority stream than the holders ran as if few SMs were held (at 8,192
+tokens x0.87-1.0 with 3-16 held, where the same GEMM at equal priority slows x1.84): the
+measured and holding streams must have equal priority, as NCCL's and the compute stream's do by
+default. `--priority -1` repeats that observation.
 
 Usage, on a GPU machine with PyTorch and build-device/libtwin_kernels_c.so
 (calibrate/build-device.sh --lib):
-  python3 calibrate/nvjet_schedule_probe.py --lib build-device/libtwin_kernels_c.so --out spy.json
+  python3 calibrate/nvjet_schedule_probe.py --lib build-device/libtwin_kernels_c.so --out release.json
 """
 from __future__ import annotations
 
@@ -31,8 +36,8 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from contention_bench import (HIDDEN, Q_HEADS, V_DIM, Holder, HolderTimeout, gemm_case,  # noqa: E402
-                              launch_config, load_lib, nvidia_smi, ptr, stream_ptr)
+from contention_bench import (HIDDEN, Holder, HolderTimeout, gemm_case, launch_config, load_lib,  # noqa: E402
+                              nvidia_smi, ptr, stream_ptr)
 
 try:
     import torch
@@ -40,129 +45,88 @@ except ImportError:  # --help needs no PyTorch
     torch = None
 
 HOLDER_SHAPE = (200 * 1024, 640, 2)  # contention_bench.py's file -c holder (kernels/sm_hold.cu)
-SPY_SMEM = 120 * 1024
-SPY_NS = 1000
-SPY_CTAS = 1 << 16
-MERGE_US = 2.0  # spy records closer than this on one SM are one free interval
+NEVER_NS = 3_000_000_000
 
 
-def cases() -> list:
-    out = [gemm_case("router", T, 384, HIDDEN) for T in (8192, 16384, 20480, 24576, 32768, 49152)]
-    out.append(gemm_case("o_proj", 4096, HIDDEN, Q_HEADS * V_DIM))
-    return out
-
-
-class Spy:
-    def __init__(self, lib: ctypes.CDLL):
-        self.lib = lib
-        self.stream = torch.cuda.Stream(priority=0)  # the lowest priority
-        self.start = torch.zeros(SPY_CTAS, dtype=torch.int64, device="cuda")
-        self.end = torch.zeros(SPY_CTAS, dtype=torch.int64, device="cuda")
-        self.sm = torch.full((SPY_CTAS,), -1, dtype=torch.int32, device="cuda")
-
-    def launch(self, cluster: int, after: torch.cuda.Event, done: torch.Tensor) -> None:
-        self.start.zero_(); self.end.zero_(); self.sm.fill_(-1)
-        torch.cuda.synchronize()
-        self.stream.wait_event(after)
-        rc = self.lib.twin_sm_spy(cluster, SPY_CTAS, ptr(self.start), ptr(self.end), ptr(self.sm), SPY_NS,
-                                  ptr(done), SPY_SMEM, stream_ptr(self.stream))
-        if rc != 0:
-            raise RuntimeError(f"spy launch: cudaError {rc}")
-
-    def intervals(self, t0: int) -> dict:
-        """Per SM, the merged intervals (us from t0) its spies ran."""
-        s, e, m = self.start.tolist(), self.end.tolist(), self.sm.tolist()
-        per: dict = {}
-        for a, b, sm in sorted(zip(s, e, m)):
-            if a == 0 or sm < 0:
-                continue
-            a_us, b_us = (a - t0) / 1e3, (b - t0) / 1e3
-            iv = per.setdefault(sm, [])
-            if iv and a_us - iv[-1][1] < MERGE_US:
-                iv[-1][1] = max(iv[-1][1], b_us)
-            else:
-                iv.append([a_us, b_us])
-        return {str(sm): [[round(a, 1), round(b, 1)] for a, b in iv] for sm, iv in sorted(per.items())}
-
-
-def point(lib: ctypes.CDLL, holder: Holder, spy: Spy | None, spy_cluster: int, work: torch.cuda.Stream,
-          fn: Callable[[], object], k: int) -> dict:
-    stamps = torch.zeros(2, dtype=torch.int64, device="cuda")
-    done = torch.zeros(1, dtype=torch.int32, device="cuda")
-    holder.hold(k, work)
-    lib.twin_stamp(ptr(stamps), None, stream_ptr(work))
-    ev = torch.cuda.Event()
-    ev.record(work)
+def point(lib: ctypes.CDLL, holder: Holder, work: torch.cuda.Stream, fn: Callable[[], object], k: int,
+          release_us: float | None) -> dict:
+    """One GEMM beside k holders that go release_us after the GEMM's start (None: after it)."""
+    st = torch.zeros(3, dtype=torch.int64, device="cuda")  # holders launched, GEMM start, GEMM end
+    at = [ctypes.c_void_p(st.data_ptr() + 8 * i) for i in range(3)]
+    # The holders start a few us before the GEMM: max_ns is set from a first estimate of that lead
+    # and the release time is reported as measured.
+    lead_ns = getattr(point, "lead_ns", 20_000)
+    max_ns = NEVER_NS if release_us is None else max(1_000, int(release_us * 1e3 + lead_ns))
+    holder.hold(k, work, max_ns=max_ns, stamp=at[0] if k else None)
+    lib.twin_stamp(at[1], stream_ptr(work))
     with torch.cuda.stream(work):
-        fn()  # enqueued before the spies: both wait for the stamp, the GEMM at higher priority
-    if spy is not None:
-        spy.launch(spy_cluster, ev, done)
-    lib.twin_stamp(ctypes.c_void_p(stamps.data_ptr() + 8), ptr(done), stream_ptr(work))
+        fn()
+    lib.twin_stamp(at[2], stream_ptr(work))
+    timed_out = False
     try:
-        held = holder.release(work)
-    except HolderTimeout as e:
-        return {"blocked": str(e)[:200]}
-    t0, t1 = stamps.tolist()
-    out = {"span_us": round((t1 - t0) / 1e3, 2), "held_distinct": held,
-           "held_smids": holder.smids[:k].tolist() if k else []}
-    if spy is not None:
-        out["spy"] = spy.intervals(t0)
+        holder.release(work)
+    except HolderTimeout:
+        timed_out = True  # the holders went at max_ns, as asked
+    h, s, e = st.tolist()
+    out = {"span_us": round((e - s) / 1e3, 2)}
+    if k:
+        lead = s - h
+        out["released_us"] = round((max_ns - lead) / 1e3, 2) if timed_out else None
+        if release_us is None:
+            point.lead_ns = lead
     return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lib", default="build-device/libtwin_kernels_c.so")
-    ap.add_argument("--out", default="spy.json")
-    ap.add_argument("--held", default="0,1,2,3,4,6,8,10,12,16")
-    ap.add_argument("--spy-clusters", default="2,1")
-    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--out", default="release.json")
+    ap.add_argument("--tokens", default="16384,20480,32768,49152")
+    ap.add_argument("--held", default="1,2,4,10,16")
+    ap.add_argument("--steps", type=int, default=24, help="release times from 0 to 1.2 x the held span")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--priority", type=int, default=0, help="the GEMM stream's priority (holders: 0)")
     ap.add_argument("--commit", default="unknown")
     args = ap.parse_args()
     if torch is None or not torch.cuda.is_available():
         print("nvjet_schedule_probe: no PyTorch with a CUDA GPU here: nothing measured", file=sys.stderr)
         return 3
     lib = load_lib(args.lib)
-    P, I, LL = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
-    lib.twin_sm_spy.argtypes = [I, I, P, P, P, LL, P, I, P]
-    lib.twin_stamp.argtypes = [P, P, P]
     p = torch.cuda.get_device_properties(0)
-    work = torch.cuda.Stream(priority=-1)  # above the spies' 0 (lower is higher)
+    work = torch.cuda.Stream(priority=args.priority)
     holder = Holder(lib, p.multi_processor_count, HOLDER_SHAPE)
-    spy = Spy(lib)
-    held = [int(x) for x in args.held.split(",")]
     doc = {"provenance": {"gpu": p.name, "sm_count": p.multi_processor_count, "torch": torch.__version__,
                           "cuda": torch.version.cuda, "driver": nvidia_smi("driver_version"),
                           "host": os.uname().nodename, "commit": args.commit, "command": " ".join(sys.argv),
                           "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                          "holder_shape": list(HOLDER_SHAPE), "spy_smem_bytes": SPY_SMEM, "spy_ns": SPY_NS},
+                          "holder_shape": list(HOLDER_SHAPE), "gemm_stream_priority": args.priority},
            "cases": []}
-    for case in cases():
+    med = statistics.median
+    for T in [int(x) for x in args.tokens.split(",")]:
+        case = gemm_case("router", T, 384, HIDDEN)
         fn = case.make()
         for _ in range(3):
             fn()
         torch.cuda.synchronize()
-        row = {"name": case.name, "shape": case.shape, "launch": launch_config(fn), "points": []}
-        for k in held:
-            pt = {"held_sms": k}
-            alone = [point(lib, holder, None, 0, work, fn, k) for _ in range(args.reps)]
-            if any("blocked" in a for a in alone):
-                pt["blocked"] = True
-                row["points"].append(pt)
-                continue
-            pt["span_us"] = statistics.median(a["span_us"] for a in alone)
-            pt["held_smids"] = alone[0]["held_smids"]
-            for c in [int(x) for x in args.spy_clusters.split(",")]:
-                runs = [point(lib, holder, spy, c, work, fn, k) for _ in range(args.reps)]
-                pt[f"spy_c{c}"] = runs
-            row["points"].append(pt)
+        alone = med(point(lib, holder, work, fn, 0, None)["span_us"] for _ in range(args.reps))
+        row = {"name": case.name, "shape": case.shape, "launch": launch_config(fn), "alone_us": alone,
+               "held": []}
+        for k in [int(x) for x in args.held.split(",")]:
+            spans = [point(lib, holder, work, fn, k, None) for _ in range(args.reps)]
+            held_span = med(q["span_us"] for q in spans)
+            curve = []
+            for i in range(args.steps + 1):
+                r = 1.2 * held_span * i / args.steps
+                qs = [point(lib, holder, work, fn, k, r) for _ in range(args.reps)]
+                rel = [q["released_us"] for q in qs if q["released_us"] is not None]
+                curve.append({"release_us": round(med(rel), 2) if rel else None,
+                              "span_us": med(q["span_us"] for q in qs)})
+            row["held"].append({"held_sms": k, "span_us": held_span, "release_curve": curve})
+            print(f"{case.name} k={k}: alone {alone:.1f} us, held {held_span:.1f} (x{held_span / alone:.2f}); "
+                  "released at -> span: " + " ".join(
+                      f"{c['release_us']:.0f}->{c['span_us']:.0f}" if c["release_us"] is not None else
+                      f"none->{c['span_us']:.0f}" for c in curve), flush=True)
         doc["cases"].append(row)
-        base = row["points"][0].get("span_us")
-        print(f"{case.name} {case.shape}: " + " ".join(
-            f"{q['held_sms']}:{q['span_us'] / base:.2f}" + "".join(
-                f"/{statistics.median(r['span_us'] for r in q[key]) / base:.2f}"
-                for key in sorted(q) if key.startswith("spy_c") and all("span_us" in r for r in q[key]))
-            if "span_us" in q else f"{q['held_sms']}:blocked" for q in row["points"]), flush=True)
     with open(args.out, "w") as f:
         json.dump(doc, f)
     return 0

@@ -42,14 +42,8 @@ int twin_tile_schedule_probe(int cluster, int ctas, int tiles, int mode, long lo
       cluster, ctas, tiles, mode, tile_ns, counter, start, end, sm, smem_bytes, policy, stream(s)));
 }
 
-int twin_sm_spy(int cluster, int ctas, unsigned long long* start, unsigned long long* end,
-                int* sm, long long spin_ns, const int* done, int smem_bytes, void* s) {
-  return static_cast<int>(
-      k::launch_sm_spy(cluster, ctas, start, end, sm, spin_ns, done, smem_bytes, stream(s)));
-}
-
-int twin_stamp(unsigned long long* out, int* flag, void* s) {
-  return static_cast<int>(k::launch_stamp(out, flag, stream(s)));
+int twin_stamp(unsigned long long* out, void* s) {
+  return static_cast<int>(k::launch_stamp(out, stream(s)));
 }
 
 int twin_clock_observe(const int* mark, unsigned long long* out, long long max_ns, void* s) {

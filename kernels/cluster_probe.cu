@@ -45,30 +45,9 @@ __global__ void tile_schedule_probe(int tiles, int mode, long long tile_ns, int*
   }
 }
 
-// Where a library kernel's CTAs run, seen from outside (issue #15: nvjet's late clusters): a
-// low-priority stream of spy CTAs (one per SM by their shared memory, none beside a GEMM CTA or
-// a holder) fills the SMs the measured kernel leaves free; each records its SM, start and end
-// (%globaltimer) and stays spin_ns. Once *done is set (after the measured kernel) the rest exit
-// at once without a record (start 0).
-__global__ void sm_spy(unsigned long long* start, unsigned long long* end, int* sm,
-                       long long spin_ns, const volatile int* done) {
-  extern __shared__ char smem[];
-  if (threadIdx.x != 0) return;
-  smem[0] = 1;
-  if (*done) return;
-  const unsigned long long t0 = globaltimer();
-  while (globaltimer() < t0 + static_cast<unsigned long long>(spin_ns)) {
-  }
-  start[blockIdx.x] = t0;
-  end[blockIdx.x] = globaltimer();
-  sm[blockIdx.x] = smid();
-}
-
-// One thread writes the global time to *out and, if flag is given, sets *flag = 1: a time stamp
-// in stream order around a measured kernel.
-__global__ void stamp(unsigned long long* out, int* flag) {
+// One thread writes the global time to *out: a time stamp in stream order.
+__global__ void stamp(unsigned long long* out) {
   *out = globaltimer();
-  if (flag != nullptr) *flag = 1;
 }
 
 // attr: room for two attributes (the cluster's size; its scheduling policy when policy ≥ 0:
@@ -121,19 +100,8 @@ cudaError_t launch_cluster_probe(int cluster, int ctas, unsigned long long* star
   return cudaLaunchKernelEx(&cfg, cluster_probe, starts, smids, spin_ns);
 }
 
-cudaError_t launch_sm_spy(int cluster, int ctas, unsigned long long* start,
-                          unsigned long long* end, int* sm, long long spin_ns, const int* done,
-                          int smem_bytes, cudaStream_t s) {
-  cudaError_t e =
-      cudaFuncSetAttribute(sm_spy, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
-  if (e != cudaSuccess) return e;
-  cudaLaunchAttribute attr[2]{};
-  const auto cfg = cluster_config(cluster, ctas, smem_bytes, s, attr);
-  return cudaLaunchKernelEx(&cfg, sm_spy, start, end, sm, spin_ns, done);
-}
-
-cudaError_t launch_stamp(unsigned long long* out, int* flag, cudaStream_t s) {
-  stamp<<<1, 1, 0, s>>>(out, flag);
+cudaError_t launch_stamp(unsigned long long* out, cudaStream_t s) {
+  stamp<<<1, 1, 0, s>>>(out);
   return cudaGetLastError();
 }
 

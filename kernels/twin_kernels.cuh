@@ -51,14 +51,9 @@ cudaError_t launch_tile_schedule_probe(int cluster, int ctas, int tiles, int mod
                                        unsigned long long* end, int* sm, int smem_bytes, int policy,
                                        cudaStream_t s);
 
-// The spy (calibrate/nvjet_schedule_probe.py): `ctas` CTAs in clusters of `cluster` that fill
-// the SMs another kernel leaves free, each recording its SM, start and end and staying spin_ns,
-// until *done is set (then the rest exit without a record: start stays 0).
-cudaError_t launch_sm_spy(int cluster, int ctas, unsigned long long* start,
-                          unsigned long long* end, int* sm, long long spin_ns, const int* done,
-                          int smem_bytes, cudaStream_t s);
-// One thread writes %globaltimer to *out and, if flag is not null, sets *flag = 1.
-cudaError_t launch_stamp(unsigned long long* out, int* flag, cudaStream_t s);
+// A time stamp in stream order (calibrate/nvjet_schedule_probe.py): one thread writes
+// %globaltimer to *out.
+cudaError_t launch_stamp(unsigned long long* out, cudaStream_t s);
 
 // A persistent grouped GEMM like the MoE expert GEMMs: for each group g (expert),
 // C_g = A_g · B_g with A_g the rows [row_offset[g], row_offset[g+1]) of A (M×K, row-major),
