@@ -37,7 +37,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from contention_bench import (HIDDEN, Holder, HolderTimeout, gemm_case, launch_config, load_lib,  # noqa: E402
-                              nvidia_smi, ptr, stream_ptr)
+                              nvidia_smi, stream_ptr)
 
 try:
     import torch
