@@ -36,6 +36,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import contention_bench  # noqa: E402
 from contention_bench import (HIDDEN, Holder, HolderTimeout, gemm_case, launch_config, load_lib,  # noqa: E402
                               nvidia_smi, stream_ptr)
 
@@ -46,6 +47,7 @@ except ImportError:  # --help needs no PyTorch
 
 HOLDER_SHAPE = (200 * 1024, 640, 2)  # contention_bench.py's file -c holder (kernels/sm_hold.cu)
 NEVER_NS = 3_000_000_000
+LEAD_NS = 50_000  # a GPU sleep ahead of the stamps, so that the host has enqueued the GEMM
 
 
 def point(lib: ctypes.CDLL, holder: Holder, work: torch.cuda.Stream, fn: Callable[[], object], k: int,
@@ -58,6 +60,7 @@ def point(lib: ctypes.CDLL, holder: Holder, work: torch.cuda.Stream, fn: Callabl
     lead_ns = getattr(point, "lead_ns", 20_000)
     max_ns = NEVER_NS if release_us is None else max(1_000, int(release_us * 1e3 + lead_ns))
     holder.hold(k, work, max_ns=max_ns, stamp=at[0] if k else None)
+    lib.twin_sm_hold(1, LEAD_NS, stream_ptr(work))
     lib.twin_stamp(at[1], stream_ptr(work))
     with torch.cuda.stream(work):
         fn()
@@ -92,6 +95,8 @@ def main() -> int:
         print("nvjet_schedule_probe: no PyTorch with a CUDA GPU here: nothing measured", file=sys.stderr)
         return 3
     lib = load_lib(args.lib)
+    lib.twin_sm_hold.argtypes = [ctypes.c_int, ctypes.c_longlong, ctypes.c_void_p]
+    contention_bench.BF16 = torch.bfloat16
     p = torch.cuda.get_device_properties(0)
     work = torch.cuda.Stream(priority=args.priority)
     holder = Holder(lib, p.multi_processor_count, HOLDER_SHAPE)
@@ -111,11 +116,12 @@ def main() -> int:
         alone = med(point(lib, holder, work, fn, 0, None)["span_us"] for _ in range(args.reps))
         row = {"name": case.name, "shape": case.shape, "launch": launch_config(fn), "alone_us": alone,
                "held": []}
+        print(f"{case.name}: " + ", ".join(f"{q['name'][:48]} grid {q['grid']}" for q in row["launch"]), flush=True)
         for k in [int(x) for x in args.held.split(",")]:
             spans = [point(lib, holder, work, fn, k, None) for _ in range(args.reps)]
             held_span = med(q["span_us"] for q in spans)
             curve = []
-            for i in range(args.steps + 1):
+            for i in range(args.steps + 1 if args.steps else 0):
                 r = 1.2 * held_span * i / args.steps
                 qs = [point(lib, holder, work, fn, k, r) for _ in range(args.reps)]
                 rel = [q["released_us"] for q in qs if q["released_us"] is not None]
