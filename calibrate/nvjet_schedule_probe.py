@@ -13,11 +13,11 @@ the holders' stream just before they launch (each holder gives up max_ns after i
 before and one after the GEMM on the measured stream.
 
 A first version watched the free SMs with low-priority spy CTAs; it could not work: spies on
-freed SMs kept the GEMM's late clusters from ever finding a free pair (the holders timed out),
-and the GEMM on a higher-priority stream than the holders ran as if few SMs were held (at 8,192
-tokens x0.87-1.0 with 3-16 held, where the same GEMM at equal priority slows x1.84): the
-measured and holding streams must have equal priority, as NCCL's and the compute stream's do by
-default. `--priority -1` repeats that observation.
+freed SMs kept the GEMM's late clusters from ever finding a free pair (the holders timed out).
+Priority matters here: with the GEMM's stream above the holders' (`--priority -1`) the block
+scheduler places clusters otherwise (the 8,192-token router slows x1.83 with 2 held, where at
+equal priority it does not slow); NCCL's and the compute stream have equal priority by default,
+as this probe's do unless asked.
 
 Usage, on a GPU machine with PyTorch and build-device/libtwin_kernels_c.so
 (calibrate/build-device.sh --lib):

@@ -154,6 +154,20 @@ double grid_time(const ContentionModel& m, const KernelShape& k, int free, int l
   return full + rest / m.throughput_spread(k.family, std::min(rest * lone, at), at, k.clock_gain);
 }
 
+// The number (in the kernel's own numbering, static lists: CTA j takes tiles j, j + G, …) of the
+// CTA launched p-th (ListOrder, contention.hpp).
+int cta_number(ListOrder o, int p, int ctas) {
+  switch (o) {
+    case ListOrder::launch:
+      return p;
+    case ListOrder::last:
+      return ctas - 1 - p;
+    case ListOrder::nvjet_pairs:
+      return ctas % 2 ? p : ctas / 2 * (p / 2 % 2) + p / 4 * 2 + p % 2;
+  }
+  return p;
+}
+
 // Static tile lists: CTAs start in order on free slots; all running ones progress alike, so
 // they finish in batches (at most two list lengths): a short list of (progress at which a batch
 // ends, CTAs in it) replaces an event queue.
@@ -166,12 +180,9 @@ double static_time(const ContentionModel& m, const KernelShape& k, int u) {
   const int longer = static_cast<int>(tiles - q * ctas);  // CTAs carrying q + 1 tiles
   std::vector<std::pair<double, int>> batches;            // (progress at its end, CTAs)
   int next = 0, running = 0;
-  // cuBLAS's bf16 nvjet kernels give the longer lists to the last CTAs — the ones left without an
-  // SM (mechanism 4: the router GEMM's ×1.47 with 2 SMs held); elsewhere the first CTAs carry them.
-  const bool last = k.family == Family::gemm;
   auto start = [&](int n, double at) {
-    const int from = last ? ctas - longer : 0;  // CTAs [from, from + longer) carry q + 1
-    const int l = std::clamp(std::min(next + n, from + longer) - std::max(next, from), 0, n);
+    int l = 0;  // of the CTAs launched now, those carrying q + 1 tiles
+    for (int p = next; p < next + n; ++p) l += cta_number(k.order, p, ctas) < longer;
     if (l > 0) batches.emplace_back(at + q + 1, l);
     if (n - l > 0) batches.emplace_back(at + q, n - l);
     next += n, running += n;
@@ -251,7 +262,8 @@ double ContentionMemo::time_units(const KernelShape& k, int held, int lending) {
                             static_cast<std::uint8_t>(held);
   const std::uint64_t key2 = (std::uint64_t{static_cast<std::uint8_t>(lending)} << 48) |
                              (std::uint64_t{static_cast<std::uint8_t>(k.beside)} << 40) |
-                             (std::uint64_t{tiles} << 8) | k.cluster;
+                             (std::uint64_t{tiles} << 8) | k.cluster |
+                             (static_cast<std::uint64_t>(k.order) << 56);
   Slot& s =
       slots_[((key ^ key2 * 0xC2B2AE3D27D4EB4Full) * 0x9E3779B97F4A7C15ull) >> 52 & (kSlots - 1)];
   if (s.key != key || s.key2 != key2) s = {key, key2, m_.time_units(k, held, lending)};

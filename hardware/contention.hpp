@@ -45,15 +45,12 @@
 //     Θ'(x, a) the saturation of 3. for x·b(a). Measured: the FP8 dequantization's tail of 32
 //     blocks costs 0.34 of a full wave (β = 1/o), RMSNorm's of 128 rows almost nothing (β ≈ 1);
 //     persistent static: G = min(B, S) CTAs with fixed tile lists (N mod G of them one tile
-//     longer: the first ones, CTA j taking tiles j, j + G, …; in cuBLAS's bf16 kernels the last
-//     ones — measured: the router GEMM, 256 tiles on 132 CTAs, slows ×1.47 with 2 SMs held, which
-//     late CTAs of 2 tiles starting when the 1-tile ones end give (×1.5), late ones of 1 tile not);
-//     CTAs start in block order, those without an SM on the first SMs (pair, for clusters of 2)
-//     that free — observed directly with the tile-schedule probe (a kernel of 132 CTAs in
-//     clusters of 2 and equal tiles beside 0–32 held SMs, reports/calibration/clusters/): its
-//     static lists, in either order, and its shared counter take the rounds this model gives at
-//     every point (test_calibrate); with fewer tiles than CTAs the CTAs without one end at once.
-//     All running CTAs progress at the
+//     longer: which ones in launch order is the kernel's ListOrder, below); CTAs start in block
+//     order, those without an SM on the first SMs (pair, for clusters of 2) that free — observed
+//     directly with the tile-schedule probe (a kernel of 132 CTAs in clusters of 2 and equal tiles
+//     beside 0–32 held SMs, reports/calibration/clusters/): its static lists, in either order, and
+//     its shared counter take the rounds this model gives at every point (test_calibrate); with
+//     fewer tiles than CTAs the CTAs without one end at once. All running CTAs progress at the
 //     clock of the SMs then busy, Θ(a)/a per CTA (with one list per CTA, N = G: rounds of u CTAs, T
 //     = Σ_rounds a_j/Θ(a_j)); persistent dynamic: N tiles from a shared counter, in waves of u, the
 //     last partial wave of r tiles on r SMs at their clock: T = W(N, u) = ⌊N/u⌋·u/Θ(u) + r/Θ(r);
@@ -134,6 +131,21 @@ enum class Schedule : std::uint8_t {
   persistent_first_static
 };
 
+// Static tile lists give CTA j (in the kernel's own numbering) tiles j, j + G, …, so the first
+// N mod G carry one tile more; which CTAs those are in launch order (the order in which CTAs find
+// SMs, mechanism 4) depends on the kernel:
+//  - launch: the project's kernels, CUTLASS's grouped GEMMs, the tile-schedule probe;
+//  - nvjet_pairs: cuBLAS's nvjet GEMMs in clusters of 2 (grid [2, 66, 1] in the profiler): their
+//    CTAs are numbered column-major while the clusters launch row-major, so in launch order the
+//    clusters take numbers from the two halves in turn — cluster i: (G/2)·(i mod 2) + 2⌊i/2⌋ +
+//    rank. Measured: the router GEMM at 16,384 and 24,576 tokens (256 tiles) slows ×1.0 / 1.44 /
+//    1.83 with 1 / 2–3 / 4–16 SMs held, the rounds of this order (a late light cluster at 1 held;
+//    a late heavy one starting after one tile at 2–3; one starting after two at 4–16); releasing
+//    the holders at chosen times shows the late clusters carrying two tiles and starting by
+//    themselves after one or two (reports/calibration/contention/, "nvjet's late clusters");
+//  - last: the last CTAs (cuBLAS in other cluster sizes: not measured; one tile per CTA there).
+enum class ListOrder : std::uint8_t { launch, nvjet_pairs, last };
+
 // What one block (CTA) takes of an SM, for occupancy (mechanism 5). threads = 0: unknown.
 struct BlockResources {
   int threads = 0;
@@ -160,6 +172,7 @@ struct KernelShape {
   std::uint8_t cluster = 0;  // c (SMs per thread-block cluster; 0: the family's)
   std::int8_t beside = -1;   // h (grid: blocks beside a holder; −1: the family's)
   float clock_gain = 0;      // b_max of this launch (its measured clock; 0: the family's)
+  ListOrder order = ListOrder::launch;  // static lists: which CTAs carry the longer ones
 };
 
 // A family's fitted parameters.

@@ -26,12 +26,14 @@ double tiles_of(double m, double n, double batch, int tile_m, int tile_n) {
 
 KernelShape persistent_shape(Family f, double tiles, double ctas, int cluster) {
   const bool few = tiles < kStaticBelowTilesPerCta * ctas;
-  return {f,
-          few ? Schedule::persistent_static : Schedule::persistent_first_static,
-          1,
-          static_cast<float>(ctas),
-          static_cast<float>(tiles),
-          static_cast<std::uint8_t>(cluster)};
+  KernelShape k{f,
+                few ? Schedule::persistent_static : Schedule::persistent_first_static,
+                1,
+                static_cast<float>(ctas),
+                static_cast<float>(tiles),
+                static_cast<std::uint8_t>(cluster)};
+  if (f == Family::gemm) k.order = cluster == 2 ? ListOrder::nvjet_pairs : ListOrder::last;
+  return k;
 }
 }  // namespace
 

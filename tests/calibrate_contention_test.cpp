@@ -152,7 +152,7 @@ TEST_CASE("held-out residuals of the contention model stay within their budgets"
   const std::map<std::string, std::pair<double, double>> budget = {
       {"attention", {0.10, 0.15}},      {"attention_bwd", {0.10, 0.15}},
       {"grouped_gemm", {0.10, 0.15}},   {"twin_grouped", {0.10, 0.15}},
-      {"gemm_fp8", {0.10, 0.15}},       {"gemm", {0.10, 0.27}},
+      {"gemm_fp8", {0.10, 0.15}},       {"gemm", {0.10, 0.18}},
       {"ew_add", {0.10, 0.15}},         {"ew_gather", {0.10, 0.15}},
       {"ew_sum_fp32", {0.10, 0.15}},    {"ew_fp8_quant", {0.10, 0.15}},
       {"ew_norm", {0.10, 0.15}},        {"ew_norm_bwd", {0.10, 0.15}},
@@ -172,7 +172,10 @@ TEST_CASE("held-out residuals of the contention model stay within their budgets"
     CHECK(worst <= budget.at(group).second);
   }
   CHECK(res.size() == budget.size());
-  // cuBLAS's worst point is the router at 16,384 tokens with 4–8 held (−25%). Newton–Schulz, a run
+  // cuBLAS's worst points: the 128-row expert down projection with 112–124 held (+16–17%: 6 µs
+  // alone, mostly fixed time) and o_proj at 4,096 rows with 4 held (−16%; repeats of that point
+  // measured ×1.12–1.35). The router at 16,384 tokens (−25% at 4–8 held with the longer lists on
+  // the last CTAs) is within 4% since nvjet's pairs (ListOrder). Newton–Schulz, a run
   // of three nvjet GEMMs and five elementwise kernels per iteration, is modelled as that run (its
   // launches as recorded, each slowed as its own shape): within 15% at every point (it was +59%
   // modelled as one 1,792 × 6,144 GEMM).
@@ -182,6 +185,34 @@ TEST_CASE("held-out residuals of the contention model stay within their budgets"
       ns = std::max(ns, std::abs(p["error"].get<double>()));
   MESSAGE(fmt::format("gemm, Newton–Schulz: worst point {:.1f}%", 100 * ns));
   CHECK(ns <= 0.15);
+}
+
+TEST_CASE("the router's staircases beside a few held SMs are nvjet's pairs (file k, held out)") {
+  // The router GEMM (T × 384 × 6,144) at 0–32 SMs held, measured after the fit and not in it. At
+  // 8,192 and 12,288 tokens (one tile per CTA) the steps are the cluster tables'; at 16,384 and
+  // 24,576 (256 tiles on 132 CTAs) the late clusters are one light (1 held), one heavy starting
+  // after a tile (2–3), heavy ones starting after two (4–16): ×1.0 / 1.44 / 1.83.
+  const auto cases = calibrate::read_contention_cases(
+      {(kRoot / "reports/calibration/contention/h200-2026-12-02-contention-k.json").string()});
+  const auto model = profile_model("h200");
+  // 20,480 tokens and more: nvjet takes 128×256 tiles, or more than three per CTA, where the
+  // twin's launch choice differs; reported, not budgeted (README "Where it misses").
+  const auto budgeted = [](const std::string& name) {
+    for (const int T : {8192, 12288, 16384, 24576})
+      if (name.find(fmt::format("m={},", T)) != std::string::npos) return true;
+    return false;
+  };
+  int checked = 0;
+  for (const auto& c : cases) {
+    if (!budgeted(c.name)) continue;
+    CAPTURE(c.name);
+    for (const auto& p : c.points) {
+      CAPTURE(p.held);
+      CHECK(std::abs(c.slowdown(model, p.held) / p.measured - 1) <= 0.06);
+      ++checked;
+    }
+  }
+  CHECK(checked >= 40);
 }
 
 TEST_CASE("Newton–Schulz is three GEMMs and five elementwise kernels per iteration") {

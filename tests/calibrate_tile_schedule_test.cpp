@@ -24,8 +24,8 @@ namespace {
 
 const std::filesystem::path kRoot(TWIN_SOURCE_DIR);
 
-// The model under test: measured cluster tables; gemm (its static lists carry the longer ones
-// on the last CTAs) and grouped_gemm (on the first) without clock gain, saturation or fixed time.
+// The model under test: measured cluster tables; gemm (for the lists carrying the longer ones on
+// the last CTAs) and grouped_gemm (on the first) without clock gain, saturation or fixed time.
 hardware::ContentionModel neutral() {
   auto m = calibrate::fit_base(
       (kRoot / "reports/calibration/clusters/h200-2026-12-01-clusters.json").string());
@@ -42,7 +42,10 @@ hardware::KernelShape shape(const std::string& mode, double tiles) {
   const Schedule s = mode == "counter"        ? Schedule::persistent_dynamic
                      : mode == "first_static" ? Schedule::persistent_first_static
                                               : Schedule::persistent_static;
-  return {last_long ? Family::gemm : Family::grouped_gemm, s, 1, 132, static_cast<float>(tiles), 2};
+  hardware::KernelShape k{
+      last_long ? Family::gemm : Family::grouped_gemm, s, 1, 132, static_cast<float>(tiles), 2};
+  k.order = last_long ? hardware::ListOrder::last : hardware::ListOrder::launch;
+  return k;
 }
 
 }  // namespace

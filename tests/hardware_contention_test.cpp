@@ -90,12 +90,21 @@ TEST_SUITE("hardware.contention") {
     CHECK(m.slowdown(even, 4) == doctest::Approx(2.0));
     // 200 tiles on 132 CTAs: 68 lists of 2, 64 of 1. Where the first CTAs carry the long lists
     // (CUTLASS's grouped GEMMs), the late 4 are short: they start at 1 and end with the long ones
-    // at 2, no slower. cuBLAS's bf16 kernels give the long lists to the last CTAs: the late 4 are
-    // long, start at 1 (when the short ones end) and end at 3: ×1.5.
+    // at 2, no slower. Where the last CTAs carry them, the late 4 are long, start at 1 (when the
+    // short ones end) and end at 3: ×1.5.
     const KernelShape grouped{Family::grouped_gemm, Schedule::persistent_static, 1, 132, 200, 1};
     CHECK(m.slowdown(grouped, 4) == doctest::Approx(1.0).epsilon(0.005));  // (its test clock gain)
-    const KernelShape uneven{Family::gemm, Schedule::persistent_static, 1, 132, 200, 1};
+    KernelShape uneven{Family::gemm, Schedule::persistent_static, 1, 132, 200, 1};
+    uneven.order = ListOrder::last;
     CHECK(m.slowdown(uneven, 4) == doctest::Approx(1.5));
+    // cuBLAS's nvjet pairs: CTAs numbered from the two halves in turn, two by two. 256 tiles:
+    // numbers 124–131 carry one tile, launched 119th–120th, 123rd–124th, 127th–128th and last;
+    // with 2 held the 2 late CTAs are short and start at 1 (×1.0), with 4 held the first 2 late
+    // ones carry two tiles, start at 1 and end at 3 (×1.5).
+    KernelShape pairs{Family::gemm, Schedule::persistent_static, 1, 132, 256, 1};
+    pairs.order = ListOrder::nvjet_pairs;
+    CHECK(m.slowdown(pairs, 2) == doctest::Approx(1.0));
+    CHECK(m.slowdown(pairs, 4) == doctest::Approx(1.5));
   }
   TEST_CASE("dynamic tiles run in whole waves over the usable SMs") {
     const ContentionModel m = model();
