@@ -28,7 +28,6 @@ TEST_CASE("ladder: published figures within their error budget") {
       {{"00-baseline", "tokens_per_s_per_gpu"}, {5, 15}},
       {{"02-activation-offload", "tokens_per_s_per_gpu"}, {5, 15}},
       {{"00-baseline", "breakdown_s.rank0.compute"}, {-45, -30}},
-      {{"04-muon-gpu", "optimizer_step_s"}, {10, 25}},
       {{"08-fp8-gather", "exposed_comm_s"}, {-45, -25}},
       // Since the EP exchange sends a token once per EP rank (training.ep_dispatch, JOB.md §4's
       // HybridEP-style dispatcher), its all-to-alls hide behind compute at rung 9 (README,
@@ -36,6 +35,9 @@ TEST_CASE("ladder: published figures within their error budget") {
       {{"09-bf16-grad-all-to-all", "exposed_comm_s"}, {-65, -45}},
       {{"09-bf16-grad-all-to-all", "gpu_time_s.expert_grad_reduce+dense_reduce_scatter"}, {20, 35}},
   };
+  // Rung 4's optimizer step (1.6 s) is not a prediction: the GH200 profile's cpu_stream_fraction
+  // is fitted to it ([fit], hardware/profiles/jupiter-gh200.json); within ±10% it says the fit
+  // still holds after the optimizer's other parts change.
   int checked = 0;
   for (const auto& r : rows)
     for (const auto& c : r["published"]) {
