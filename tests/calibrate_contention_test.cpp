@@ -172,7 +172,7 @@ TEST_CASE("held-out residuals of the contention model stay within their budgets"
     CHECK(worst <= budget.at(group).second);
   }
   CHECK(res.size() == budget.size());
-  // cuBLAS's worst points: the 128-row expert down projection with 112–124 held (+16–17%: 6 µs
+  // cuBLAS's worst points: the 128-row expert down projection with 112–124 held (+16–17%: 10 µs
   // alone, mostly fixed time) and o_proj at 4,096 rows with 4 held (−16%; repeats of that point
   // measured ×1.12–1.35). The router at 16,384 tokens (−25% at 4–8 held with the longer lists on
   // the last CTAs) is within 4% since nvjet's pairs (ListOrder). Newton–Schulz, a run
