@@ -84,7 +84,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lib", default="build-device/libtwin_kernels_c.so")
     ap.add_argument("--out", default="release.json")
-    ap.add_argument("--tokens", default="16384,20480,32768,49152")
+    ap.add_argument("--tokens", default="16384,24576,20480,32768,49152")
     ap.add_argument("--held", default="1,2,4,10,16")
     ap.add_argument("--steps", type=int, default=24, help="release times from 0 to 1.2 x the held span")
     ap.add_argument("--reps", type=int, default=3)
