@@ -53,11 +53,9 @@ StepBuilder::PerRank StepBuilder::backward_head(const PerRank& last_fwd_end, Bac
     hf.after(*head_ag[static_cast<std::size_t>(r)]);
     // One task for the loss's forward and backward kernels; it slows as the forward does (the
     // larger of the two, measured ×7.2 with 124 SMs held against ×4.7 for the backward).
-    auto& loss = kernel(r, "loss", kElementwise,
-                        elementwise_op(job_, cost_, Family::ew_loss, 3 * T * V * 4), L);
+    auto& loss = elementwise(r, "loss", Family::ew_loss, 3 * T * V * 4, L);
     auto& hb = kernel(r, "head_backward", kOtherGemm, grid_work(2 * fwd, head), L);
     note(r, hf, {gemm_launch(T, V, h)});
-    note(r, loss, {elementwise_launch(3 * T * V * 4)});
     note(r, hb, {gemm_launch(T, V, h, 2)});
     unshard(r, V * h * kBf16, V * h * kBf16, *head_ag[static_cast<std::size_t>(r)], hf, hb);
     // Logits and their gradient (step_memory.hpp).
@@ -141,8 +139,8 @@ void StepBuilder::layer_boundary_buffers(std::int32_t i, const Fetch& cur, const
   }
 }
 
-// FSDP2's copy-in of layer i's dense and/or expert gradients (step_graph.hpp copy_kernel), one
-// task per rank.
+// FSDP2's copy-in of layer i's dense and/or expert gradients (step_graph.hpp), one task per
+// rank.
 StepBuilder::PerRank StepBuilder::reduce_copy_in(std::int32_t layer, bool dense, bool expert) {
   if (!job_.training.fsdp_copies) return {};
   const auto comm = layer_comm(job_, layer);
@@ -189,9 +187,8 @@ void StepBuilder::reduce_expert_grads(std::int32_t i, const PerRank& issue_at, B
       // reduce call, so on its stream: the next reduction waits for the sum).
       const double recv = comm.expert_reduce * (expert_pg - 1) / expert_pg;
       const double sum_bytes = recv + 2 * recv / expert_pg;
-      auto& s = kernel(r, "grad_fp32_sum", kElementwise,
-                       elementwise_op(job_, cost_, Family::ew_sum_fp32, sum_bytes), i, kSideStream);
-      note(r, s, {elementwise_launch(sum_bytes)});
+      auto& s = elementwise(r, "grad_fp32_sum", Family::ew_sum_fp32, sum_bytes, i, kElementwise,
+                            kSideStream);
       s.after(*rse[ri]);
       const auto rb =
           mem_.alloc(r, "grad_all_to_all_recv",
@@ -272,11 +269,7 @@ void StepBuilder::backward_embedding(BackwardState& st, PerRank& grads_home) {
   const double R = static_cast<double>(job_.parallel.fsdp_gpus());
   tp_activations(StepColl::tp_all_gather, "embedding_all_gather_bwd", -1);
   for (std::int64_t r = 0; r < ranks_; ++r) {
-    const double eb = 4 * work_[r].tokens * h;
-    note(r,
-         kernel(r, "embedding_backward", kElementwise,
-                elementwise_op(job_, cost_, Family::ew_scatter_add, eb), -1),
-         {elementwise_launch(eb)});
+    elementwise(r, "embedding_backward", Family::ew_scatter_add, 4 * work_[r].tokens * h, -1);
   }
   auto emb_rs = collective(StepColl::dense_reduce, V * h * 4, "embedding_grad_reduce_scatter", -1);
   const auto bw_end = marker(kCompute, "backward_end", -1);

@@ -333,7 +333,7 @@ LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankW
   if (x.F > 0) ffn_backward(x, ops.backward);
   attention_backward(x, ops.backward);
   ops.recompute = recompute_ops(job.training.activation_checkpointing, ops.forward);
-  // FSDP2's copy-out of the gathered dense weights (step_graph.hpp copy_kernel) before the
+  // FSDP2's copy-out of the gathered dense weights (step_graph.hpp reduce_copy_in) before the
   // forward and before backward's first pass: a grid kernel, so it runs fused with the ops after.
   if (job.training.fsdp_copies) {
     const double b = 2 * layer_comm(job, layer).dense_gather;

@@ -179,9 +179,9 @@ sim::Task& StepBuilder::copy(std::int64_t rank, bool to_host, const char* name, 
   return t;
 }
 
-sim::Task& StepBuilder::copy_kernel(std::int64_t rank, const char* name, double bytes,
-                                    hardware::Family family, std::int32_t layer) {
-  auto& t = kernel(rank, name, kElementwise, elementwise_op(job_, cost_, family, bytes), layer);
+sim::Task& StepBuilder::elementwise(std::int64_t rank, const char* name, hardware::Family f,
+                                    double bytes, std::int32_t layer, Category c, Stream s) {
+  auto& t = kernel(rank, name, c, elementwise_op(job_, cost_, f, bytes), layer, s);
   note(rank, t, {elementwise_launch(bytes)});
   return t;
 }
@@ -309,16 +309,13 @@ void StepBuilder::run_op(const std::vector<std::vector<Op>>& ops, std::size_t j,
   for (std::int64_t r = 0; r < ranks_; ++r) {
     const auto ri = static_cast<std::size_t>(r);
     if (weights_expert && job_.training.fsdp_copies)
-      copy_kernel(r, "expert_copy_out", 2 * comm.expert_gather, hardware::Family::ew_add, layer)
+      elementwise(r, "expert_copy_out", hardware::Family::ew_add, 2 * comm.expert_gather, layer)
           .after(*(*weights_expert)[ri]);
     if (weights_expert && job_.training.expert_gather_dtype == GatherDtype::fp8) {
       // Dequantize: read FP8 values and scales, write bf16 (JOB.md §6.8).
-      const double bytes = comm.expert_gather + 2 * comm.expert_elems;
-      auto& dq =
-          kernel(r, "fp8_dequant", kElementwise,
-                 elementwise_op(job_, cost_, hardware::Family::ew_fp8_dequant, bytes), layer);
-      note(r, dq, {elementwise_launch(bytes)});
-      dq.after(*(*weights_expert)[ri]);
+      elementwise(r, "fp8_dequant", hardware::Family::ew_fp8_dequant,
+                  comm.expert_gather + 2 * comm.expert_elems, layer)
+          .after(*(*weights_expert)[ri]);
     }
     const Op& op = ops[ri][j];
     auto& t = kernel(r, op.name, op.category, op.work, layer);

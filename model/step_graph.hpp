@@ -108,16 +108,17 @@ class StepBuilder {
   sim::Task& task(std::int64_t rank, Stream s, const char* name, Category c, std::int32_t layer);
   sim::Task& kernel(std::int64_t rank, const char* name, Category c, hardware::KernelWork w,
                     std::int32_t layer, Stream s = kCompute);
+  // One elementwise kernel of family f moving `bytes` (read + written), its launch noted.
+  sim::Task& elementwise(std::int64_t rank, const char* name, hardware::Family f, double bytes,
+                         std::int32_t layer, Category c = kElementwise, Stream s = kCompute);
   // FSDP2's copies on the compute stream (torch/distributed/fsdp/_fully_shard/
   // _fsdp_collectives.py): after an all-gather, foreach_all_gather_copy_out splits the flat
   // output into the parameters (wait_for_unshard: read and write the gathered bytes); before a
   // reduction, foreach_reduce_scatter_copy_in packs the unsharded gradients into the reduce
-  // input, cast to the reduce dtype. Elementwise kernels of `bytes` read + written. (The dense
-  // copy-out is an op of the layer's op lists, step_costs.cpp layer_ops, fused with the next.)
-  sim::Task& copy_kernel(std::int64_t rank, const char* name, double bytes, hardware::Family family,
-                         std::int32_t layer);
-  // Every rank's copy-in before layer i's dense and/or expert gradient reductions, one task
-  // (none when training.fsdp_copies is off).
+  // input, cast to the reduce dtype. The dense copy-out is an op of the layer's op lists
+  // (step_costs.cpp layer_ops, fused with the next), the expert one a kernel after its gather
+  // (run_op); the copy-in is every rank's one task before layer i's dense and/or expert
+  // gradient reductions (none when training.fsdp_copies is off).
   PerRank reduce_copy_in(std::int32_t layer, bool dense, bool expert);
   // Several kernels back to back as one task of category c (ops.hpp's run_fused).
   sim::Task& kernels(std::int64_t rank, const char* name, Category c,

@@ -25,10 +25,7 @@ void StepBuilder::forward_embedding() {
   const double rope = rope_cache_bytes(job_);
   const auto states = rank_memory(job_);
   for (std::int64_t r = 0; r < ranks_; ++r) {
-    const double eb = 4 * work_[r].tokens * h;
-    auto& k = kernel(r, "embedding", kElementwise,
-                     elementwise_op(job_, cost_, Family::ew_gather, eb), -1);
-    note(r, k, {elementwise_launch(eb)});
+    auto& k = elementwise(r, "embedding", Family::ew_gather, 4 * work_[r].tokens * h, -1);
     k.after(*emb[static_cast<std::size_t>(r)]);
     unshard(r, V * h * kBf16, V * h * kBf16, *emb[static_cast<std::size_t>(r)], k, k);
     mem_.alloc(r, "rope_caches", kPoolCompute, rope, k, BufferLog::kStart);  // kept all step
