@@ -20,11 +20,12 @@ struct GemmLaunch {
   double tiles = 0, ctas = 0;
 };
 // Reproduces the launches measured on our H200 (reports/calibration/contention/, profiler records
-// of 17 GEMMs; checked in test_calibrate): a GEMM of at least two waves of 192×192 tiles runs
-// 192×192 tiles on one CTA per SM in clusters of 2; a smaller one takes the tile of the kernels
-// seen that needs the least padded work in whole waves (ties: the larger tile, then fewer tiles),
-// in clusters of 8 when it fits one wave of them (14 clusters: 112 CTAs), and runs one CTA per
-// tile up to one wave, one per SM beyond.
+// of 27 GEMMs; checked in test_calibrate): a GEMM of at least two waves of 192×192 tiles runs
+// one CTA per SM in clusters of 2, on 192×192 tiles unless 256×128 or 128×256 need at least 3%
+// less padded work in whole waves ([fit], kernel_shapes.cpp); a smaller one takes the tile of the
+// kernels seen that needs the least padded work in whole waves (ties: the larger tile, then fewer
+// tiles), in clusters of 8 when it fits one wave of them (14 clusters: 112 CTAs), and runs one CTA
+// per tile up to one wave, one per SM beyond.
 GemmLaunch gemm_launch(int sms, double m, double n, double batch = 1);
 // The contention shape of a cuBLAS bf16 GEMM: static tile lists below 4 tiles per CTA (late CTAs
 // wait: measured ×1.4–1.9 from 4 SMs held), above a first tile fixed per CTA and the rest dynamic

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <regex>
+#include <set>
 
 #include "calibrate/contention_fit.hpp"
 #include "hardware/kernel_shapes.hpp"
@@ -152,7 +153,7 @@ TEST_CASE("held-out residuals of the contention model stay within their budgets"
   const std::map<std::string, std::pair<double, double>> budget = {
       {"attention", {0.10, 0.15}},      {"attention_bwd", {0.10, 0.15}},
       {"grouped_gemm", {0.10, 0.15}},   {"twin_grouped", {0.10, 0.15}},
-      {"gemm_fp8", {0.10, 0.15}},       {"gemm", {0.10, 0.18}},
+      {"gemm_fp8", {0.10, 0.15}},       {"gemm", {0.10, 0.17}},
       {"ew_add", {0.10, 0.15}},         {"ew_gather", {0.10, 0.15}},
       {"ew_sum_fp32", {0.10, 0.15}},    {"ew_fp8_quant", {0.10, 0.15}},
       {"ew_norm", {0.10, 0.15}},        {"ew_norm_bwd", {0.10, 0.15}},
@@ -172,13 +173,14 @@ TEST_CASE("held-out residuals of the contention model stay within their budgets"
     CHECK(worst <= budget.at(group).second);
   }
   CHECK(res.size() == budget.size());
-  // cuBLAS's worst points: the 128-row expert down projection with 112–124 held (+16–17%: 10 µs
-  // alone, mostly fixed time) and o_proj at 4,096 rows with 4 held (−16%; repeats of that point
-  // measured ×1.12–1.35). The router at 16,384 tokens (−25% at 4–8 held with the longer lists on
-  // the last CTAs) is within 4% since nvjet's pairs (ListOrder). Newton–Schulz, a run
-  // of three nvjet GEMMs and five elementwise kernels per iteration, is modelled as that run (its
-  // launches as recorded, each slowed as its own shape): within 15% at every point (it was +59%
-  // modelled as one 1,792 × 6,144 GEMM).
+  // cuBLAS's worst points: the 128-row expert down projection with 112–124 held (+15.5/16.4%: an
+  // HBM-bound 10 µs kernel whose rounds on few SMs run faster than the family's clock and a_sat
+  // give). o_proj at 4,096 rows (−16% with 4 held on 192×192 tiles) is within 6% on nvjet's
+  // 256×128 (gemm_launch's large tiles, 2026-12-03). The router at 16,384 tokens (−25% at 4–8 held
+  // with the longer lists on the last CTAs) is within 4% since nvjet's pairs (ListOrder).
+  // Newton–Schulz, a run of three nvjet GEMMs and five elementwise kernels per iteration, is
+  // modelled as that run (its launches as recorded, each slowed as its own shape): within 15% at
+  // every point (it was +59% modelled as one 1,792 × 6,144 GEMM).
   double ns = 0;
   for (const auto& p : res["gemm"]["points"])
     if (p["case"].get<std::string>().rfind("newton_schulz", 0) == 0)
@@ -195,8 +197,9 @@ TEST_CASE("the router's staircases beside a few held SMs are nvjet's pairs (file
   const auto cases = calibrate::read_contention_cases(
       {(kRoot / "reports/calibration/contention/h200-2026-12-02-contention-k.json").string()});
   const auto model = profile_model("h200");
-  // 20,480 tokens and more: nvjet takes 128×256 tiles, or more than three per CTA, where the
-  // twin's launch choice differs; reported, not budgeted (README "Where it misses").
+  // 20,480 tokens and more: nvjet's 128×256 tiles (20,480: the twin takes 96×128; 32,768: the
+  // same tiles, +19–23% at 2–32 held) or more than three per CTA (49,152: +18–36%); reported, not
+  // budgeted (README "Where it misses").
   const auto budgeted = [](const std::string& name) {
     for (const int T : {8192, 12288, 16384, 24576})
       if (name.find(fmt::format("m={},", T)) != std::string::npos) return true;
@@ -248,11 +251,14 @@ TEST_CASE("Newton–Schulz is three GEMMs and five elementwise kernels per itera
 TEST_CASE("cuBLAS launches as the twin chooses them are the ones measured") {
   // Every bf16 GEMM of the measurement files with a profiler record: nvjet's kernel name gives
   // its tile (…_<tile_m>x<tile_n>_<k tile>x<stages>_<cluster x>x<cluster y>_…) and the grid its
-  // CTAs. Small GEMMs (under two waves of 192×192 tiles) must match tile, cluster and CTAs;
-  // large ones their CTAs and cluster (their tile barely moves the contention curve).
+  // CTAs: every one must match its cluster and CTAs, and its tile but for two known misses —
+  // 8,192³ on 320×128, a tile the twin's large-GEMM choice lacks, and the router at 20,480
+  // tokens, where nvjet's 128×256 needs more padded work than the 96×128 the twin takes.
   const std::regex name(R"(nvjet_sm90_tst_(\d+)x(\d+)_\d+x\d+_(\d)x(\d)_)");
   int checked = 0;
-  for (const char* f : {"h200-2026-11-30-contention-a.json", "h200-2026-11-30-contention-b.json"}) {
+  std::set<std::string> tile_misses;
+  for (const char* f : {"h200-2026-11-30-contention-a.json", "h200-2026-11-30-contention-b.json",
+                        "h200-2026-12-02-contention-k.json"}) {
     std::ifstream in(kRoot / "reports/calibration/contention" / f);
     const auto doc = nlohmann::json::parse(in);
     for (const auto& c : doc["cases"]) {
@@ -271,14 +277,13 @@ TEST_CASE("cuBLAS launches as the twin chooses them are the ones measured") {
       for (const auto& g : (*big)["grid"]) grid *= g.get<double>();
       CHECK(l.ctas == grid);
       CHECK(l.cluster == std::stoi(m[3]) * std::stoi(m[4]));
-      if (l.tiles < 2 * 132) {
-        CHECK(l.tile_m == std::stoi(m[1]));
-        CHECK(l.tile_n == std::stoi(m[2]));
-      }
+      if (l.tile_m != std::stoi(m[1]) || l.tile_n != std::stoi(m[2]))
+        tile_misses.insert(fmt::format("{}x{}", s["m"].get<int>(), s["n"].get<int>()));
       ++checked;
     }
   }
-  CHECK(checked == 17);
+  CHECK(checked == 24);
+  CHECK(tile_misses == std::set<std::string>{"8192x8192", "20480x384"});
 }
 
 TEST_CASE("the blocks beside a holder are read from each file's holder and each launch") {
