@@ -20,6 +20,9 @@ namespace twin::model {
 // dense weights, rung 10), the replicas (HSDP all-reduce).
 // Tensor parallelism's group (tp consecutive ranks of a node) comes last.
 enum class Comm : std::int32_t { dense, expert, ep, node, replica, tp, count };
+inline constexpr sim::Named<Comm> kCommNames[] = {
+    {Comm::dense, "dense"}, {Comm::expert, "expert"},   {Comm::ep, "ep"},
+    {Comm::node, "node"},   {Comm::replica, "replica"}, {Comm::tp, "tp"}};
 
 // The collectives of the step, each on one communicator with one kind.
 enum class StepColl : std::int32_t {

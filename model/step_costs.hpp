@@ -8,6 +8,7 @@
 
 #include "hardware/kernel_cost.hpp"
 #include "hardware/ops.hpp"
+#include "model/comm_plan.hpp"
 #include "model/job.hpp"
 #include "model/workload.hpp"
 
@@ -67,6 +68,13 @@ struct Launch {
   double repeat = 1;      // kernels of this shape (backward 2; selective recompute 0.5)
   bool sliding = false;   // attention of a sliding-window layer
   bool backward = false;  // attention backward
+  // Collective: its kind and bytes (nccl-tests' size: all-gather the gathered buffer,
+  // reduce-scatter its input, all-to-all the send buffer, all-reduce the buffer), communicator
+  // and process group (global ranks in ring order, owned by the step builder).
+  hardware::CollKind coll = hardware::CollKind::all_gather;
+  Comm comm = Comm::dense;
+  std::int32_t group_id = -1;  // the group's index among its communicator's groups
+  const std::vector<int>* group = nullptr;
 };
 
 inline Launch gemm_launch(double m, double n, double k, double repeat = 1) {

@@ -155,6 +155,11 @@ StepBuilder::PerRank StepBuilder::collective(StepColl which, double bytes, const
     if (!launch_ranks_.empty()) {
       Launch l{Launch::kCollective};
       l.ctas = pc.ctas;
+      l.bytes = bytes;
+      l.coll = pc.kind;
+      l.comm = pc.comm;
+      l.group_id = static_cast<std::int32_t>(&grp - pgs_[pc.comm].data());
+      l.group = &grp;
       for (int r : grp) note(r, *out[static_cast<std::size_t>(r)], {l});
       if (grp.size() > 1 &&
           std::any_of(grp.begin(), grp.end(), [&](int r) { return records(r); })) {

@@ -83,6 +83,16 @@ Command add_run(CLI::App& app, CommonArgs& common) {
   run->add_option("--plan", a->plan_file,
                   "write one rank's forward+backward launch plan (for calibrate/micro_step.py)");
   run->add_option("--plan-rank", a->plan_rank, "rank of --plan (default 0)");
+  run->add_option("--plan-ranks", a->plan_all_ranks,
+                  "all: --plan is a folder, one plan per simulated rank (rank-N.json), for a "
+                  "multi-GPU run of the plans")
+      ->transform(CLI::Validator(
+          [](std::string& v) {
+            if (v != "all") return std::string("expected all");
+            v = "true";
+            return std::string();
+          },
+          "all"));
   run->add_option(
          "--samples", a->samples,
          "also run N draws of the shared machine (shared.sample 0 … N−1: busy nodes, other "

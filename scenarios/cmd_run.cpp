@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include <filesystem>
 #include <ostream>
 
 #include "reports/output.hpp"
@@ -14,6 +15,18 @@
 namespace twin::scenarios {
 
 namespace {
+// --plan with --plan-ranks all: a folder that is new or already a folder (its rank-N.json are
+// replaced), refused before any work.
+void check_plan_folder(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(path, ec) && !fs::is_directory(path, ec))
+    throw InputError("--plan", "",
+                     path +
+                         ": exists and is not a folder (--plan-ranks all writes "
+                         "one rank-N.json per rank into a folder)");
+}
+
 // The step over draws of the shared machine: p10/p50/p90 of its time, throughput and the spread
 // between its nodes.
 Json samples_json(const CommonArgs& args, const RunArgs& run) {
@@ -46,19 +59,31 @@ int cmd_run(const CommonArgs& args, const RunArgs& run, std::ostream& out) {
   std::vector<int> trace_ranks = run.trace_ranks;
   if (run.trace_all_ranks)
     for (int r = 0; r < gpus; ++r) trace_ranks.push_back(r);
-  if (!run.plan_file.empty()) check_rank("--plan-rank", run.plan_rank);
+  if (!run.plan_file.empty() && !run.plan_all_ranks) check_rank("--plan-rank", run.plan_rank);
+  if (run.plan_all_ranks && run.plan_file.empty())
+    throw InputError("--plan-ranks", "", "needs --plan FOLDER");
   args.check_output(run.trace_file, "--trace");
-  args.check_output(run.plan_file, "--plan");
+  if (run.plan_all_ranks)
+    check_plan_folder(run.plan_file);
+  else
+    args.check_output(run.plan_file, "--plan");
   RunOptions o = args.run_options();
   o.trace = !run.trace_file.empty();
   o.trace_ranks = trace_ranks;
-  o.plan_rank = run.plan_file.empty() ? -1 : run.plan_rank;
+  o.plan_rank = run.plan_file.empty() || run.plan_all_ranks ? -1 : run.plan_rank;
+  o.plan_all_ranks = run.plan_all_ranks;
   const auto r = simulate(loaded, o);
   const Json samples = run.samples > 0 ? samples_json(args, run) : Json();
   if (o.trace)
     reports::write_atomic(run.trace_file,
                           reports::gzip_named(run.trace_file) ? reports::gzip(r.trace) : r.trace);
   if (o.plan_rank >= 0) reports::write_atomic(run.plan_file, r.plan.dump(1) + "\n");
+  if (o.plan_all_ranks) {
+    std::filesystem::create_directories(run.plan_file);
+    for (std::size_t i = 0; i < r.plans.size(); ++i)
+      reports::write_atomic(std::filesystem::path(run.plan_file) / fmt::format("rank-{}.json", i),
+                            r.plans[i].dump(1) + "\n");
+  }
   if (args.json) {
     Json j = r.json;
     if (run.samples > 0) j["samples"] = samples;

@@ -37,8 +37,9 @@ struct RunArgs {
   bool trace_all_ranks = false;  // --trace-ranks all
   std::string plan_file;         // write one rank's launch plan here (scenarios/plan.hpp)
   int plan_rank = 0;
-  int samples = 0;  // > 0: also run shared.sample 0 … N−1 and report percentiles
-  int jobs = 1;     // threads for the samples
+  bool plan_all_ranks = false;  // --plan-ranks all: plan_file is a folder of rank-N.json
+  int samples = 0;              // > 0: also run shared.sample 0 … N−1 and report percentiles
+  int jobs = 1;                 // threads for the samples
 };
 
 struct LadderArgs {

@@ -54,7 +54,13 @@ Json launch_json(const Launch& l, std::int32_t category, double seconds) {
       j.update({{"bytes", l.bytes}, {"repeat", l.repeat}});
       break;
     case Launch::kCollective:
-      j.update({{"ctas", l.ctas}, {"seconds", seconds}});
+      j.update({{"ctas", l.ctas},
+                {"seconds", seconds},
+                {"collective", sim::name_of(l.coll, hardware::kCollKindNames)},
+                {"bytes", l.bytes},
+                {"comm", sim::name_of(l.comm, model::kCommNames)},
+                {"group", l.group_id},
+                {"group_ranks", l.group ? Json(*l.group) : Json::array()}});
       break;
     case Launch::kCopyH2D:
     case Launch::kCopyD2H:

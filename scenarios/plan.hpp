@@ -15,7 +15,12 @@ namespace twin::scenarios {
 // {"id", "name", "stream", "category", "layer", "start_s", "end_s", "after": [ids],
 //  "launches": [{"kind": "gemm"|"grouped_gemm"|"attention"|"elementwise"|"collective"|
 //                "copy_h2d"|"copy_d2h"|"alloc_retry", shape fields, "category"}]}; markers have no
-//  launches.
+//  launches. A collective's fields: "ctas", "seconds" (the twin's), "collective" (all_gather |
+//  reduce_scatter | all_reduce | all_to_all), "bytes" (nccl-tests' size), "comm" (dense | expert |
+//  ep | node | replica | tp), "group" (its index among the communicator's groups) and
+//  "group_ranks" (the members, global ranks in ring order): every member's plan lists a group's
+//  collectives in the same order (`twin run --plan DIR --plan-ranks all`, one plan per rank, for
+//  a multi-GPU executor with one NCCL communicator per group).
 // Task i's launches (kernels with their shapes, bytes, collectives with CTAs), each with the
 // twin's seconds for it; an allocator retry as such; empty for a marker or a task whose rank's
 // launches were not recorded (StepBuilder::record_launches).

@@ -140,6 +140,8 @@ std::unique_ptr<Pass> run_pass(const Scenario& s, const RunOptions& opts, double
   auto p = std::make_unique<Pass>(s);
   p->engine.set_event_limit(opts.event_limit);
   std::vector<std::int64_t> recorded{opts.plan_rank};  // the plan's rank and the traced ones
+  if (opts.plan_all_ranks)
+    for (int r = 0; r < p->cluster.gpus(); ++r) recorded.push_back(r);
   if (opts.trace)
     for (const int r : opts.trace_ranks.empty() ? std::vector<int>{0} : opts.trace_ranks)
       recorded.push_back(r);
@@ -320,6 +322,9 @@ void exports(RunResult& out, const Scenario& s, Pass& p, const RunOptions& opts,
   const int gpus = p.cluster.gpus();
   if (opts.plan_rank >= 0 && opts.plan_rank < gpus)
     out.plan = step_plan(s, p.graph, p.builder, p.marks, opts.plan_rank);
+  if (opts.plan_all_ranks)
+    for (int r = 0; r < gpus; ++r)
+      out.plans.push_back(step_plan(s, p.graph, p.builder, p.marks, r));
   if (opts.alloc_events_rank >= 0 && opts.alloc_events_rank < gpus)
     out.alloc_events = alloc_events_json(s, p, opts.alloc_events_rank, capacity);
   if (opts.snapshot_rank >= 0 && opts.snapshot_rank < gpus)

@@ -18,6 +18,7 @@ struct RunOptions {
   int alloc_events_rank = -1;   // ≥ 0: export that rank's allocation sequence
   int snapshot_rank = -1;       // ≥ 0: that rank's allocator snapshot (memory_snapshot.hpp)
   int plan_rank = -1;           // ≥ 0: export that rank's launch plan (scenarios/plan.hpp)
+  bool plan_all_ranks = false;  // export every simulated rank's plan (RunResult::plans)
 };
 
 struct RunResult {
@@ -28,8 +29,9 @@ struct RunResult {
   // {"capacity_bytes", "expandable_segments", "pools": [...], "events": [["alloc", id, bytes,
   // pool, name, t_s] | ["free", id, t_s]]}, t_s the simulated time in the step.
   Json alloc_events;
-  Json plan;             // scenarios/plan.hpp, when asked for
-  Json memory_snapshot;  // scenarios/memory_snapshot.hpp, when asked for
+  Json plan;                // scenarios/plan.hpp, when asked for
+  std::vector<Json> plans;  // every rank's, in rank order, with plan_all_ranks
+  Json memory_snapshot;     // scenarios/memory_snapshot.hpp, when asked for
 };
 
 RunResult simulate(const Loaded& loaded, const RunOptions& opts);

@@ -4,8 +4,10 @@
 // Update the golden file after an intended change with
 //   build/twin run tests/golden/small.json --json > tests/golden/small.expected.json
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -202,6 +204,47 @@ TEST_SUITE("scenarios.step") {
     double tokens = 0;
     for (const auto& d : plan["documents"]) tokens += d.get<double>();
     CHECK(tokens == plan["tokens"].get<double>());
+  }
+
+  TEST_CASE(
+      "launch plans of every rank: each group's collectives in the same order on each member") {
+    // What a multi-GPU executor needs (one NCCL communicator per process group, collectives
+    // issued in one order on every member): per (communicator, group), every member's plan lists
+    // the same collectives — kind, bytes, CTAs — in the same order, and names the same members.
+    RunOptions o;
+    o.plan_all_ranks = true;
+    const auto r = simulate(small(), o);
+    const int gpus = simulated_gpus(small().scenario);
+    REQUIRE(r.plans.size() == static_cast<std::size_t>(gpus));
+    using Seq = std::vector<std::string>;
+    std::vector<std::map<std::string, Seq>> seq(r.plans.size());
+    std::map<std::string, std::vector<int>> members;
+    for (std::size_t rank = 0; rank < r.plans.size(); ++rank) {
+      CHECK(r.plans[rank]["rank"] == rank);
+      for (const auto& t : r.plans[rank]["tasks"])
+        for (const auto& l : t["launches"]) {
+          if (l["kind"] != "collective") continue;
+          const auto group =
+              fmt::format("{}:{}", l["comm"].get<std::string>(), l["group"].get<int>());
+          const auto ranks = l["group_ranks"].get<std::vector<int>>();
+          CHECK(std::count(ranks.begin(), ranks.end(), static_cast<int>(rank)) == 1);
+          if (!members.count(group)) members[group] = ranks;
+          CHECK(members[group] == ranks);
+          CHECK(l["bytes"].get<double>() > 0);
+          seq[rank][group].push_back(fmt::format("{} {} {}", l["collective"].get<std::string>(),
+                                                 l["bytes"].get<double>(), l["ctas"].get<int>()));
+        }
+    }
+    REQUIRE(members.size() >= 3);  // dense, expert and EP groups at least
+    for (const auto& [group, ranks] : members) {
+      CAPTURE(group);
+      for (const int m : ranks)
+        CHECK(seq[static_cast<std::size_t>(m)][group] == seq[ranks[0]][group]);
+    }
+    // Rank 3's plan is the single-rank plan of rank 3.
+    RunOptions one;
+    one.plan_rank = 3;
+    CHECK(simulate(small(), one).plan == r.plans[3]);
   }
 }
 
