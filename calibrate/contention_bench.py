@@ -237,6 +237,11 @@ def probe_holder(lib: ctypes.CDLL, sms: int, work: torch.cuda.Stream, copier: Co
 
 
 # --- timing -------------------------------------------------------------------------------------
+# --flush-l2-mib: a buffer written before each timed launch, outside its events, so that the
+# launch finds its operands in HBM rather than in L2 (50 MiB on the H200) from its previous run.
+L2_FLUSH = None
+
+
 def timed_launches(fn: Callable[[], object], work: torch.cuda.Stream, reps: int, lead_ms: float,
                    mark: torch.Tensor | None = None, sustain: int = 0, gap_us: float = 0,
                    one_span: bool = False) -> list[tuple]:
@@ -268,6 +273,8 @@ def timed_launches(fn: Callable[[], object], work: torch.cuda.Stream, reps: int,
         for _ in range(0 if one_span else reps):
             if gap_us > 0:
                 torch.cuda._sleep(int(gap_us * 1e-6 * CLOCK_HZ))
+            if L2_FLUSH is not None:
+                L2_FLUSH.zero_()
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             a.record(work); fn(); b.record(work)
             evs.append((a, b))
@@ -793,14 +800,19 @@ def main() -> int:
                     help="a GPU sleep of this many µs before each timed launch (0: back to back)")
     ap.add_argument("--one-span", action="store_true",
                     help="time each point's launches back to back with one event pair (mean per launch)")
+    ap.add_argument("--flush-l2-mib", type=int, default=0,
+                    help="write this many MiB before each timed launch (outside its events): operands "
+                         "from HBM, not from L2 (0: off)")
     ap.add_argument("--sustain-ms", type=float, default=0,
                     help="run the kernel back to back this long before each point's timed launches")
     args = ap.parse_args()
     if torch is None or not torch.cuda.is_available():
         print("contention_bench: no PyTorch with a CUDA GPU here: nothing measured", file=sys.stderr)
         return 3
-    global BF16
+    global BF16, L2_FLUSH
     BF16 = torch.bfloat16
+    if args.flush_l2_mib > 0:
+        L2_FLUSH = torch.empty(args.flush_l2_mib << 20, dtype=torch.uint8, device="cuda")
     torch.manual_seed(0)
     lib = load_lib(args.lib)
     held = [int(x) for x in args.held.split(",")]
@@ -823,7 +835,7 @@ def main() -> int:
     clock = ClockObserver(lib) if args.clock else None
     doc = {"provenance": provenance(args), "held_sms": held, "holder_probe": probe,
            "holder_shape": shape or "nccl_cta", "sustain_ms": args.sustain_ms, "gap_us": args.gap_us,
-           "one_span": args.one_span,
+           "one_span": args.one_span, "flush_l2_mib": args.flush_l2_mib,
            "cases": [], "errors": [], "skipped": []}
     if copier is not None:  # is the copy really on a copy engine? Its bandwidth with 124 SMs held:
         holder.hold(min(124, sms - 8), work)
