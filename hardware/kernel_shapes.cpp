@@ -52,7 +52,8 @@ GemmLaunch large_gemm_launch(int sms, double m, double n, double batch) {
   GemmLaunch best;
   best.tiles = tiles_of(m, n, batch, best.tile_m, best.tile_n);
   best.ctas = sms;
-  double best_work = std::ceil(best.tiles / sms) * 192 * 192 * (1 - kSquareTileGain);
+  double best_work =
+      std::ceil(best.tiles / sms) * best.tile_m * best.tile_n * (1 - kSquareTileGain);
   for (const auto& [tm, tn] : kLargeNvjetTiles) {
     const double tiles = tiles_of(m, n, batch, tm, tn);
     const double work = std::ceil(tiles / sms) * tm * tn;
