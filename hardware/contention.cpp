@@ -92,14 +92,15 @@ double ContentionModel::compute_throughput(Family f, double active) const {
   return throughput_spread(f, active, active);
 }
 
-double ContentionModel::throughput_spread(Family f, double work, double active, double gain) const {
+double ContentionModel::throughput_spread(Family f, double work, double active, double gain,
+                                          double sat_scale) const {
   const auto& p = of(f);
   const double x = work * boost(f, active, gain);
   if (p.sat_sms <= 0) return x;
   // x / (1 + (x/a_sat)^p)^(1/p), written so that no power overflows for a sharp knee.
-  const double r = x / p.sat_sms;
+  const double sat = p.sat_sms * sat_scale, r = x / sat;
   return r <= 1 ? x / std::pow(1 + std::pow(r, p.knee), 1 / p.knee)
-                : p.sat_sms / std::pow(1 + std::pow(1 / r, p.knee), 1 / p.knee);
+                : sat / std::pow(1 + std::pow(1 / r, p.knee), 1 / p.knee);
 }
 
 int ContentionModel::usable_sms(Family f, int held, int cluster) const {
@@ -151,7 +152,8 @@ double grid_time(const ContentionModel& m, const KernelShape& k, int free, int l
   const double full = waves * u * o / m.throughput(k, u);
   if (rest <= 0) return full;
   const double lone = std::max(m.of(k.family).lone_block, 1 / o), at = std::min(rest, u);
-  return full + rest / m.throughput_spread(k.family, std::min(rest * lone, at), at, k.clock_gain);
+  return full + rest / m.throughput_spread(k.family, std::min(rest * lone, at), at, k.clock_gain,
+                                           ContentionModel::sat_scale(k));
 }
 
 // The number (in the kernel's own numbering, static lists: CTA j takes tiles j, j + G, …) of the
@@ -250,16 +252,17 @@ double ContentionModel::time_units(const KernelShape& k, int held, int lending) 
 
 double ContentionMemo::time_units(const KernelShape& k, int held, int lending) {
   // Beyond the key's 8 bits, or a launch's own clock gain (the fit's measured cases): unkeyed.
-  if (held < 0 || held > 255 || k.clock_gain != 0) return m_.time_units(k, held, lending);
+  if (held < 0 || held > 255 || k.clock_gain != 0 || k.blocks_per_sm > 255)
+    return m_.time_units(k, held, lending);
   if (lending < 0 || lending > held) lending = held;  // as time_units reads it: one key per case
   std::uint32_t blocks, tiles;
   static_assert(sizeof(blocks) == sizeof(k.blocks) && sizeof(tiles) == sizeof(k.tiles));
   std::memcpy(&blocks, &k.blocks, sizeof(blocks));
   std::memcpy(&tiles, &k.tiles, sizeof(tiles));
-  const std::uint64_t key = (std::uint64_t{blocks} << 32) | (std::uint64_t{k.blocks_per_sm} << 16) |
-                            (static_cast<std::uint64_t>(k.family) << 10) |
-                            (static_cast<std::uint64_t>(k.schedule) << 8) |
-                            static_cast<std::uint8_t>(held);
+  const std::uint64_t key =
+      (std::uint64_t{blocks} << 32) | (std::uint64_t{k.load_intensity} << 24) |
+      (std::uint64_t{k.blocks_per_sm} << 16) | (static_cast<std::uint64_t>(k.family) << 10) |
+      (static_cast<std::uint64_t>(k.schedule) << 8) | static_cast<std::uint8_t>(held);
   const std::uint64_t key2 = (std::uint64_t{static_cast<std::uint8_t>(lending)} << 48) |
                              (std::uint64_t{static_cast<std::uint8_t>(k.beside)} << 40) |
                              (std::uint64_t{tiles} << 8) | k.cluster |

@@ -35,7 +35,15 @@
 //     saturates at a_sat SMs' worth (a soft minimum of sharpness p). Compute-bound: a_sat = ∞.
 //     Compute families fit a_sat too: what a tile gains with fewer tiles running beyond the
 //     measured clock (_grouped_mm: a round of late CTAs costs 0.75 of the first, the clock only
-//     explaining 0.93) is their loads' share of L2 and HBM.
+//     explaining 0.93) is their loads' share of L2 and HBM. A CTA's loads per unit of work are
+//     set by its tile: it loads tile_m/c_n + tile_n/c_m elements per step of k for tile_m·tile_n
+//     multiply-adds (c_m, c_n: its cluster's CTAs along M and N, which multicast the tiles they
+//     share), so a launch saturates at a_sat·I/I_ref SMs, I that load intensity and a_sat the
+//     family's at I_ref (cuBLAS: 192×192 tiles in pairs, I = 128). Measured: cuBLAS's 128-row
+//     down projection (96×64 tiles in pairs, I = 55) runs a late round of CTAs at 0.78 of its
+//     first round's time where the clock explains none of it, its 128-row up projection (64×64
+//     tiles in clusters of 8, I = 85) as the large GEMMs do; with the family's one a_sat the first
+//     missed by 16% at 124 SMs held (within 9.1% now, reports/calibration/contention/).
 //  4. Scheduling. grid: the hardware dispatches blocks as slots free, u·o at a time; full waves
 //     run on u SMs; the last r = B mod u·o blocks start as slots free, spread over a_t =
 //     min(r, u) SMs. A block alone reaches β of its SM's throughput (at least its share 1/o: a
@@ -173,7 +181,14 @@ struct KernelShape {
   std::int8_t beside = -1;   // h (grid: blocks beside a holder; −1: the family's)
   float clock_gain = 0;      // b_max of this launch (its measured clock; 0: the family's)
   ListOrder order = ListOrder::launch;  // static lists: which CTAs carry the longer ones
+  // Multiply-adds per element a CTA loads into shared memory (its tile's operand reuse after the
+  // cluster's multicast, mechanism 3); 0: the family's reference, kReferenceLoadIntensity.
+  std::uint8_t load_intensity = 0;
 };
+// The load intensity at which a family's a_sat is fitted: nvjet's 192×192 tiles in clusters of
+// 2 (192·192 / (192/2 + 192) = 128 multiply-adds per element loaded), cuBLAS's tile for most
+// large GEMMs (reports/calibration/contention/).
+constexpr double kReferenceLoadIntensity = 128;
 
 // A family's fitted parameters.
 struct FamilyParams {
@@ -242,11 +257,18 @@ struct ContentionModel {
   double throughput(Family f, double active) const;
   // Θ of one launch: its family's, at the launch's own clock gain if it has one.
   double throughput(const KernelShape& k, double active) const {
-    return k.clock_gain > 0 ? throughput_spread(k.family, active, active, k.clock_gain)
-                            : throughput(k.family, active);
+    return k.clock_gain > 0 || k.load_intensity > 0
+               ? throughput_spread(k.family, active, active, k.clock_gain, sat_scale(k))
+               : throughput(k.family, active);
   }
-  // Θ for `work` SMs' worth of blocks spread over `active` SMs (a grid's last, partial wave).
-  double throughput_spread(Family f, double work, double active, double gain = 0) const;
+  // Θ for `work` SMs' worth of blocks spread over `active` SMs (a grid's last, partial wave),
+  // the family's a_sat times sat_scale.
+  double throughput_spread(Family f, double work, double active, double gain = 0,
+                           double sat_scale = 1) const;
+  // A launch's a_sat over its family's: its load intensity over the reference (mechanism 3).
+  static double sat_scale(const KernelShape& k) {
+    return k.load_intensity > 0 ? k.load_intensity / kReferenceLoadIntensity : 1.0;
+  }
   // h of a launch: its own, else its family's block beside the holder (mechanism 5).
   int beside(const KernelShape& k) const;
   // SMs a kernel in clusters of `cluster` SMs (0: the family's) can use with `held` of them

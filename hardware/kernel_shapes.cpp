@@ -34,6 +34,17 @@ double tiles_of(double m, double n, double batch, int tile_m, int tile_n) {
   return std::ceil(n / tile_m) * std::ceil(m / tile_n) * std::max(1.0, batch);
 }
 
+// nvjet's cluster orientation for a tile: the one whose CTAs load least (the higher load
+// intensity; of two equal, the cluster along N).
+int cluster_m_of(int tile_m, int tile_n, int cluster) {
+  int best = 1;
+  for (int cm = 1; cm <= cluster; cm *= 2)
+    if (cluster % cm == 0 && load_intensity({tile_m, tile_n, cluster, 0, 0, cm}) >
+                                 load_intensity({tile_m, tile_n, cluster, 0, 0, best}))
+      best = cm;
+  return best;
+}
+
 KernelShape persistent_shape(Family f, double tiles, double ctas, int cluster) {
   const bool few = tiles < kStaticBelowTilesPerCta * ctas;
   KernelShape k{f,
@@ -59,6 +70,7 @@ GemmLaunch large_gemm_launch(int sms, double m, double n, double batch) {
     const double work = std::ceil(tiles / sms) * tm * tn;
     if (work < best_work) best_work = work, best.tile_m = tm, best.tile_n = tn, best.tiles = tiles;
   }
+  best.cluster_m = cluster_m_of(best.tile_m, best.tile_n, best.cluster);
   return best;
 }
 }  // namespace
@@ -77,10 +89,15 @@ GemmLaunch gemm_launch(int sms, double m, double n, double batch) {
     if (work < best_work ||
         (work == best_work && (area > best_area || (area == best_area && tiles < best.tiles)))) {
       best_work = work;
-      best = {tm, tn, cluster, tiles, std::min(tiles, wave)};
+      best = {tm, tn, cluster, tiles, std::min(tiles, wave), cluster_m_of(tm, tn, cluster)};
     }
   }
   return best;
+}
+
+double load_intensity(const GemmLaunch& l) {
+  const int cm = std::max(1, l.cluster_m), cn = std::max(1, l.cluster / cm);
+  return double(l.tile_m) * l.tile_n / (double(l.tile_m) / cn + double(l.tile_n) / cm);
 }
 
 KernelShape gemm_shape(int sms, double m, double n, double batch) {
@@ -88,7 +105,10 @@ KernelShape gemm_shape(int sms, double m, double n, double batch) {
 }
 
 KernelShape gemm_shape(const GemmLaunch& l) {
-  return persistent_shape(Family::gemm, l.tiles, l.ctas, l.cluster);
+  KernelShape k = persistent_shape(Family::gemm, l.tiles, l.ctas, l.cluster);
+  k.load_intensity =
+      static_cast<std::uint8_t>(std::clamp(std::round(load_intensity(l)), 1.0, 255.0));
+  return k;
 }
 
 KernelShape gemm_fp8_shape(int sms, double m, double n) {

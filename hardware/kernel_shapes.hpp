@@ -18,7 +18,12 @@ namespace twin::hardware {
 struct GemmLaunch {
   int tile_m = 192, tile_n = 192, cluster = 2;
   double tiles = 0, ctas = 0;
+  int cluster_m = 1;  // the cluster's CTAs along M (nvjet's "<cluster_m>x<cluster / cluster_m>")
 };
+// Multiply-adds per element a CTA of the launch loads: its CTAs along N share (multicast) their
+// A tile, those along M their B tile, so a CTA loads tile_m / cluster_n + tile_n / cluster_m
+// elements per step of k for tile_m · tile_n multiply-adds (contention.hpp, mechanism 3).
+double load_intensity(const GemmLaunch& l);
 // Reproduces the launches measured on our H200 (reports/calibration/contention/, profiler records
 // of 27 GEMMs; checked in test_calibrate): a GEMM of at least two waves of 192×192 tiles runs
 // one CTA per SM in clusters of 2, on 192×192 tiles unless 256×128 or 128×256 need at least 3%

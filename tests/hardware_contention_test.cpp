@@ -5,6 +5,7 @@
 #include <cmath>
 #include <utility>
 
+#include "hardware/kernel_shapes.hpp"
 #include "hardware/ops.hpp"
 #include "tests/hardware_rig.hpp"
 
@@ -168,6 +169,33 @@ TEST_SUITE("hardware.contention") {
     CHECK(m.slowdown(k, 64) < family);
     k.clock_gain = static_cast<float>(m.of(Family::gemm).boost_max);
     CHECK(m.slowdown(k, 64) == doctest::Approx(family));
+  }
+  TEST_CASE("a launch that loads more per multiply-add saturates on fewer SMs") {
+    ContentionModel m = model();
+    auto& g = m.family[static_cast<int>(Family::gemm)];
+    g.sat_sms = 360, g.knee = 2;
+    KernelShape ref{Family::gemm, Schedule::persistent_static, 1, 128, 128, 2};
+    ref.load_intensity = static_cast<std::uint8_t>(kReferenceLoadIntensity);
+    KernelShape low = ref;
+    low.load_intensity = 55;  // nvjet's 96×64 tiles in pairs
+    CHECK(ContentionModel::sat_scale(low) == doctest::Approx(55 / 128.0));
+    // The reference intensity is the family's own a_sat; 0 means the reference.
+    KernelShape none = ref;
+    none.load_intensity = 0;
+    CHECK(m.slowdown(ref, 100) == doctest::Approx(m.slowdown(none, 100)));
+    // Its first round, with every SM loading, runs further below its compute rate than the late
+    // rounds on a few SMs: the late rounds cost less of it.
+    CHECK(m.slowdown(low, 100) < m.slowdown(ref, 100) * 0.95);
+    CHECK(m.slowdown(low, 0) == 1.0);
+    // A CTA's loads per multiply-add from its tile and cluster (the recorded nvjet launches).
+    CHECK(load_intensity({96, 64, 2, 0, 0, 1}) == doctest::Approx(6144.0 / (48 + 64)));
+    CHECK(load_intensity({64, 64, 8, 0, 0, 4}) == doctest::Approx(4096.0 / (32 + 16)));
+    CHECK(load_intensity({192, 192, 2, 0, 0, 2}) == doctest::Approx(kReferenceLoadIntensity));
+    // The twin's launch orients the cluster to share the larger tile: 256×128 in pairs along N.
+    const auto l = gemm_launch(132, 4096, 6144);
+    CHECK(l.tile_m == 256);
+    CHECK(l.cluster_m == 1);
+    CHECK(gemm_shape(l).load_intensity == 128);
   }
   TEST_CASE("the engine follows the model at a constant number of held SMs") {
     Profile p = test_profile();
