@@ -131,6 +131,19 @@ CLI::Validator finite() {
       "FINITE");
 }
 
+// A finite number above 0, in words a user reads (CLI11's PositiveNumber prints its range).
+CLI::Validator positive_finite() {
+  return CLI::Validator(
+      [](const std::string& v) {
+        char* end = nullptr;
+        const double d = std::strtod(v.c_str(), &end);
+        return std::isfinite(d) && d > 0 && end && *end == '\0'
+                   ? std::string()
+                   : "expected a positive finite number, got " + v;
+      },
+      "POSITIVE");
+}
+
 Command add_plan_dp(CLI::App& app, CommonArgs& common) {
   auto a = std::make_shared<PlanDpArgs>();
   auto* plan = app.add_subcommand("plan-dp", "throughput per data-parallel replica count");
@@ -344,6 +357,11 @@ Command add_kernel(CLI::App& app, CommonArgs& common) {
       "also run the kernel beside a collective over the node's GPUs starting with it: "
       "KIND,BYTES,CTAS (all_gather | reduce_scatter | all_reduce | all_to_all; NCCL's "
       "default CTAs, capped by nccl.max_ctas)");
+  kernel
+      ->add_option("--alone-us", a->alone_us,
+                   "the kernel's time alone as measured (µs; default: the cost model's): the "
+                   "contention model then slows that time, as the calibration fit does")
+      ->check(positive_finite());
   kernel->footer(
       "Example: twin kernel scenarios/europa.json --set hardware.profile=h200-measured "
       "--kernel gemm --shape 16384,13568,6144 --held-sms 0,16,40,88");

@@ -125,7 +125,8 @@ int cmd_kernel(const CommonArgs& args, const KernelArgs& k, std::ostream& out) {
   const auto loaded = load_scenario(args.scenario, args.load_options());
   const auto& s = loaded.scenario;
   const hardware::KernelCost cost(s.hw);
-  const KernelWork w = kernel_work(k, cost, s.job.training.expert_rows == model::ExpertRows::equal);
+  KernelWork w = kernel_work(k, cost, s.job.training.expert_rows == model::ExpertRows::equal);
+  if (k.alone_us > 0) w.alone_s = k.alone_us * 1e-6;  // a measured time alone (the fit's input)
   const int sms = static_cast<int>(s.hw.gpu.sm_count) - static_cast<int>(s.nccl.reserved_sms);
   std::optional<hardware::CollectiveSpec> beside;
   if (!k.beside_collective.empty()) beside = collective_spec(k.beside_collective, s);
