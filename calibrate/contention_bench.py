@@ -516,6 +516,24 @@ def router_token_cases() -> list[Case]:
     return [gemm_case("router", T, 384, HIDDEN) for T in (8192, 12288, 16384, 20480, 24576, 32768, 49152)]
 
 
+def expert_row_cases() -> list[Case]:
+    """The expert up and down projections at row counts between and below the fit's (128, 352,
+    1,376): nvjet takes other tiles and clusters there, so their curves test a launch's load
+    intensity (hardware/contention.hpp, mechanism 3) on launches the fit never saw."""
+    cs = []
+    for rows in (64, 96, 192, 256, 512, 768):
+        cs.append(gemm_case("expert_up", rows, 2 * EXPERT_HIDDEN, HIDDEN))
+        cs.append(gemm_case("expert_down", rows, HIDDEN, EXPERT_HIDDEN))
+    return cs
+
+
+def router_more_cases() -> list[Case]:
+    """The router GEMM at token counts between and beyond router_token_cases' (2.5–5.2 of
+    192×192 tiles per CTA, up to the step's 65,536 tokens): where cuBLAS's late CTAs stop
+    waiting as static lists do (issue #15)."""
+    return [gemm_case("router", T, 384, HIDDEN) for T in (28672, 36864, 40960, 45056, 57344, 65536)]
+
+
 def fp8_gemm_cases() -> list[Case]:
     cs = []
     for m, n, k in ((8192, 8192, 8192), (16384, QKV_OUT, HIDDEN), (1376, 2 * EXPERT_HIDDEN, HIDDEN)):
@@ -787,7 +805,8 @@ def main() -> int:
     ap.add_argument("--out", default="contention.json")
     ap.add_argument("--held", default=",".join(map(str, HELD_DEFAULT)), help="SMs held, comma-separated")
     ap.add_argument("--only", default="", help="classes: elementwise,fp8_block,gemm,gemm_fp8,grouped,"
-                                               "attention,flex,newton_schulz,router_tokens")
+                                               "attention,flex,newton_schulz,router_tokens,"
+                                               "expert_rows,router_more")
     ap.add_argument("--budget-s", type=float, default=1e9, help="stop starting cases after this")
     ap.add_argument("--no-copy", action="store_true", help="skip the beside-a-copy measurement")
     ap.add_argument("--commit", default="unknown")
@@ -819,7 +838,8 @@ def main() -> int:
     groups = {"elementwise": elementwise_cases, "fp8_block": lambda: fp8_block_cases(lib),
               "gemm": gemm_cases, "grouped": lambda: grouped_cases(lib), "attention": attention_cases,
               "newton_schulz": newton_schulz_cases, "gemm_fp8": fp8_gemm_cases, "flex": flex_cases,
-              "router_tokens": router_token_cases}
+              "router_tokens": router_token_cases, "expert_rows": expert_row_cases,
+              "router_more": router_more_cases}
     only = [g for g in args.only.split(",") if g] or list(groups)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     work = torch.cuda.Stream()
