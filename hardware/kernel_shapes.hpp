@@ -30,7 +30,9 @@ double load_intensity(const GemmLaunch& l);
 // less padded work in whole waves ([fit], kernel_shapes.cpp); a smaller one takes the tile of the
 // kernels seen that needs the least padded work in whole waves (ties: the larger tile, then fewer
 // tiles), in clusters of 8 when it fits one wave of them (14 clusters: 112 CTAs), and runs one CTA
-// per tile up to one wave, one per SM beyond.
+// per tile up to one wave, one per SM beyond; its cluster oriented so that its CTAs load least
+// (the higher load intensity: nvjet's orientation on 19 of the 22 recorded launches whose tile
+// this takes).
 GemmLaunch gemm_launch(int sms, double m, double n, double batch = 1);
 // The contention shape of a cuBLAS bf16 GEMM: static tile lists below 4 tiles per CTA (late CTAs
 // wait: measured ×1.4–1.9 from 4 SMs held), above a first tile fixed per CTA and the rest dynamic
