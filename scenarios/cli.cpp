@@ -338,7 +338,7 @@ Command add_kernel(CLI::App& app, CommonArgs& common) {
   add_common(kernel, common, kJson);
   kernel
       ->add_option(
-          "--kernel", a->kernel,
+          "--kernel,--class", a->kernel,
           "gemm | gemm_fp8 | grouped_static | grouped_dynamic | attention_fwd | "
           "attention_bwd | an elementwise family: ew_add ew_norm ew_swiglu ew_gather "
           "ew_scatter_add ew_widen ew_fp8_quant ew_fp8_dequant ew_sum_fp32 ew_loss ew_norm_bwd "
@@ -357,6 +357,9 @@ Command add_kernel(CLI::App& app, CommonArgs& common) {
       "also run the kernel beside a collective over the node's GPUs starting with it: "
       "KIND,BYTES,CTAS (all_gather | reduce_scatter | all_reduce | all_to_all; NCCL's "
       "default CTAs, capped by nccl.max_ctas)");
+  kernel->add_option("--profile", a->profile,
+                     "hardware profile (hardware/profiles/NAME.json): short for --set "
+                     "hardware.profile=NAME");
   kernel
       ->add_option("--alone-us", a->alone_us,
                    "the kernel's time alone as measured (µs; default: the cost model's): the "

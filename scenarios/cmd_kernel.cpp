@@ -122,7 +122,10 @@ Times engine_s(const Scenario& s, const KernelWork& w, int held,
 }  // namespace
 
 int cmd_kernel(const CommonArgs& args, const KernelArgs& k, std::ostream& out) {
-  const auto loaded = load_scenario(args.scenario, args.load_options());
+  auto options = args.load_options();
+  if (!k.profile.empty())  // first: the --set keys apply on top of it
+    options.sets.insert(options.sets.begin(), "hardware.profile=" + k.profile);
+  const auto loaded = load_scenario(args.scenario, options);
   const auto& s = loaded.scenario;
   const hardware::KernelCost cost(s.hw);
   KernelWork w = kernel_work(k, cost, s.job.training.expert_rows == model::ExpertRows::equal);

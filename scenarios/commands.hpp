@@ -136,6 +136,7 @@ struct KernelArgs {
   std::vector<int> held_sms{0, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 100, 112, 124};
   std::string beside_collective;  // "KIND,BYTES,CTAS": also run it beside this collective
   double alone_us = 0;            // the kernel's measured time alone (0: the cost model's)
+  std::string profile;            // short for --set hardware.profile=NAME ("": the scenario's)
 };
 
 // `twin collective`: one collective alone, per size, in nccl-tests' columns (cmd_collective.cpp).
