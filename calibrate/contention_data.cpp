@@ -360,4 +360,14 @@ void apply_case_clock_gains(std::vector<ContentionCase>& cases,
         c.shape.clock_gain = static_cast<float>(it->second);
 }
 
+KernelShape recorded_gemm_shape(const Json& c) {
+  const Json* l = major_launch(c);
+  if (!l) throw std::runtime_error("a GEMM case without launch records");
+  const Json& s = c["shape"];
+  auto g = nvjet_launch(*l, {s.value("m", 0.0), s.value("n", 0.0), s.value("k", 0.0)}, 1);
+  if (l->value("name", "").find("splitK") != std::string::npos)
+    g.tiles = g.ctas = product((*l)["grid"]);  // the output tiles once per slice of k
+  return hardware::gemm_shape(g);
+}
+
 }  // namespace twin::calibrate

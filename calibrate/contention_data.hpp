@@ -45,6 +45,12 @@ struct ContentionCase {
 // Reads the measurement files into cases (throws std::runtime_error with the file on bad input).
 std::vector<ContentionCase> read_contention_cases(const std::vector<std::string>& files);
 
+// A single-GEMM case's shape from the launch nvjet really made (its profiler record: tile and
+// cluster from the kernel's name, CTAs from the grid; a split-K launch's CTAs each one tile), where
+// the fit takes the twin's own launch choice (hardware::gemm_launch): separates a miss of the
+// launch choice from one of the contention mechanisms.
+hardware::KernelShape recorded_gemm_shape(const nlohmann::json& c);
+
 // Reads cluster_probe.py's result into the model's cluster tables (mechanism 1): per cluster
 // size, the median over repeats of the CTAs resident at each k, 0 where blocked.
 void read_cluster_tables(const std::string& file, hardware::ContentionModel& m);
