@@ -63,16 +63,18 @@
 //     = Σ_rounds a_j/Θ(a_j)); persistent dynamic: N tiles from a shared counter, in waves of u, the
 //     last partial wave of r tiles on r SMs at their clock: T = W(N, u) = ⌊N/u⌋·u/Θ(u) + r/Θ(r);
 //     with N unknown (0), a fluid drain: T = 1/Θ(u); persistent first-static (cuBLAS's nvjet GEMMs
-//     of 4 tiles per CTA and more): CTA j starts with tile j, then takes tiles from the counter;
-//     the L = G − u CTAs without an SM keep their first tile until the running ones have drained
-//     the counter: T = W(N − L, u) + W(L, u). An empirical rule for nvjet, not the hardware's:
-//     the probe's own first-static kernel starts its late clusters as soon as CTAs find the
-//     counter empty and exit (×1.0 with 1–2 SMs held where the rule gives ×1.5), so what holds
-//     nvjet's late clusters back is inside nvjet (its router GEMM's steps fit no schedule the
-//     probe ran: README of reports/calibration/contention/, "Where it misses"). Measured: holding
-//     2–16 SMs slows cuBLAS by about one tile per CTA — ×1.12–1.35 at 5.8 tiles per CTA (o_proj at
-//     4,096 rows), ×1.04–1.19 at 21, ×1.02–1.05 at 184 — where a dynamic counter alone predicts
-//     ×1.00–1.05; o_proj at 4,096 rows: worst held-out point −27% → −16%.
+//     from 2.4 tiles per CTA in clusters of 2 and 4, from 4 in clusters of 8: kernel_shapes.cpp):
+//     CTA j starts with tile j, then takes tiles from the counter; the L = G − u CTAs without an
+//     SM keep their first tile until the running ones have drained the counter:
+//        T = W(N − L, u) + W(L, u).
+//     An empirical rule for nvjet, not the hardware's: the probe's own first-static kernel starts
+//     its late clusters as soon as CTAs find the counter empty and exit (×1.0 with 1–2 SMs held
+//     where the rule gives ×1.5), so what holds nvjet's late clusters back is inside nvjet (its
+//     router GEMM's steps fit no schedule the probe ran: README of
+//     reports/calibration/contention/, "Where it misses"). Measured: holding 2–16 SMs slows
+//     cuBLAS by about one tile per CTA — ×1.12–1.35 at 5.8 tiles per CTA (o_proj at 4,096 rows),
+//     ×1.04–1.19 at 21, ×1.02–1.05 at 184 — where a dynamic counter alone predicts ×1.00–1.05;
+//     o_proj at 4,096 rows: worst held-out point −27% → −16%.
 //  5. Sharing a held SM. A holder (an NCCL CTA: 544–640 threads × 96 registers, ~80 KiB shared
 //     memory) leaves part of its SM's registers, threads and shared memory; a small grid block
 //     fits beside it. h = blocks of the kernel resident on an SM beside one holder, by the SM's

@@ -26,7 +26,12 @@ constexpr std::pair<int, int> kLargeNvjetTiles[] = {{256, 128}, {128, 256}};
 constexpr double kSquareTileGain = 0.03;
 // With fewer tiles per CTA the measured curves follow static tile lists, with more a first tile
 // per CTA fixed at launch and the rest from a shared counter (contention.hpp, mechanism 4).
-constexpr double kStaticBelowTilesPerCta = 4;
+// Clusters of 2 and 4: static at up to 2.0 tiles per CTA (the router at 16,384 and 24,576
+// tokens, the 1,376-row down projection), first-static from 2.8 (the router at 28,672–49,152
+// tokens: files k, l and the release probe, nvjet-release-m); any switch in (2.0, 2.8) sorts them,
+// the middle taken. Clusters of 8: static up to 4 (Newton–Schulz's B·X, 2.8 tiles per CTA on
+// 120 CTAs, follows static lists; no launch of 8 between 2.8 and 4 measured).
+constexpr double kStaticBelowTilesPerCta = 2.4, kStaticBelowTilesPerCta8 = 4;
 constexpr double kElementsPerBlock = 1024, kBytesPerElement = 2 * 3;  // bf16, two in, one out
 constexpr double kIndexAddThreads = 128;
 
@@ -46,7 +51,8 @@ int cluster_m_of(int tile_m, int tile_n, int cluster) {
 }
 
 KernelShape persistent_shape(Family f, double tiles, double ctas, int cluster) {
-  const bool few = tiles < kStaticBelowTilesPerCta * ctas;
+  const bool few =
+      tiles < (cluster == 8 ? kStaticBelowTilesPerCta8 : kStaticBelowTilesPerCta) * ctas;
   KernelShape k{f,
                 few ? Schedule::persistent_static : Schedule::persistent_first_static,
                 1,

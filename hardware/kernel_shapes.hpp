@@ -34,10 +34,10 @@ double load_intensity(const GemmLaunch& l);
 // (the higher load intensity: nvjet's orientation on 19 of the 22 recorded launches whose tile
 // this takes).
 GemmLaunch gemm_launch(int sms, double m, double n, double batch = 1);
-// The contention shape of a cuBLAS bf16 GEMM: static tile lists below 4 tiles per CTA (late CTAs
-// wait: measured ×1.4–1.9 from 4 SMs held), above a first tile fixed per CTA and the rest dynamic
-// (late CTAs cost one more round of tiles: measured ×1.12–1.35 at 5.8 tiles per CTA, ×1.02–1.05 at
-// 184).
+// The contention shape of a cuBLAS bf16 GEMM: static tile lists at few tiles per CTA (late CTAs
+// wait: measured ×1.4–1.9 from 4 SMs held at up to 2 per CTA), above a first tile fixed per CTA
+// and the rest dynamic (late CTAs cost one more round of tiles: measured ×1.12–1.35 at 5.8 tiles
+// per CTA, ×1.02–1.05 at 184); the switch: kernel_shapes.cpp.
 KernelShape gemm_shape(int sms, double m, double n, double batch = 1);
 KernelShape gemm_shape(const GemmLaunch& l);  // of a given launch (a measured one)
 // cuBLASLt FP8 GEMM with row-wise scales (`torch._scaled_mm`): nvjet's 128×128 tiles on one CTA
