@@ -534,6 +534,16 @@ def router_more_cases() -> list[Case]:
     return [gemm_case("router", T, 384, HIDDEN) for T in (28672, 36864, 40960, 45056, 57344, 65536)]
 
 
+def square_rows_cases() -> list[Case]:
+    """Newton–Schulz's B·X as one GEMM ((m×m)·(m×6,144) at m = 1,536–3,072; at 1,792 with 4,096
+    and 8,192 columns): nvjet launches clusters of 8 at about 2–5 tiles per CTA there, where the
+    twin keeps static lists below 4 tiles per CTA in clusters of 8 and switches clusters of 2 and 4
+    at 2.4 (hardware/kernel_shapes.cpp): held-out launches for that switch (issue #15)."""
+    shapes = [(m, HIDDEN, m) for m in (1536, 1792, 2048, 2560, 3072)]
+    shapes += [(EXPERT_HIDDEN, n, EXPERT_HIDDEN) for n in (4096, 8192)]
+    return [gemm_case("square_rows", m, n, k) for m, n, k in shapes]
+
+
 def fp8_gemm_cases() -> list[Case]:
     cs = []
     for m, n, k in ((8192, 8192, 8192), (16384, QKV_OUT, HIDDEN), (1376, 2 * EXPERT_HIDDEN, HIDDEN)):
@@ -806,7 +816,7 @@ def main() -> int:
     ap.add_argument("--held", default=",".join(map(str, HELD_DEFAULT)), help="SMs held, comma-separated")
     ap.add_argument("--only", default="", help="classes: elementwise,fp8_block,gemm,gemm_fp8,grouped,"
                                                "attention,flex,newton_schulz,router_tokens,"
-                                               "expert_rows,router_more")
+                                               "expert_rows,router_more,square_rows")
     ap.add_argument("--budget-s", type=float, default=1e9, help="stop starting cases after this")
     ap.add_argument("--no-copy", action="store_true", help="skip the beside-a-copy measurement")
     ap.add_argument("--commit", default="unknown")
@@ -839,7 +849,7 @@ def main() -> int:
               "gemm": gemm_cases, "grouped": lambda: grouped_cases(lib), "attention": attention_cases,
               "newton_schulz": newton_schulz_cases, "gemm_fp8": fp8_gemm_cases, "flex": flex_cases,
               "router_tokens": router_token_cases, "expert_rows": expert_row_cases,
-              "router_more": router_more_cases}
+              "router_more": router_more_cases, "square_rows": square_rows_cases}
     only = [g for g in args.only.split(",") if g] or list(groups)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     work = torch.cuda.Stream()
