@@ -14,7 +14,7 @@ the same one).
 
 Usage, on a GPU machine with PyTorch:
   python3 calibrate/pinned_offload_probe.py --out pinned.json [--layers 4] [--steps 3]
-      [--shapes 1792x6144,1792x6144,6144x1792,6144x1]
+      [--shapes 1792x6144,1792x6144,6144x1792,6144x1] [--optimizer adamw|sgd|none]
 """
 from __future__ import annotations
 
@@ -70,6 +70,8 @@ def main() -> int:
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--tokens", type=int, default=256)
+    ap.add_argument("--optimizer", choices=("adamw", "sgd", "none"), default="adamw",
+                    help="none: zero_grad only (no optimizer step)")
     ap.add_argument("--shapes", default="1792x6144,1792x6144,6144x1792,6144x1",
                     help="per block: parameter shapes ROWSxCOLS (default: one rank's expert shards "
                          "and a norm)")
@@ -89,7 +91,8 @@ def main() -> int:
         fully_shard(blk, mp_policy=mp, offload_policy=off)
     fully_shard(model, mp_policy=mp, offload_policy=off)
     params = list(model.parameters())
-    opt = torch.optim.AdamW(params, lr=1e-4, foreach=False)
+    opt = (torch.optim.AdamW(params, lr=1e-4, foreach=False) if a.optimizer == "adamw"
+           else torch.optim.SGD(params, lr=1e-4, foreach=False))
     width = max(c for _, c in shapes)
     before = host_stats()
     steps = []
@@ -103,7 +106,8 @@ def main() -> int:
         grad_ptrs.append([g.to_local().data_ptr() if hasattr(g, "to_local") else g.data_ptr()
                           for g in grads])
         at_backward = host_stats()
-        opt.step()
+        if a.optimizer != "none":
+            opt.step()
         opt.zero_grad(set_to_none=True)
         torch.cuda.synchronize()
         steps.append({"after_backward": at_backward, "after_step": host_stats()})
