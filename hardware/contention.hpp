@@ -43,7 +43,12 @@
 //     down projection (96×64 tiles in pairs, I = 55) runs a late round of CTAs at 0.78 of its
 //     first round's time where the clock explains none of it, its 128-row up projection (64×64
 //     tiles in clusters of 8, I = 85) as the large GEMMs do; with the family's one a_sat the first
-//     missed by 16% at 124 SMs held (within 9.1% now, reports/calibration/contention/).
+//     missed by 16% at 124 SMs held (within 9.1% now, reports/calibration/contention/). The
+//     count against the L2 reads measured (Nsight Compute, 42 cuBLAS launches): exact to 0.1% in
+//     clusters of 8 and in 4×1 clusters over one row of tiles, multicast included; nvjet's pairs
+//     read 9–43% less than it counts. What the curves want is not the reads alone: the small-row
+//     4×1 launches, read as counted, slow as if I were 28–35, not 51–70 (README, "What the GEMMs
+//     load").
 //  4. Scheduling. grid: the hardware dispatches blocks as slots free, u·o at a time; full waves
 //     run on u SMs; the last r = B mod u·o blocks start as slots free, spread over a_t =
 //     min(r, u) SMs. A block alone reaches β of its SM's throughput (at least its share 1/o: a
