@@ -26,14 +26,15 @@ constexpr std::pair<int, int> kLargeNvjetTiles[] = {{256, 128}, {128, 256}};
 constexpr double kSquareTileGain = 0.03;
 // With fewer tiles per CTA the measured curves follow static tile lists, with more a first tile
 // per CTA fixed at launch and the rest from a shared counter (contention.hpp, mechanism 4).
-// Clusters of 2 and 4: static at up to 2.0 tiles per CTA (the router at 16,384 and 24,576
-// tokens, the 1,376-row down projection), first-static from 2.8 (the router at 28,672–49,152
-// tokens: files k, l and the release probe, nvjet-release-m); any switch in (2.0, 2.8) sorts them,
-// the middle taken; held out, file o's B·X at 2.8–3.9 tiles per CTA in pairs confirms it.
-// Clusters of 8: static up to 4, as the fitted Newton–Schulz case wants (its B·X: 2.8 tiles per
-// CTA on 120 CTAs); the same launch alone (file o) runs first-static (3.0% against 17.5%), but
-// switching it too moves the refit's t_f to 2.0 µs and cuBLAS's worst held-out point to 16.0%
-// (reports/calibration/contention/README.md, "Held-out launches around the switch").
+// Clusters of 2 and 4 (and FP8's single CTAs, not measured there): static at up to 2.0 tiles per
+// CTA (the router at 16,384 and 24,576 tokens, the 1,376-row down projection), first-static
+// from 2.8 (the router at 28,672–49,152 tokens: files k, l and the release probe, nvjet-release-m);
+// any switch in (2.0, 2.8) sorts them, the middle taken; held out, file o's B·X at 2.8–3.9 tiles
+// per CTA in pairs confirms it. Clusters of 8: static up to 4, as the fitted Newton–Schulz case
+// wants (its B·X: 2.8 tiles per CTA on 120 CTAs); the same launch alone (file o) runs first-static
+// (3.0% against 17.5%), but switching it too moves the refit's t_f to 2.0 µs and cuBLAS's worst
+// held-out point to 16.0% (reports/calibration/contention/README.md, "Held-out launches around the
+// switch").
 constexpr double kStaticBelowTilesPerCta = 2.4, kStaticBelowTilesPerCta8 = 4;
 constexpr double kElementsPerBlock = 1024, kBytesPerElement = 2 * 3;  // bf16, two in, one out
 constexpr double kIndexAddThreads = 128;
