@@ -17,6 +17,28 @@ using namespace twin;
 using twin::test::kRoot;
 using twin::test::profile_model;
 
+namespace {
+// The longest of a case's launch records, `time` giving a record's duration.
+template <class Time>
+const nlohmann::json& longest(const nlohmann::json& launches, Time time) {
+  const nlohmann::json* big = nullptr;
+  for (const auto& l : launches)
+    if (!big || time(l) > time(*big)) big = &l;
+  REQUIRE(big);
+  return *big;
+}
+
+// nvjet's tile and cluster from its kernel name
+// (nvjet_sm90_tst_<tile_m>x<tile_n>_<k tile>x<stages>_<cluster x>x<cluster y>_…).
+hardware::GemmLaunch nvjet_name_launch(const std::string& kernel) {
+  static const std::regex name(R"(nvjet_sm90_tst_(\d+)x(\d+)_\d+x\d+_(\d)x(\d)_)");
+  std::smatch m;
+  REQUIRE(std::regex_search(kernel, m, name));
+  return {std::stoi(m[1]), std::stoi(m[2]), std::stoi(m[3]) * std::stoi(m[4]), 0, 0,
+          std::stoi(m[3])};
+}
+}  // namespace
+
 TEST_CASE("the router's staircases beside a few held SMs are nvjet's pairs (file k, held out)") {
   // The router GEMM (T × 384 × 6,144) at 0–32 SMs held, measured after the fit and not in it. At
   // 8,192 and 12,288 tokens (one tile per CTA) the steps are the cluster tables'; at 16,384 and
@@ -53,7 +75,6 @@ TEST_CASE("cuBLAS launches as the twin chooses them are the ones measured") {
   // CTAs: every one must match its cluster and CTAs, and its tile but for two known misses —
   // 8,192³ on 320×128, a tile the twin's large-GEMM choice lacks, and the router at 20,480
   // tokens, where nvjet's 128×256 needs more padded work than the 96×128 the twin takes.
-  const std::regex name(R"(nvjet_sm90_tst_(\d+)x(\d+)_\d+x\d+_(\d)x(\d)_)");
   int checked = 0;
   std::set<std::string> tile_misses, intensity_misses;
   for (const char* f : {"h200-2026-11-30-contention-a.json", "h200-2026-11-30-contention-b.json",
@@ -62,24 +83,19 @@ TEST_CASE("cuBLAS launches as the twin chooses them are the ones measured") {
     const auto doc = nlohmann::json::parse(in);
     for (const auto& c : doc["cases"]) {
       if (c["class"] != "gemm") continue;
-      const nlohmann::json* big = nullptr;
-      for (const auto& l : c["launches"])
-        if (!big || l["dur_us"].get<double>() > (*big)["dur_us"].get<double>()) big = &l;
-      std::smatch m;
-      const std::string kernel = (*big)["name"];
-      REQUIRE(std::regex_search(kernel, m, name));
+      const auto& big =
+          longest(c["launches"], [](const nlohmann::json& l) { return l["dur_us"].get<double>(); });
+      const std::string kernel = big["name"];
+      const auto recorded = nvjet_name_launch(kernel);
       const auto& s = c["shape"];
       const auto l = hardware::gemm_launch(132, s["m"], s["n"]);
       CAPTURE(s.dump());
       CAPTURE(kernel);
       double grid = 1;
-      for (const auto& g : (*big)["grid"]) grid *= g.get<double>();
+      for (const auto& g : big["grid"]) grid *= g.get<double>();
       CHECK(l.ctas == grid);
-      CHECK(l.cluster == std::stoi(m[3]) * std::stoi(m[4]));
+      CHECK(l.cluster == recorded.cluster);
       const std::string mn = fmt::format("{}x{}", s["m"].get<int>(), s["n"].get<int>());
-      const hardware::GemmLaunch recorded{
-          std::stoi(m[1]), std::stoi(m[2]), std::stoi(m[3]) * std::stoi(m[4]), 0, 0,
-          std::stoi(m[3])};
       if (l.tile_m != recorded.tile_m || l.tile_n != recorded.tile_n)
         tile_misses.insert(mn);
       else if (std::abs(hardware::load_intensity(l) - hardware::load_intensity(recorded)) > 0.5)
@@ -158,28 +174,20 @@ TEST_CASE("the load intensity's multicast count against the L2 reads measured (f
   // 9–43% less than the formula counts, never more (README, "What the GEMMs load").
   std::ifstream in(kRoot / "reports/calibration/contention/h200-2026-12-03-traffic-n.json");
   const auto doc = nlohmann::json::parse(in);
-  const std::regex name(R"(nvjet_sm90_tst_(\d+)x(\d+)_\d+x\d+_(\d)x(\d)_)");
   int exact = 0, checked = 0;
   for (const auto& c : doc["cases"]) {
-    const nlohmann::json* big = nullptr;
-    const auto time = [](const nlohmann::json& l) {
+    const auto& big = longest(c["launches"], [](const nlohmann::json& l) {
       return l["metrics"]["gpu__time_duration.sum"]["value"].get<double>();
-    };
-    for (const auto& l : c["launches"])
-      if (!big || time(l) > time(*big)) big = &l;
-    REQUIRE(big);
-    std::smatch m;
-    const std::string kernel = (*big)["name"];
-    REQUIRE(std::regex_search(kernel, m, name));
-    const hardware::GemmLaunch launch{
-        std::stoi(m[1]), std::stoi(m[2]), std::stoi(m[3]) * std::stoi(m[4]), 0, 0, std::stoi(m[3])};
+    });
+    const std::string kernel = big["name"];
+    const auto launch = nvjet_name_launch(kernel);
     const auto& s = c["shape"];
     const double rows = s["m"], cols = s["n"];
     const double padded_macs = std::ceil(rows / launch.tile_n) * launch.tile_n *
                                std::ceil(cols / launch.tile_m) * launch.tile_m *
                                s["k"].get<double>();
     const double read =
-        32 * (*big)["metrics"]["lts__t_sectors_srcunit_tex_op_read.sum"]["value"].get<double>();
+        32 * big["metrics"]["lts__t_sectors_srcunit_tex_op_read.sum"]["value"].get<double>();
     const double ratio = padded_macs / (read / 2) / hardware::load_intensity(launch);
     CAPTURE(kernel);
     CAPTURE(s.dump());
