@@ -544,6 +544,15 @@ def square_rows_cases() -> list[Case]:
     return [gemm_case("square_rows", m, n, k) for m, n, k in shapes]
 
 
+def small_rows_cases() -> list[Case]:
+    """GEMMs of 32–192 rows on weights of other shapes than the model's (28–112 MB of bf16):
+    nvjet launches them in clusters of 4 (4×1) with one tile per CTA, or split-K, where file l's
+    expert rows missed by 21–62% — held-out launches for a rule placed on file l (issue #15)."""
+    weights = [(8192, 4096), (2048, 7168), (4096, 4096), (14336, 4096)]
+    return [gemm_case("small_rows", m, n, k) for n, k in weights
+            for m in (32, 48, 64, 80, 96, 128, 160, 192)]
+
+
 def fp8_gemm_cases() -> list[Case]:
     cs = []
     for m, n, k in ((8192, 8192, 8192), (16384, QKV_OUT, HIDDEN), (1376, 2 * EXPERT_HIDDEN, HIDDEN)):
@@ -816,7 +825,7 @@ def main() -> int:
     ap.add_argument("--held", default=",".join(map(str, HELD_DEFAULT)), help="SMs held, comma-separated")
     ap.add_argument("--only", default="", help="classes: elementwise,fp8_block,gemm,gemm_fp8,grouped,"
                                                "attention,flex,newton_schulz,router_tokens,"
-                                               "expert_rows,router_more,square_rows")
+                                               "expert_rows,router_more,square_rows,small_rows")
     ap.add_argument("--budget-s", type=float, default=1e9, help="stop starting cases after this")
     ap.add_argument("--no-copy", action="store_true", help="skip the beside-a-copy measurement")
     ap.add_argument("--commit", default="unknown")
@@ -849,7 +858,8 @@ def main() -> int:
               "gemm": gemm_cases, "grouped": lambda: grouped_cases(lib), "attention": attention_cases,
               "newton_schulz": newton_schulz_cases, "gemm_fp8": fp8_gemm_cases, "flex": flex_cases,
               "router_tokens": router_token_cases, "expert_rows": expert_row_cases,
-              "router_more": router_more_cases, "square_rows": square_rows_cases}
+              "router_more": router_more_cases, "square_rows": square_rows_cases,
+              "small_rows": small_rows_cases}
     only = [g for g in args.only.split(",") if g] or list(groups)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     work = torch.cuda.Stream()
