@@ -37,6 +37,34 @@ hardware::GemmLaunch nvjet_name_launch(const std::string& kernel) {
   return {std::stoi(m[1]), std::stoi(m[2]), std::stoi(m[3]) * std::stoi(m[4]), 0, 0,
           std::stoi(m[3])};
 }
+// Per case of a contention file (named kernel[m=…,n=…]), the contention model's worst point on
+// the launch nvjet really made, as the fit reads a curve: blocked points (the holders timed out,
+// or the slowdown fell below 0.6 of its highest) are left out.
+std::map<std::string, double> recorded_worst(const char* file, bool signed_error = false) {
+  const auto model = profile_model("h200");
+  std::ifstream in(kRoot / "reports/calibration/contention" / file);
+  const auto doc = nlohmann::json::parse(in);
+  std::map<std::string, double> worst;
+  for (const auto& c : doc["cases"]) {
+    const auto shape = calibrate::recorded_gemm_shape(c);
+    const double alone = c["alone_ms"].get<double>() * 1e-3;
+    const std::string name = fmt::format("{}[m={},n={}]", c["kernel"].get<std::string>(),
+                                         c["shape"]["m"].get<int>(), c["shape"]["n"].get<int>());
+    double most = 0, w = 0;
+    for (const auto& p : c["points"]) {
+      if (!p.contains("slowdown")) continue;  // the holders timed out: the kernel could not start
+      const int k = p["held_sms"];
+      const double y = p["slowdown"];
+      most = std::max(most, y);
+      const double t = model.slowdown(shape, k, alone);
+      if (k == 0 || y < 0.6 * most || std::isinf(t)) continue;  // blocked, as the fit reads it
+      if (std::abs(t / y - 1) > std::abs(w)) w = t / y - 1;
+    }
+    worst[name] = signed_error ? w : std::abs(w);
+    MESSAGE(fmt::format("{} ({}): worst {:+.1f}%", name, file, 100 * w));
+  }
+  return worst;
+}
 }  // namespace
 
 TEST_CASE("the router's staircases beside a few held SMs are nvjet's pairs (file k, held out)") {
@@ -120,31 +148,10 @@ TEST_CASE("held-out cuBLAS launches (files l, o): the mechanisms on the launches
   // contention model's worst point per case; the twin's own launch choice (gemm_launch, `twin
   // kernel`) misses by far more at the small rows (README, "Held-out launches"), so this
   // separates the two.
-  const auto model = profile_model("h200");
-  std::map<std::string, double> worst;  // per case
+  std::map<std::string, double> worst;
   for (const char* file :
-       {"h200-2026-12-03-contention-l.json", "h200-2026-12-03-contention-o.json"}) {
-    std::ifstream in(kRoot / "reports/calibration/contention" / file);
-    const auto doc = nlohmann::json::parse(in);
-    for (const auto& c : doc["cases"]) {
-      const auto shape = calibrate::recorded_gemm_shape(c);
-      const double alone = c["alone_ms"].get<double>() * 1e-3;
-      const std::string name = fmt::format("{}[m={},n={}]", c["kernel"].get<std::string>(),
-                                           c["shape"]["m"].get<int>(), c["shape"]["n"].get<int>());
-      double most = 0, w = 0;
-      for (const auto& p : c["points"]) {
-        if (!p.contains("slowdown")) continue;  // the holders timed out: the kernel could not start
-        const int k = p["held_sms"];
-        const double y = p["slowdown"];
-        most = std::max(most, y);
-        const double t = model.slowdown(shape, k, alone);
-        if (k == 0 || y < 0.6 * most || std::isinf(t)) continue;  // blocked, as the fit reads it
-        w = std::max(w, std::abs(t / y - 1));
-      }
-      worst[name] = w;
-      MESSAGE(fmt::format("{}: worst {:.1f}%", name, 100 * w));
-    }
-  }
+       {"h200-2026-12-03-contention-l.json", "h200-2026-12-03-contention-o.json"})
+    worst.merge(recorded_worst(file));
   CHECK(worst.size() == 25);
   // Within the issue's 15%: every launch but these, budgeted at today's misses so that they
   // cannot grow unseen — nvjet's clusters of 4 with one tile per CTA and split-K slices (64–192
@@ -162,6 +169,34 @@ TEST_CASE("held-out cuBLAS launches (files l, o): the mechanisms on the launches
     CAPTURE(name);
     const auto it = known.find(name);
     CHECK(w <= (it == known.end() ? 0.15 : it->second));
+  }
+}
+
+TEST_CASE("held-out small-row cuBLAS launches (files p, q): the model charges them too much") {
+  // 32 GEMMs of 32–192 rows on four weight shapes, measured after file l's misses and before
+  // any change for them; q with operands from HBM (README, "Held-out small-row launches"). Known
+  // gap: the rounds of tiles overcharge these memory-bound launches, by up to +110% warm and
+  // +148% from HBM. Held at today's misses so that they cannot grow unseen, and in their
+  // direction (most launches more than 15% over): a model that stopped overcharging them would
+  // fail here and move these budgets.
+  struct Budget {
+    std::string file;
+    double worst;
+    int over;
+  };
+  for (const auto& b : {Budget{"h200-2026-12-03-contention-p.json", 1.11, 21},
+                        Budget{"h200-2026-12-03-contention-q.json", 1.49, 29}}) {
+    CAPTURE(b.file);
+    const auto worst = recorded_worst(b.file.c_str(), true);
+    CHECK(worst.size() == 32);
+    int over = 0;
+    for (const auto& [name, w] : worst) {
+      CAPTURE(name);
+      CHECK(w <= b.worst);
+      CHECK(w >= -0.36);  // the 1x2_h pairs at 64 rows of 2,048 and 4,096 columns: −24%, −35%
+      over += w > 0.15;
+    }
+    CHECK(over >= b.over);
   }
 }
 
