@@ -92,7 +92,7 @@ hardware::BlockResources holder_of(const Json& file, const std::string& name) {
 // The twin's cuBLAS shapes (kernel_shapes.hpp: tiles and CTAs as nvjet chooses them).
 KernelShape gemm_case_shape(const Json& shape) {
   return hardware::gemm_shape(kSms, shape.value("m", 1792.0), shape.value("n", 6144.0),
-                              shape.value("batch", 1.0));
+                              shape.value("k", 1792.0), shape.value("batch", 1.0));
 }
 
 // Elementwise kernels of the bench → the family of their implementation.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <utility>
 
 namespace twin::hardware {
@@ -67,6 +68,58 @@ KernelShape persistent_shape(Family f, double tiles, double ctas, int cluster) {
   return k;
 }
 
+// GEMMs of few rows (files l, p: 32–192 rows on six weight shapes; m = rows, n = columns): nvjet
+// runs one row of tiles as high as the rows (rounded up to 16), or rows of 64 where 64 divides
+// them, 64–160 columns wide, and splits k where the tiles alone leave SMs idle — the most CTAs
+// one wave holds; of those, fewer slices of k, then less padded work, then the wider tile. It
+// splits only slices of at least kMinSplitK: [fit] to the recorded launches, any value in (896,
+// 1,792] sorts them (k = 1,792 never split, 7,168 in 4); the middle. Clusters: 4 along the
+// columns up to 120 CTAs (the most the H200 runs in clusters of 4) — 4×2 (8) over two rows up to
+// 112 —, else pairs. This gives nvjet's cluster size on all 38 recorded launches, its CTAs on 36
+// (two launches of three rows of tiles take the 120 and 132 CTAs a wave holds where the rule
+// gives 116 and 130: CTAs without a tile end at once) and its tile on 32 (test_calibrate); it
+// was read off these launches, none held out.
+constexpr double kSmallRows = 192, kMinSplitK = 1344, kCluster4Ctas = 120;
+constexpr int kSmallRowTileWidths[] = {64, 96, 128, 160};
+constexpr int kSplits[] = {1, 2, 4};
+
+std::optional<GemmLaunch> small_row_launch(int sms, double m, double n, double k) {
+  if (m > kSmallRows) return std::nullopt;
+  std::optional<GemmLaunch> best;
+  double best_padded = 0;
+  const int one_row = static_cast<int>(std::ceil(m / 16) * 16);
+  for (const int tile_n : {one_row, 64}) {
+    if (tile_n == 64 && std::fmod(m, 64) != 0) continue;  // rows of 64 only where they divide m
+    const double rows = std::ceil(m / tile_n);
+    for (const int tile_m : kSmallRowTileWidths)
+      for (const int split : kSplits) {
+        if (split > 1 && k / split < kMinSplitK) continue;
+        const double tiles = std::ceil(n / tile_m) * rows * split;
+        if (tiles > sms) continue;
+        const double padded = std::ceil(n / tile_m) * tile_m * rows * tile_n;
+        const bool better =
+            !best || tiles > best->tiles ||
+            (tiles == best->tiles &&
+             (split < best->split_k ||
+              (split == best->split_k &&
+               (padded < best_padded || (padded == best_padded && tile_m > best->tile_m)))));
+        if (!better) continue;
+        best = GemmLaunch{tile_m, tile_n, 2, tiles, tiles, 1, split};
+        best_padded = padded;
+      }
+  }
+  if (!best) return std::nullopt;
+  const double rows = std::ceil(m / best->tile_n);
+  if (rows == 2 && best->tiles <= kCluster8Ctas)
+    best->cluster = 8, best->cluster_m = 4;
+  else if (best->tiles <= kCluster4Ctas)
+    best->cluster = 4, best->cluster_m = 4;
+  else
+    best->cluster_m = rows == 2 ? 1 : 2;  // a pair over the two rows, else along the columns
+  best->ctas = std::ceil(best->tiles / best->cluster) * best->cluster;
+  return best;
+}
+
 // A GEMM of two waves of 192×192 tiles or more: nvjet's 192×192 tiles unless 256×128 or 128×256
 // (the other tiles it chose for such GEMMs here) need clearly less padded work in whole waves.
 GemmLaunch large_gemm_launch(int sms, double m, double n, double batch) {
@@ -85,7 +138,9 @@ GemmLaunch large_gemm_launch(int sms, double m, double n, double batch) {
 }
 }  // namespace
 
-GemmLaunch gemm_launch(int sms, double m, double n, double batch) {
+GemmLaunch gemm_launch(int sms, double m, double n, double k, double batch) {
+  if (batch <= 1)
+    if (const auto l = small_row_launch(sms, m, n, k)) return *l;
   GemmLaunch best;
   best.tiles = tiles_of(m, n, batch, best.tile_m, best.tile_n);
   if (best.tiles >= 2.0 * sms) return large_gemm_launch(sms, m, n, batch);
@@ -110,8 +165,8 @@ double load_intensity(const GemmLaunch& l) {
   return double(l.tile_m) * l.tile_n / (double(l.tile_m) / cn + double(l.tile_n) / cm);
 }
 
-KernelShape gemm_shape(int sms, double m, double n, double batch) {
-  return gemm_shape(gemm_launch(sms, m, n, batch));
+KernelShape gemm_shape(int sms, double m, double n, double k, double batch) {
+  return gemm_shape(gemm_launch(sms, m, n, k, batch));
 }
 
 KernelShape gemm_shape(const GemmLaunch& l) {
@@ -168,7 +223,7 @@ std::vector<KernelPart> newton_schulz_parts(const KernelCost& cost, double rows,
   const double m = std::min(rows, cols), n = std::max(rows, cols);
   const auto g = newton_schulz_gemms(m, n);
   auto gemm = [&](const GemmDims& d) {
-    return KernelPart{gemm_shape(cost.sm_count(), d.m, d.n, batch),
+    return KernelPart{gemm_shape(cost.sm_count(), d.m, d.n, d.k, batch),
                       batch * cost.gemm_s(d.m, d.n, d.k)};
   };
   // bf16: a scale reads and writes 2 bytes per element, a sum reads 4 and writes 2.

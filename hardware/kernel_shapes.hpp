@@ -17,28 +17,31 @@ namespace twin::hardware {
 // (tile_m over cuBLAS's M = n, tile_n over N = m), thread-block cluster, tiles and CTAs.
 struct GemmLaunch {
   int tile_m = 192, tile_n = 192, cluster = 2;
-  double tiles = 0, ctas = 0;
+  double tiles = 0, ctas = 0;  // tiles: output tiles × split-K slices (a CTA's unit of work)
   int cluster_m = 1;  // the cluster's CTAs along M (nvjet's "<cluster_m>x<cluster / cluster_m>")
+  int split_k = 1;    // slices of k, each a CTA's (nvjet's "splitK" kernels, a reduction after)
 };
 // Multiply-adds per element a CTA of the launch loads: its CTAs along N share (multicast) their
 // A tile, those along M their B tile, so a CTA loads tile_m / cluster_n + tile_n / cluster_m
 // elements per step of k for tile_m · tile_n multiply-adds (contention.hpp, mechanism 3).
 double load_intensity(const GemmLaunch& l);
 // Reproduces the launches measured on our H200 (reports/calibration/contention/, profiler records
-// of 27 GEMMs; checked in test_calibrate): a GEMM of at least two waves of 192×192 tiles runs
-// one CTA per SM in clusters of 2, on 192×192 tiles unless 256×128 or 128×256 need at least 3%
-// less padded work in whole waves ([fit], kernel_shapes.cpp); a smaller one takes the tile of the
-// kernels seen that needs the least padded work in whole waves (ties: the larger tile, then fewer
-// tiles), in clusters of 8 when it fits one wave of them (14 clusters: 112 CTAs), and runs one CTA
-// per tile up to one wave, one per SM beyond; its cluster oriented so that its CTAs load least
-// (the higher load intensity: nvjet's orientation on 19 of the 22 recorded launches whose tile
-// this takes).
-GemmLaunch gemm_launch(int sms, double m, double n, double batch = 1);
+// of 65 GEMMs; checked in test_calibrate) of (m×k)·(k×n): a GEMM of at most 192 rows that one
+// wave of CTAs holds runs one row of tiles as high as its rows (or rows of 64 where they divide
+// them), split over k where its tiles alone fill less than a wave (small_row_launch,
+// kernel_shapes.cpp); a GEMM of at least two waves of 192×192 tiles runs one CTA per SM in
+// clusters of 2, on 192×192 tiles unless 256×128 or 128×256 need at least 3% less padded work in
+// whole waves ([fit], kernel_shapes.cpp); another takes the tile of the kernels seen that needs
+// the least padded work in whole waves (ties: the larger tile, then fewer tiles), in clusters of
+// 8 when it fits one wave of them (14 clusters: 112 CTAs), and runs one CTA per tile up to one
+// wave, one per SM beyond; its cluster oriented so that its CTAs load least (the higher load
+// intensity: nvjet's orientation on 19 of the 22 recorded launches whose tile this takes).
+GemmLaunch gemm_launch(int sms, double m, double n, double k, double batch = 1);
 // The contention shape of a cuBLAS bf16 GEMM: static tile lists at few tiles per CTA (late CTAs
 // wait: measured ×1.4–1.9 from 4 SMs held at up to 2 per CTA), above a first tile fixed per CTA
 // and the rest dynamic (late CTAs cost one more round of tiles: measured ×1.12–1.35 at 5.8 tiles
 // per CTA, ×1.02–1.05 at 184); the switch: kernel_shapes.cpp.
-KernelShape gemm_shape(int sms, double m, double n, double batch = 1);
+KernelShape gemm_shape(int sms, double m, double n, double k, double batch = 1);
 KernelShape gemm_shape(const GemmLaunch& l);  // of a given launch (a measured one)
 // cuBLASLt FP8 GEMM with row-wise scales (`torch._scaled_mm`): nvjet's 128×128 tiles on one CTA
 // per SM without clusters at every measured shape.

@@ -48,7 +48,7 @@ StepBuilder::PerRank StepBuilder::backward_head(const PerRank& last_fwd_end, Bac
   for (std::int64_t r = 0; r < ranks_; ++r) {
     const double T = work_[r].tokens;
     const auto fwd = cost_.gemm_s(T, V, h);
-    const auto head = gemm_shape(cost_.sm_count(), T, V);
+    const auto head = gemm_shape(cost_.sm_count(), T, V, h);
     auto& hf = kernel(r, "head_forward", kOtherGemm, grid_work(fwd, head), L);
     hf.after(*head_ag[static_cast<std::size_t>(r)]);
     // One task for the loss's forward and backward kernels; it slows as the forward does (the

@@ -116,7 +116,7 @@ struct LayerKernels {
                                                      job.training.expert_rows == ExpertRows::equal)
                                : cost.expert_loop_s(per_expert, n, kk, e_gpu);
     const auto shape = sonic ? grouped_shape(sms, expert_cls == KernelClass::persistent_dynamic)
-                             : gemm_shape(sms, per_expert, n);
+                             : gemm_shape(sms, per_expert, n, kk);
     return Op{name,
               kExpertGemm,
               {alone, 0, expert_cls, shape},
@@ -124,8 +124,8 @@ struct LayerKernels {
               {Launch::kGroupedGemm, per_expert, n, kk, e_gpu}};
   }
   Op gemm(const char* name, double rows, double n, double kk) const {
-    return Op{name, kOtherGemm, grid_work(cost.gemm_s(rows, n, kk), gemm_shape(sms, rows, n)), 0,
-              gemm_launch(rows, n, kk)};
+    return Op{name, kOtherGemm, grid_work(cost.gemm_s(rows, n, kk), gemm_shape(sms, rows, n, kk)),
+              0, gemm_launch(rows, n, kk)};
   }
   // A dense linear layer: in FP8 under training.float8 (torchao's Float8Linear: its casts are
   // float8_casts()).

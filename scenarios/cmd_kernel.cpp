@@ -36,7 +36,8 @@ KernelWork kernel_work(const KernelArgs& k, const hardware::KernelCost& cost, bo
     const char* mnk = "M,N,K";
     const double m = dim(k, 0, mnk), n = dim(k, 1, mnk), kk = dim(k, 2, mnk);
     const bool fp8 = k.kernel == "gemm_fp8";
-    const auto shape = fp8 ? hardware::gemm_fp8_shape(sms, m, n) : hardware::gemm_shape(sms, m, n);
+    const auto shape =
+        fp8 ? hardware::gemm_fp8_shape(sms, m, n) : hardware::gemm_shape(sms, m, n, kk);
     return {cost.gemm_s(m, n, kk, fp8), 0, KernelClass::grid, shape};
   }
   if (k.kernel == "grouped_static" || k.kernel == "grouped_dynamic") {

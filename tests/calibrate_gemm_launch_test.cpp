@@ -116,7 +116,7 @@ TEST_CASE("cuBLAS launches as the twin chooses them are the ones measured") {
       const std::string kernel = big["name"];
       const auto recorded = nvjet_name_launch(kernel);
       const auto& s = c["shape"];
-      const auto l = hardware::gemm_launch(132, s["m"], s["n"]);
+      const auto l = hardware::gemm_launch(132, s["m"], s["n"], s["k"]);
       CAPTURE(s.dump());
       CAPTURE(kernel);
       double grid = 1;
@@ -138,6 +138,42 @@ TEST_CASE("cuBLAS launches as the twin chooses them are the ones measured") {
   // nvjet orients these three the other way (2x1 for 256×160 and 256×128 at 1,376 rows, 1x2 for
   // 128×256 at 32,768 tokens: 20–25% lower intensity than the twin's).
   CHECK(intensity_misses == std::set<std::string>{"1376x3584", "1376x6144", "32768x384"});
+}
+
+TEST_CASE("small-row cuBLAS launches as the twin chooses them (files l, p)") {
+  // Every GEMM of at most 192 rows in files l and p (38): nvjet's one row of tiles, split-K and
+  // clusters of 4 (kernel_shapes.cpp, small_row_launch, read off these launches). Its cluster
+  // size on all, its CTAs on 36 (two three-row launches take the whole wave's 120 and 132), its
+  // tile on 32; and the twin's own launch then never finds no room where nvjet ran (before:
+  // clusters of 8, "blocked" from 88 SMs held on file l's 64-row launches).
+  const auto model = profile_model("h200");
+  int launches = 0, same_cluster = 0, same_ctas = 0, same_tile = 0;
+  for (const char* f : {"h200-2026-12-03-contention-l.json", "h200-2026-12-03-contention-p.json"}) {
+    std::ifstream in(kRoot / "reports/calibration/contention" / f);
+    const auto doc = nlohmann::json::parse(in);
+    for (const auto& c : doc["cases"]) {
+      const auto& s = c["shape"];
+      if (s["m"].get<double>() > 192) continue;
+      const auto& big =
+          longest(c["launches"], [](const nlohmann::json& l) { return l["dur_us"].get<double>(); });
+      const auto recorded = nvjet_name_launch(big["name"]);
+      const auto l = hardware::gemm_launch(132, s["m"], s["n"], s["k"]);
+      double grid = 1;
+      for (const auto& g : big["grid"]) grid *= g.get<double>();
+      ++launches;
+      same_cluster += l.cluster == recorded.cluster;
+      same_ctas += l.ctas == grid;
+      same_tile += l.tile_m == recorded.tile_m && l.tile_n == recorded.tile_n;
+      CAPTURE(s.dump());
+      for (const auto& p : c["points"])
+        if (p.contains("slowdown"))
+          CHECK(std::isfinite(model.slowdown(hardware::gemm_shape(l), p["held_sms"])));
+    }
+  }
+  CHECK(launches == 38);
+  CHECK(same_cluster == 38);
+  CHECK(same_ctas >= 36);
+  CHECK(same_tile >= 32);
 }
 
 TEST_CASE("held-out cuBLAS launches (files l, o): the mechanisms on the launches nvjet made") {

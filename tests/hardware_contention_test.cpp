@@ -192,7 +192,7 @@ TEST_SUITE("hardware.contention") {
     CHECK(load_intensity({64, 64, 8, 0, 0, 4}) == doctest::Approx(4096.0 / (32 + 16)));
     CHECK(load_intensity({192, 192, 2, 0, 0, 2}) == doctest::Approx(kReferenceLoadIntensity));
     // The twin's launch orients the cluster to share the larger tile: 256×128 in pairs along N.
-    const auto l = gemm_launch(132, 4096, 6144);
+    const auto l = gemm_launch(132, 4096, 6144, 8192);
     CHECK(l.tile_m == 256);
     CHECK(l.cluster_m == 1);
     CHECK(gemm_shape(l).load_intensity == 128);
