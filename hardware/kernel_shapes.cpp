@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <tuple>
 #include <utility>
 
 namespace twin::hardware {
@@ -86,7 +87,7 @@ constexpr int kSplits[] = {1, 2, 4};
 std::optional<GemmLaunch> small_row_launch(int sms, double m, double n, double k) {
   if (m > kSmallRows) return std::nullopt;
   std::optional<GemmLaunch> best;
-  double best_padded = 0;
+  std::tuple<double, int, double, int> best_key;  // larger is better: see above
   const int one_row = static_cast<int>(std::ceil(m / 16) * 16);
   for (const int tile_n : {one_row, 64}) {
     if (tile_n == 64 && std::fmod(m, 64) != 0) continue;  // rows of 64 only where they divide m
@@ -97,15 +98,10 @@ std::optional<GemmLaunch> small_row_launch(int sms, double m, double n, double k
         const double tiles = std::ceil(n / tile_m) * rows * split;
         if (tiles > sms) continue;
         const double padded = std::ceil(n / tile_m) * tile_m * rows * tile_n;
-        const bool better =
-            !best || tiles > best->tiles ||
-            (tiles == best->tiles &&
-             (split < best->split_k ||
-              (split == best->split_k &&
-               (padded < best_padded || (padded == best_padded && tile_m > best->tile_m)))));
-        if (!better) continue;
+        const std::tuple key{tiles, -split, -padded, tile_m};
+        if (best && key <= best_key) continue;
         best = GemmLaunch{tile_m, tile_n, 2, tiles, tiles, 1, split};
-        best_padded = padded;
+        best_key = key;
       }
   }
   if (!best) return std::nullopt;
