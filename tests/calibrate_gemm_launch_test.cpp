@@ -37,6 +37,12 @@ hardware::GemmLaunch nvjet_name_launch(const std::string& kernel) {
   return {std::stoi(m[1]), std::stoi(m[2]), std::stoi(m[3]) * std::stoi(m[4]), 0, 0,
           std::stoi(m[3])};
 }
+// The CTAs of a launch record: the product of its grid.
+double ctas_of(const nlohmann::json& launch) {
+  double ctas = 1;
+  for (const auto& g : launch["grid"]) ctas *= g.get<double>();
+  return ctas;
+}
 // Per case of a contention file (named kernel[m=…,n=…]), the contention model's worst point on
 // the launch nvjet really made, as the fit reads a curve: blocked points (the holders timed out,
 // or the slowdown fell below 0.6 of its highest) are left out.
@@ -119,8 +125,7 @@ TEST_CASE("cuBLAS launches as the twin chooses them are the ones measured") {
       const auto l = hardware::gemm_launch(132, s["m"], s["n"], s["k"]);
       CAPTURE(s.dump());
       CAPTURE(kernel);
-      double grid = 1;
-      for (const auto& g : big["grid"]) grid *= g.get<double>();
+      const double grid = ctas_of(big);
       CHECK(l.ctas == grid);
       CHECK(l.cluster == recorded.cluster);
       const std::string mn = fmt::format("{}x{}", s["m"].get<int>(), s["n"].get<int>());
@@ -158,8 +163,7 @@ TEST_CASE("small-row cuBLAS launches as the twin chooses them (files l, p)") {
           longest(c["launches"], [](const nlohmann::json& l) { return l["dur_us"].get<double>(); });
       const auto recorded = nvjet_name_launch(big["name"]);
       const auto l = hardware::gemm_launch(132, s["m"], s["n"], s["k"]);
-      double grid = 1;
-      for (const auto& g : big["grid"]) grid *= g.get<double>();
+      const double grid = ctas_of(big);
       ++launches;
       same_cluster += l.cluster == recorded.cluster;
       same_ctas += l.ctas == grid;
@@ -181,9 +185,8 @@ TEST_CASE("held-out cuBLAS launches (files l, o): the mechanisms on the launches
   // router at 28,672–65,536 tokens, on tiles, clusters of 4 and split-K slices none of the fitted
   // cases used. File o: Newton–Schulz's B·X as one GEMM at 1,536–3,072 rows, launches of 1.7–4.9
   // tiles per CTA around the static/first-static switch. With each launch as recorded, the
-  // contention model's worst point per case; the twin's own launch choice (gemm_launch, `twin
-  // kernel`) misses by far more at the small rows (README, "Held-out launches"), so this
-  // separates the two.
+  // contention model's worst point per case, apart from the twin's own launch choice
+  // (gemm_launch, `twin kernel`; README, "Held-out launches").
   std::map<std::string, double> worst;
   for (const char* file :
        {"h200-2026-12-03-contention-l.json", "h200-2026-12-03-contention-o.json"})
