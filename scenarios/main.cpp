@@ -8,6 +8,7 @@
 #include "reports/output.hpp"
 #include "scenarios/cli.hpp"
 #include "sim/engine.hpp"
+#include "sim/large_pages.hpp"
 
 namespace {
 
@@ -54,6 +55,7 @@ int main(int argc, char** argv) {
   describe(app, common);
   const auto commands = add_commands(app, common);
   twin::reports::remove_temporaries_on_signals();
+  twin::sim::keep_freed_heap();  // sweeps run many simulations (sim/large_pages.hpp)
   if (unknown_command(commands, argc, argv)) return 2;
   try {
     app.parse(argc, argv);

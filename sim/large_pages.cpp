@@ -1,7 +1,12 @@
 #include "sim/large_pages.hpp"
 
+#include <climits>
 #include <cstdlib>
 #include <new>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -59,6 +64,12 @@ void LargePages::do_deallocate(void* p, std::size_t bytes, std::size_t align) {
 LargePages& large_pages() {
   static LargePages r;
   return r;
+}
+
+void keep_freed_heap() {
+#if defined(__GLIBC__)
+  mallopt(M_TRIM_THRESHOLD, INT_MAX);  // also fixes the mmap threshold at its 128 KiB default
+#endif
 }
 
 }  // namespace twin::sim

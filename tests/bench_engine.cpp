@@ -4,6 +4,7 @@
 
 #include "sim/engine.hpp"
 #include "sim/fluid.hpp"
+#include "sim/large_pages.hpp"
 #include "sim/random.hpp"
 
 using namespace twin::sim;
@@ -54,4 +55,12 @@ static void EngineFluidSolve(benchmark::State& state) {
 }
 BENCHMARK(EngineFluidSolve)->RangeMultiplier(4)->Range(16, 4096)->Complexity();
 
-BENCHMARK_MAIN();
+// BENCHMARK_MAIN, with the heap kept as the twin keeps it (sim/large_pages.hpp).
+int main(int argc, char** argv) {
+  twin::sim::keep_freed_heap();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
