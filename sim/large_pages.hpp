@@ -44,7 +44,7 @@ LargePages& large_pages();
 // sweep or a benchmark touched fresh, kernel-zeroed pages again for its many small blocks
 // (StepEuropaSimulate: ~13% of its time in page faults, perf). Programs that run many
 // simulations call this once at start: the heap keeps what it has grown to (at most its peak,
-// which the next simulation reuses). Measured: StepEuropaSimulate 767–786 → 641–657 ms
+// which the next simulation reuses). Measured: StepEuropaSimulate median 824 → 654 ms, side by side
 // (README, "Performance"). No effect outside glibc.
 void keep_freed_heap();
 
