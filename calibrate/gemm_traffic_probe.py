@@ -37,6 +37,7 @@ METRICS = [
     "launch__cluster_dim_y",
     "lts__t_sectors_op_read.sum",
     "lts__t_sectors_srcunit_tex_op_read.sum",
+    "lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum",
     "l1tex__m_xbar2l1tex_read_bytes.sum",
     "dram__bytes_read.sum",
     "dram__bytes_write.sum",
@@ -44,18 +45,23 @@ METRICS = [
     "dram__throughput.avg.pct_of_peak_sustained_elapsed",
     "sm__throughput.avg.pct_of_peak_sustained_elapsed",
 ]
-GROUPS = ("gemm", "router_tokens", "expert_rows", "router_more")
+GROUPS = ("gemm", "router_tokens", "expert_rows", "router_more", "small_rows")
+DEFAULT_GROUPS = GROUPS[:4]  # file n's
 
 
-def run_cases() -> None:
-    """Every GEMM case once inside an NVTX range named "probe" (after a warm-up outside it)."""
+def run_cases(groups: tuple[str, ...]) -> None:
+    """Every GEMM case once inside an NVTX range named "probe" (after a warm-up outside it).
+    Under `ncu --cache-control none` the probed launch finds what its three warm-ups left in L2
+    (contention_bench.py's default, files p and a); under ncu's default (`all`) L2 is flushed
+    before it (as `contention_bench.py --flush-l2-mib`, file q)."""
     import torch
     import contention_bench as cb
     cb.BF16 = torch.bfloat16
     lists = {"gemm": cb.gemm_cases, "router_tokens": cb.router_token_cases,
-             "expert_rows": cb.expert_row_cases, "router_more": cb.router_more_cases}
+             "expert_rows": cb.expert_row_cases, "router_more": cb.router_more_cases,
+             "small_rows": cb.small_rows_cases}
     index = []
-    for g in GROUPS:
+    for g in groups:
         for c in lists[g]():
             fn = c.make()
             for _ in range(3):
@@ -77,7 +83,7 @@ def number(s: str) -> float | str:
         return s
 
 
-def parse(raw: str, cases_log: str, out: str) -> None:
+def parse(raw: str, cases_log: str, out: str, ncu_command: str) -> None:
     """ncu's CSV (one row per kernel and metric) and the case list → one record per case."""
     with open(cases_log) as f:
         line = next(ln for ln in f if ln.startswith("CASES "))
@@ -111,6 +117,7 @@ def parse(raw: str, cases_log: str, out: str) -> None:
         recs.append({**c, "launches": launches})
     doc = {"provenance": {"date": datetime.date.today().isoformat(),
                           "method": "calibrate/gemm_traffic_probe.py under ncu --clock-control none",
+                          "ncu": ncu_command,
                           "metrics": METRICS},
            "cases": recs}
     with open(out, "w") as f:
@@ -122,18 +129,25 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cases", action="store_true", help="run the cases (under ncu)")
     ap.add_argument("--metrics-list", action="store_true", help="print ncu's --metrics argument")
+    ap.add_argument("--groups", default=",".join(DEFAULT_GROUPS),
+                    help=f"case groups to run, comma-separated, of {','.join(GROUPS)}")
     ap.add_argument("--parse", metavar="RAW_CSV", help="ncu's CSV output to turn into JSON")
     ap.add_argument("--cases-log", help="the stderr of the --cases run (its CASES line)")
     ap.add_argument("--out", help="JSON to write (with --parse)")
+    ap.add_argument("--ncu-command", default="", help="the ncu command line that made RAW_CSV (provenance)")
     a = ap.parse_args()
     if a.metrics_list:
         print(",".join(METRICS))
     elif a.cases:
-        run_cases()
+        groups = tuple(g for g in a.groups.split(",") if g)
+        unknown = [g for g in groups if g not in GROUPS]
+        if unknown:
+            ap.error(f"--groups: unknown {', '.join(unknown)} (known: {', '.join(GROUPS)})")
+        run_cases(groups)
     elif a.parse:
         if not a.cases_log or not a.out:
             ap.error("--parse needs --cases-log and --out")
-        parse(a.parse, a.cases_log, a.out)
+        parse(a.parse, a.cases_log, a.out, a.ncu_command)
     else:
         ap.error("one of --cases, --metrics-list, --parse")
 
