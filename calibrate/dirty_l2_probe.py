@@ -7,6 +7,7 @@ import json, statistics, sys
 import torch
 
 BF16 = torch.bfloat16
+CLOCK_HZ = 1.98e9  # the sleep kernel counts SM cycles
 shapes = [(32, 14336, 4096), (32, 2048, 7168), (192, 4096, 4096), (128, 3584, 6144), (8192, 8192, 8192)]
 buf = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
 sink = torch.empty(1, dtype=torch.int64, device="cuda")
@@ -35,6 +36,9 @@ for m, n, k in shapes:
     for cycle in range(6):  # variants interleaved: the GPU's state drifts over seconds
         for name, v in variants:
             ts = []
+            # A GPU sleep first, so that the host has enqueued every launch before the GPU reaches
+            # them (else the host's launch gaps are timed as kernel time; contention_bench.py).
+            torch.cuda._sleep(int(3e-3 * CLOCK_HZ))
             for _ in range(10):
                 pre(v)
                 s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
