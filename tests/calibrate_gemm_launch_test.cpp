@@ -3,11 +3,13 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
 #include <regex>
 #include <set>
+#include <vector>
 
 #include "calibrate/contention_data.hpp"
 #include "hardware/kernel_shapes.hpp"
@@ -45,8 +47,10 @@ double ctas_of(const nlohmann::json& launch) {
 }
 // Per case of a contention file (named kernel[m=…,n=…]), the contention model's worst point on
 // the launch nvjet really made, as the fit reads a curve: blocked points (the holders timed out,
-// or the slowdown fell below 0.6 of its highest) are left out.
-std::map<std::string, double> recorded_worst(const char* file, bool signed_error = false) {
+// or the slowdown fell below 0.6 of its highest) are left out. `unstretched_s`: time of each
+// measured launch that held SMs do not stretch, on top of the model's (file q's write-back).
+std::map<std::string, double> recorded_worst(const char* file, bool signed_error = false,
+                                             double unstretched_s = 0) {
   const auto model = profile_model("h200");
   std::ifstream in(kRoot / "reports/calibration/contention" / file);
   const auto doc = nlohmann::json::parse(in);
@@ -62,7 +66,8 @@ std::map<std::string, double> recorded_worst(const char* file, bool signed_error
       const int k = p["held_sms"];
       const double y = p["slowdown"];
       most = std::max(most, y);
-      const double t = model.slowdown(shape, k, alone);
+      const double fixed = unstretched_s / alone;
+      const double t = fixed + (1 - fixed) * model.slowdown(shape, k, alone - unstretched_s);
       if (k == 0 || y < 0.6 * most || std::isinf(t)) continue;  // blocked, as the fit reads it
       if (std::abs(t / y - 1) > std::abs(w)) w = t / y - 1;
     }
@@ -236,6 +241,75 @@ TEST_CASE("held-out small-row cuBLAS launches (files p, q): the model charges th
       over += w > 0.15;
     }
     CHECK(over >= b.over);
+  }
+}
+
+TEST_CASE("file q is file p plus the write-back of its flush's dirty L2 (files p, q, w)") {
+  // File q wrote 256 MiB before each timed launch (contention_bench.py --flush-l2-mib), meant to
+  // put the operands in HBM. File w (2026-12-04, dirty_l2_probe.py) times four of these GEMMs after
+  // a write (L2 left dirty) and after a read (L2 clean, holding other data) of the same bytes: the
+  // write costs the launch its L2's write-back, the read does not — the operands of these shapes
+  // come from HBM either way (README, "What file q's flush adds").
+  std::ifstream in(kRoot / "reports/calibration/contention/h200-2026-12-04-dirty-l2-w.json");
+  const auto w = nlohmann::json::parse(in);
+  std::vector<double> write_back;
+  for (const auto& c : w["cases"]) {
+    const auto& t = c["median_us"];
+    const double none = t["none"], written = t["write_256MiB"], read = t["read_256MiB"];
+    if (c["shape"][0].get<int>() > 192) continue;  // 8,192³: no small-row launch
+    CAPTURE(c["shape"].dump());
+    CHECK(written - none >= 1.0);
+    CHECK(written - read >= 1.0);
+    write_back.push_back(written - none);
+  }
+  REQUIRE(write_back.size() == 4);
+  std::sort(write_back.begin(), write_back.end());
+  const double wb_s = 0.5 * (write_back[1] + write_back[2]) * 1e-6;  // the median
+  CHECK(wb_s >= 5e-6);
+  CHECK(wb_s <= 8e-6);
+  // That time, unstretched by held SMs, on top of the model: file q's misses fall to file p's.
+  const auto median_abs = [](const std::map<std::string, double>& worst) {
+    std::vector<double> v;
+    for (const auto& [name, e] : worst) v.push_back(std::abs(e));
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double p = median_abs(recorded_worst("h200-2026-12-03-contention-p.json"));
+  const double q = median_abs(recorded_worst("h200-2026-12-03-contention-q.json"));
+  const double q_wb = median_abs(recorded_worst("h200-2026-12-03-contention-q.json", false, wb_s));
+  MESSAGE(
+      fmt::format("median worst miss: p {:.1f}%, q {:.1f}%, q with {:.1f} µs of write-back "
+                  "{:.1f}%",
+                  100 * p, 100 * q, wb_s * 1e6, 100 * q_wb));
+  CHECK(q > p + 0.2);
+  CHECK(std::abs(q_wb - p) <= 0.1);
+}
+
+TEST_CASE("small-row launches read their operands from HBM once (files u, v)") {
+  // Nsight Compute's DRAM bytes read (2026-12-04, gemm_traffic_probe.py --groups …,small_rows)
+  // for the 40 cuBLAS GEMMs of at most 192 rows, with L2 kept (u, --cache-control none) and
+  // flushed (v): the compulsory bytes (weights and activations, bf16) once, within 2–17%, in
+  // both: no launch re-reads its weights from HBM, and none is served from L2 under ncu (its
+  // replay saves and restores memory, which evicts them; README, "What file q's flush adds").
+  for (const char* f : {"h200-2026-12-04-traffic-u.json", "h200-2026-12-04-traffic-v.json"}) {
+    std::ifstream in(kRoot / "reports/calibration/contention" / f);
+    const auto doc = nlohmann::json::parse(in);
+    int checked = 0;
+    for (const auto& c : doc["cases"]) {
+      const auto& s = c["shape"];
+      const double m = s["m"], n = s["n"], k = s["k"];
+      if (m > 192) continue;
+      double read = 0;
+      for (const auto& l : c["launches"])
+        read += l["metrics"]["dram__bytes_read.sum"]["value"].get<double>();
+      CAPTURE(f);
+      CAPTURE(s.dump());
+      const double once = 2 * (m * k + k * n);
+      CHECK(read >= 0.95 * once);
+      CHECK(read <= 1.2 * once);
+      ++checked;
+    }
+    CHECK(checked == 40);
   }
 }
 
