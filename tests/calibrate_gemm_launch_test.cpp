@@ -248,8 +248,9 @@ TEST_CASE("file q is file p plus the write-back of its flush's dirty L2 (files p
   // File q wrote 256 MiB before each timed launch (contention_bench.py --flush-l2-mib), meant to
   // put the operands in HBM. File w (2026-12-04, dirty_l2_probe.py) times four of these GEMMs after
   // a write (L2 left dirty) and after a read (L2 clean, holding other data) of the same bytes: the
-  // write costs the launch its L2's write-back, the read does not — the operands of these shapes
-  // come from HBM either way (README, "What file q's flush adds").
+  // write costs the launch its L2's write-back; the read costs it only what its operands lose
+  // from L2 (3.1–3.6 µs for the 28 MiB weights, ≤ 1.5 µs for the others; README, "What file q's
+  // flush adds").
   std::ifstream in(kRoot / "reports/calibration/contention/h200-2026-12-04-dirty-l2-w.json");
   const auto w = nlohmann::json::parse(in);
   std::vector<double> write_back;
