@@ -553,6 +553,15 @@ def small_rows_cases() -> list[Case]:
             for m in (32, 48, 64, 80, 96, 128, 160, 192)]
 
 
+def lone_cta_cases() -> list[Case]:
+    """Small-row GEMMs at four lengths of k (1,024–8,192) for 32–192 rows of 8,192 and 14,336
+    columns: with 124 SMs held (nvjet's pairs: two at a time) or 112 (clusters of 4: two at a
+    time) a round is a few lone CTAs, so its time against k gives a lone CTA's set-up and
+    streaming rate per nvjet tile — what the small-row launches' model lacks (issue #15)."""
+    return [gemm_case("lone_cta", m, n, k) for n in (8192, 14336) for k in (1024, 2048, 4096, 8192)
+            for m in (32, 64, 96, 128, 192)]
+
+
 def fp8_gemm_cases() -> list[Case]:
     cs = []
     for m, n, k in ((8192, 8192, 8192), (16384, QKV_OUT, HIDDEN), (1376, 2 * EXPERT_HIDDEN, HIDDEN)):
@@ -825,7 +834,7 @@ def main() -> int:
     ap.add_argument("--held", default=",".join(map(str, HELD_DEFAULT)), help="SMs held, comma-separated")
     ap.add_argument("--only", default="", help="classes: elementwise,fp8_block,gemm,gemm_fp8,grouped,"
                                                "attention,flex,newton_schulz,router_tokens,"
-                                               "expert_rows,router_more,square_rows,small_rows")
+                                               "expert_rows,router_more,square_rows,small_rows,lone_cta")
     ap.add_argument("--budget-s", type=float, default=1e9, help="stop starting cases after this")
     ap.add_argument("--no-copy", action="store_true", help="skip the beside-a-copy measurement")
     ap.add_argument("--commit", default="unknown")
@@ -859,7 +868,7 @@ def main() -> int:
               "newton_schulz": newton_schulz_cases, "gemm_fp8": fp8_gemm_cases, "flex": flex_cases,
               "router_tokens": router_token_cases, "expert_rows": expert_row_cases,
               "router_more": router_more_cases, "square_rows": square_rows_cases,
-              "small_rows": small_rows_cases}
+              "small_rows": small_rows_cases, "lone_cta": lone_cta_cases}
     only = [g for g in args.only.split(",") if g] or list(groups)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     work = torch.cuda.Stream()
