@@ -286,6 +286,65 @@ TEST_CASE("file q is file p plus the write-back of its flush's dirty L2 (files p
   CHECK(std::abs(q_wb - p) <= 0.1);
 }
 
+TEST_CASE(
+    "a lone CTA of nvjet's small-row tiles: set-up, then k steps at its MAC or byte rate (y)") {
+  // File y (2026-12-04): small-row GEMMs at k = 1,024–8,192 with 124 SMs held (pairs: two at a
+  // time) or 112 (clusters of 4: two at a time); a round there is a few lone CTAs, so its time
+  // (the launch's over its rounds, the cluster table's usable SMs) against k is a lone CTA's:
+  // t_s + k·max(bytes per k / r, multiply-adds per k / F). Per nvjet tile: linear in k, no tile
+  // faster than an SM's multiply-adds (F ≤ 3.8 TMAC/s; the large tiles reach 3.56–3.70), none
+  // streaming more than ~190 GB/s (weights and activations, 64×32 … 128×48 tiles: 136–189)
+  // (README, "What file q's flush adds").
+  const auto model = profile_model("h200");
+  std::ifstream in(kRoot / "reports/calibration/contention/h200-2026-12-04-contention-y.json");
+  const auto doc = nlohmann::json::parse(in);
+  std::map<std::string, std::vector<std::pair<double, double>>> rounds;  // tile → (k, s a round)
+  std::map<std::string, hardware::GemmLaunch> tiles;
+  for (const auto& c : doc["cases"]) {
+    const auto& big =
+        longest(c["launches"], [](const nlohmann::json& l) { return l["dur_us"].get<double>(); });
+    const auto l = nvjet_name_launch(big["name"]);
+    const int held = l.cluster == 2 ? 124 : 112;
+    for (const auto& p : c["points"]) {
+      if (p["held_sms"] != held || !p.contains("median_ms")) continue;
+      const int usable = model.usable_sms(hardware::Family::gemm, held, l.cluster);
+      REQUIRE(usable > 0);
+      const double n_rounds = std::ceil(ctas_of(big) / usable);
+      const std::string key = fmt::format("{}x{} in {} (n={})", l.tile_m, l.tile_n, l.cluster,
+                                          c["shape"]["n"].get<int>());
+      rounds[key].emplace_back(c["shape"]["k"].get<double>(),
+                               p["median_ms"].get<double>() * 1e-3 / n_rounds);
+      tiles[key] = l;
+    }
+  }
+  double fastest_macs = 0;
+  int fitted = 0;
+  for (const auto& [key, v] : rounds) {
+    if (v.size() < 2) continue;
+    double mk = 0, mt = 0;
+    for (const auto& [k, t] : v) mk += k / v.size(), mt += t / v.size();
+    double sxy = 0, sxx = 0, syy = 0;
+    for (const auto& [k, t] : v) sxy += (k - mk) * (t - mt), sxx += (k - mk) * (k - mk);
+    const double per_k = sxy / sxx, set_up = mt - per_k * mk;
+    for (const auto& [k, t] : v) syy += std::pow(t - set_up - per_k * k, 2);
+    const auto& l = tiles[key];
+    const double macs_rate = l.tile_m * l.tile_n / per_k;
+    const double bytes_rate = 2.0 * (l.tile_m + l.tile_n) / per_k;
+    CAPTURE(key);
+    MESSAGE(fmt::format("{}: t_s {:.2f} µs, {:.2f} TMAC/s, {:.0f} GB/s", key, set_up * 1e6,
+                        macs_rate * 1e-12, bytes_rate * 1e-9));
+    CHECK(set_up >= 1e-6);
+    CHECK(set_up <= 3.5e-6);
+    CHECK(macs_rate <= 3.8e12);
+    CHECK(bytes_rate <= 2.0e11);
+    if (v.size() >= 4) CHECK(std::sqrt(syy / v.size()) <= 0.03 * mt);  // linear in k
+    fastest_macs = std::max(fastest_macs, macs_rate);
+    ++fitted;
+  }
+  CHECK(fitted >= 10);
+  CHECK(fastest_macs >= 3.5e12);
+}
+
 TEST_CASE("small-row launches read their operands from HBM once (files u, v)") {
   // Nsight Compute's DRAM bytes read (2026-12-04, gemm_traffic_probe.py --groups …,small_rows)
   // for the 40 cuBLAS GEMMs of at most 192 rows, with L2 kept (u, --cache-control none) and
