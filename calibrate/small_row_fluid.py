@@ -73,8 +73,11 @@ def launches(path: str) -> list[dict]:
     return out
 
 
-def launch_time(c: dict, usable: int, ts: float, r: float, F: float, R: float) -> float:
-    """The launch's time on `usable` SMs: clusters in rounds, streaming CTAs sharing R."""
+def launch_time(c: dict, usable: int, ts: float, r: float, F: float, R: float,
+                queue: bool = False) -> float:
+    """The launch's time on `usable` SMs: clusters in rounds, streaming CTAs sharing R — as
+    min(r, R / n) each, or (queue) r / (1 + n·r / R): loads wait longer the more stream (the
+    soft knee p = 1 of the model's mechanism 3, a_sat = R / r)."""
     slots = usable // c["cluster"]
     if slots <= 0:
         return math.inf
@@ -88,7 +91,9 @@ def launch_time(c: dict, usable: int, ts: float, r: float, F: float, R: float) -
         if not running:
             return t
         streaming = sum(1 for x in running if x[0] == 1) * c["cluster"]
-        rate = min(1.0, R * body / (c["bytes"] * streaming)) / body if streaming else 0.0
+        lone = c["bytes"] / body  # bytes per second of one CTA alone
+        share = 1.0 / (1.0 + streaming * lone / R) if queue else min(1.0, R / (lone * streaming or 1))
+        rate = share / body if streaming else 0.0
         dt = min(x[1] - t if x[0] == 0 else x[1] / rate for x in running)
         t += dt
         for x in running:
@@ -99,17 +104,18 @@ def launch_time(c: dict, usable: int, ts: float, r: float, F: float, R: float) -
         running = [x for x in running if not (x[0] == 1 and x[1] <= 1e-12)]
 
 
-def worst_misses(cases: list[dict], table: dict, prm: tuple, unstretched_s: float = 0) -> list[float]:
+def worst_misses(cases: list[dict], table: dict, prm: tuple, unstretched_s: float = 0,
+                 queue: bool = False) -> list[float]:
     """Per launch, the signed miss of largest size over its points."""
     out = []
     for c in cases:
         cl = table[c["cluster"]]
-        alone = launch_time(c, cl[0], *prm)
+        alone = launch_time(c, cl[0], *prm, queue)
         fixed = min(1.0, unstretched_s / c["alone_s"])
         most, w = 0.0, 0.0
         for k, y in c["points"]:
             most = max(most, y)
-            t = launch_time(c, cl[k], *prm)
+            t = launch_time(c, cl[k], *prm, queue)
             if y < 0.6 * most or math.isinf(t):
                 continue
             e = (fixed + (1 - fixed) * t / alone) / y - 1
@@ -130,6 +136,7 @@ def main() -> None:
     ap.add_argument("--fit", action="store_true", help="grid-search the parameters on the files")
     ap.add_argument("--params", default="4e-6,130e9,3e12,3.0e12", help="t_s,r,F,R (s, B/s, MAC/s, B/s)")
     ap.add_argument("--unstretched-us", type=float, default=0.0)
+    ap.add_argument("--queue", action="store_true", help="streaming CTAs share as r / (1 + n·r / R)")
     a = ap.parse_args()
     table = usable_table(a.profile)
     cases = [c for f in a.files for c in launches(f)]
@@ -137,15 +144,15 @@ def main() -> None:
     if a.fit:
         scored = []
         for p in itertools.product(*GRID.values()):
-            m = [abs(x) for x in worst_misses(cases, table, p, a.unstretched_us * 1e-6)]
+            m = [abs(x) for x in worst_misses(cases, table, p, a.unstretched_us * 1e-6, a.queue)]
             scored.append((statistics.median(m), max(m), p))
         scored.sort()
         for s in scored[:5]:
             print(f"median {100 * s[0]:.1f}%, worst {100 * s[1]:.1f}%: t_s, r, F, R = {s[2]}")
         prm = scored[0][2]
     for f in a.files:
-        print(f"{f}: {summary(worst_misses(launches(f), table, prm, a.unstretched_us * 1e-6))}")
-    for c, w in zip(cases, worst_misses(cases, table, prm, a.unstretched_us * 1e-6)):
+        print(f"{f}: {summary(worst_misses(launches(f), table, prm, a.unstretched_us * 1e-6, a.queue))}")
+    for c, w in zip(cases, worst_misses(cases, table, prm, a.unstretched_us * 1e-6, a.queue)):
         print(f"  {c['name']:>16} {c['ctas']:4d} CTAs, clusters of {c['cluster']}: worst {100 * w:+.1f}%")
 
 
