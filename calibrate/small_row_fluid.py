@@ -91,9 +91,10 @@ def launch_time(c: dict, usable: int, ts: float, r: float, F: float, R: float,
         if not running:
             return t
         streaming = sum(1 for x in running if x[0] == 1) * c["cluster"]
-        lone = c["bytes"] / body  # bytes per second of one CTA alone
-        share = 1.0 / (1.0 + streaming * lone / R) if queue else min(1.0, R / (lone * streaming or 1))
-        rate = share / body if streaming else 0.0
+        rate = 0.0
+        if streaming:
+            ask = streaming * c["bytes"] / body  # what the streaming CTAs would move alone
+            rate = (1.0 / (1.0 + ask / R) if queue else min(1.0, R / ask)) / body
         dt = min(x[1] - t if x[0] == 0 else x[1] / rate for x in running)
         t += dt
         for x in running:

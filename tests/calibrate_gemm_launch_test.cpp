@@ -7,7 +7,6 @@
 #include <cmath>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <set>
 #include <vector>
 
@@ -16,35 +15,13 @@
 #include "tests/calibrate_rig.hpp"
 
 using namespace twin;
+using twin::test::ctas_of;
 using twin::test::kRoot;
+using twin::test::longest;
+using twin::test::nvjet_name_launch;
 using twin::test::profile_model;
 
 namespace {
-// The longest of a case's launch records, `time` giving a record's duration.
-template <class Time>
-const nlohmann::json& longest(const nlohmann::json& launches, Time time) {
-  const nlohmann::json* big = nullptr;
-  for (const auto& l : launches)
-    if (!big || time(l) > time(*big)) big = &l;
-  REQUIRE(big);
-  return *big;
-}
-
-// nvjet's tile and cluster from its kernel name
-// (nvjet_sm90_tst_<tile_m>x<tile_n>_<k tile>x<stages>_<cluster x>x<cluster y>_…).
-hardware::GemmLaunch nvjet_name_launch(const std::string& kernel) {
-  static const std::regex name(R"(nvjet_sm90_tst_(\d+)x(\d+)_\d+x\d+_(\d)x(\d)_)");
-  std::smatch m;
-  REQUIRE(std::regex_search(kernel, m, name));
-  return {std::stoi(m[1]), std::stoi(m[2]), std::stoi(m[3]) * std::stoi(m[4]), 0, 0,
-          std::stoi(m[3])};
-}
-// The CTAs of a launch record: the product of its grid.
-double ctas_of(const nlohmann::json& launch) {
-  double ctas = 1;
-  for (const auto& g : launch["grid"]) ctas *= g.get<double>();
-  return ctas;
-}
 // Per case of a contention file (named kernel[m=…,n=…]), the contention model's worst point on
 // the launch nvjet really made, as the fit reads a curve: blocked points (the holders timed out,
 // or the slowdown fell below 0.6 of its highest) are left out. `unstretched_s`: time of each
@@ -284,129 +261,4 @@ TEST_CASE("file q is file p plus the write-back of its flush's dirty L2 (files p
                   100 * p, 100 * q, wb_s * 1e6, 100 * q_wb));
   CHECK(q > p + 0.2);
   CHECK(std::abs(q_wb - p) <= 0.1);
-}
-
-TEST_CASE(
-    "a lone CTA of nvjet's small-row tiles: set-up, then k steps at its MAC or byte rate (y)") {
-  // File y (2026-12-04): small-row GEMMs at k = 1,024–8,192 with 124 SMs held (pairs: two at a
-  // time) or 112 (clusters of 4: two at a time); a round there is a few lone CTAs, so its time
-  // (the launch's over its rounds, the cluster table's usable SMs) against k is a lone CTA's:
-  // t_s + k·max(bytes per k / r, multiply-adds per k / F). Per nvjet tile: linear in k, no tile
-  // faster than an SM's multiply-adds (F ≤ 3.8 TMAC/s; the large tiles reach 3.56–3.70), none
-  // streaming more than ~190 GB/s (weights and activations, 64×32 … 128×48 tiles: 136–189)
-  // (README, "What file q's flush adds").
-  const auto model = profile_model("h200");
-  std::ifstream in(kRoot / "reports/calibration/contention/h200-2026-12-04-contention-y.json");
-  const auto doc = nlohmann::json::parse(in);
-  std::map<std::string, std::vector<std::pair<double, double>>> rounds;  // tile → (k, s a round)
-  std::map<std::string, hardware::GemmLaunch> tiles;
-  for (const auto& c : doc["cases"]) {
-    const auto& big =
-        longest(c["launches"], [](const nlohmann::json& l) { return l["dur_us"].get<double>(); });
-    const auto l = nvjet_name_launch(big["name"]);
-    const int held = l.cluster == 2 ? 124 : 112;
-    for (const auto& p : c["points"]) {
-      if (p["held_sms"] != held || !p.contains("median_ms")) continue;
-      const int usable = model.usable_sms(hardware::Family::gemm, held, l.cluster);
-      REQUIRE(usable > 0);
-      const double n_rounds = std::ceil(ctas_of(big) / usable);
-      const std::string key = fmt::format("{}x{} in {} (n={})", l.tile_m, l.tile_n, l.cluster,
-                                          c["shape"]["n"].get<int>());
-      rounds[key].emplace_back(c["shape"]["k"].get<double>(),
-                               p["median_ms"].get<double>() * 1e-3 / n_rounds);
-      tiles[key] = l;
-    }
-  }
-  double fastest_macs = 0;
-  int fitted = 0;
-  for (const auto& [key, v] : rounds) {
-    if (v.size() < 2) continue;
-    double mk = 0, mt = 0;
-    for (const auto& [k, t] : v) mk += k / v.size(), mt += t / v.size();
-    double sxy = 0, sxx = 0, syy = 0;
-    for (const auto& [k, t] : v) sxy += (k - mk) * (t - mt), sxx += (k - mk) * (k - mk);
-    const double per_k = sxy / sxx, set_up = mt - per_k * mk;
-    for (const auto& [k, t] : v) syy += std::pow(t - set_up - per_k * k, 2);
-    const auto& l = tiles[key];
-    const double macs_rate = l.tile_m * l.tile_n / per_k;
-    const double bytes_rate = 2.0 * (l.tile_m + l.tile_n) / per_k;
-    CAPTURE(key);
-    MESSAGE(fmt::format("{}: t_s {:.2f} µs, {:.2f} TMAC/s, {:.0f} GB/s", key, set_up * 1e6,
-                        macs_rate * 1e-12, bytes_rate * 1e-9));
-    CHECK(set_up >= 1e-6);
-    CHECK(set_up <= 3.5e-6);
-    CHECK(macs_rate <= 3.8e12);
-    CHECK(bytes_rate <= 2.0e11);
-    if (v.size() >= 4) CHECK(std::sqrt(syy / v.size()) <= 0.03 * mt);  // linear in k
-    fastest_macs = std::max(fastest_macs, macs_rate);
-    ++fitted;
-  }
-  CHECK(fitted >= 10);
-  CHECK(fastest_macs >= 3.5e12);
-}
-
-TEST_CASE("small-row launches read their operands from HBM once (files u, v)") {
-  // Nsight Compute's DRAM bytes read (2026-12-04, gemm_traffic_probe.py --groups …,small_rows)
-  // for the 40 cuBLAS GEMMs of at most 192 rows, with L2 kept (u, --cache-control none) and
-  // flushed (v): the compulsory bytes (weights and activations, bf16) once, within 2–17%, in
-  // both: no launch re-reads its weights from HBM, and none is served from L2 under ncu (its
-  // replay saves and restores memory, which evicts them; README, "What file q's flush adds").
-  for (const char* f : {"h200-2026-12-04-traffic-u.json", "h200-2026-12-04-traffic-v.json"}) {
-    std::ifstream in(kRoot / "reports/calibration/contention" / f);
-    const auto doc = nlohmann::json::parse(in);
-    int checked = 0;
-    for (const auto& c : doc["cases"]) {
-      const auto& s = c["shape"];
-      const double m = s["m"], n = s["n"], k = s["k"];
-      if (m > 192) continue;
-      double read = 0;
-      for (const auto& l : c["launches"])
-        read += l["metrics"]["dram__bytes_read.sum"]["value"].get<double>();
-      CAPTURE(f);
-      CAPTURE(s.dump());
-      const double once = 2 * (m * k + k * n);
-      CHECK(read >= 0.95 * once);
-      CHECK(read <= 1.2 * once);
-      ++checked;
-    }
-    CHECK(checked == 40);
-  }
-}
-
-TEST_CASE("the load intensity's multicast count against the L2 reads measured (file n)") {
-  // Nsight Compute's L2 sectors read by the SMs (lts__t_sectors_srcunit_tex_op_read: a multicast
-  // read counts once) for every cuBLAS GEMM of the contention files, 2026-12-03: measured
-  // intensity = multiply-adds of the padded tiles / (bytes read / 2). In clusters of 8 and in 4×1
-  // clusters over one row of tiles it is the formula's to 0.1%, the multicast included (without
-  // it: 32 where 51 is measured); elsewhere (pairs, 4×1 over three rows of tiles) nvjet reads
-  // 9–43% less than the formula counts, never more (README, "What the GEMMs load").
-  std::ifstream in(kRoot / "reports/calibration/contention/h200-2026-12-03-traffic-n.json");
-  const auto doc = nlohmann::json::parse(in);
-  int exact = 0, checked = 0;
-  for (const auto& c : doc["cases"]) {
-    const auto& big = longest(c["launches"], [](const nlohmann::json& l) {
-      return l["metrics"]["gpu__time_duration.sum"]["value"].get<double>();
-    });
-    const std::string kernel = big["name"];
-    const auto launch = nvjet_name_launch(kernel);
-    const auto& s = c["shape"];
-    const double rows = s["m"], cols = s["n"];
-    const double padded_macs = std::ceil(rows / launch.tile_n) * launch.tile_n *
-                               std::ceil(cols / launch.tile_m) * launch.tile_m *
-                               s["k"].get<double>();
-    const double read =
-        32 * big["metrics"]["lts__t_sectors_srcunit_tex_op_read.sum"]["value"].get<double>();
-    const double ratio = padded_macs / (read / 2) / hardware::load_intensity(launch);
-    CAPTURE(kernel);
-    CAPTURE(s.dump());
-    CHECK(ratio >= 0.999);
-    CHECK(ratio <= 1.8);
-    if (launch.cluster == 8 || (launch.cluster == 4 && rows <= launch.tile_n)) {
-      CHECK(ratio <= 1.001);
-      ++exact;
-    }
-    ++checked;
-  }
-  CHECK(checked == 42);
-  CHECK(exact == 9);
 }

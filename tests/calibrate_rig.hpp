@@ -1,12 +1,17 @@
-// Shared by the calibration tests: the source tree and a profile's contention section.
+// Shared by the calibration tests: the source tree, a profile's contention section, and what
+// the contention files record of nvjet's launches.
 #pragma once
+
+#include <doctest/doctest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
 
 #include "hardware/contention.hpp"
+#include "hardware/kernel_shapes.hpp"
 
 namespace twin::test {
 
@@ -38,6 +43,32 @@ inline hardware::ContentionModel profile_model(const std::string& name) {
   }
   m.prepare();
   return m;
+}
+
+// The longest of a case's launch records, `time` giving a record's duration.
+template <class Time>
+const nlohmann::json& longest(const nlohmann::json& launches, Time time) {
+  const nlohmann::json* big = nullptr;
+  for (const auto& l : launches)
+    if (!big || time(l) > time(*big)) big = &l;
+  REQUIRE(big);
+  return *big;
+}
+
+// nvjet's tile and cluster from its kernel name
+// (nvjet_sm90_tst_<tile_m>x<tile_n>_<k tile>x<stages>_<cluster x>x<cluster y>_…).
+inline hardware::GemmLaunch nvjet_name_launch(const std::string& kernel) {
+  static const std::regex name(R"(nvjet_sm90_tst_(\d+)x(\d+)_\d+x\d+_(\d)x(\d)_)");
+  std::smatch m;
+  REQUIRE(std::regex_search(kernel, m, name));
+  return {std::stoi(m[1]), std::stoi(m[2]), std::stoi(m[3]) * std::stoi(m[4]), 0, 0,
+          std::stoi(m[3])};
+}
+// The CTAs of a launch record: the product of its grid.
+inline double ctas_of(const nlohmann::json& launch) {
+  double ctas = 1;
+  for (const auto& g : launch["grid"]) ctas *= g.get<double>();
+  return ctas;
 }
 
 }  // namespace twin::test
