@@ -15,11 +15,7 @@
 #include "tests/calibrate_rig.hpp"
 
 using namespace twin;
-using twin::test::ctas_of;
-using twin::test::kRoot;
-using twin::test::longest;
-using twin::test::nvjet_name_launch;
-using twin::test::profile_model;
+using namespace twin::test;  // kRoot, profile_model and the launch-record helpers
 
 namespace {
 // Per case of a contention file (named kernel[m=…,n=…]), the contention model's worst point on

@@ -16,11 +16,7 @@
 #include "tests/calibrate_rig.hpp"
 
 using namespace twin;
-using twin::test::ctas_of;
-using twin::test::kRoot;
-using twin::test::longest;
-using twin::test::nvjet_name_launch;
-using twin::test::profile_model;
+using namespace twin::test;  // kRoot, profile_model and the launch-record helpers
 
 TEST_CASE(
     "a lone CTA of nvjet's small-row tiles: set-up, then k steps at its MAC or byte rate (y)") {
