@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""Why a grouped GEMM runs faster after a pause than back to back (issue #15, the micro-step's
+expert GEMMs; reports/calibration/grouped-gemm/, "What the idle gap changes").
+
+Measured before: torch._grouped_mm's up projection takes 9.5 ms back to back, 8.6 ms after 2 ms
+of empty GPU and 9.0 ms after 2 ms of other kernels, but not faster after 50–500 µs gaps or a
+1 ms GPU-side sleep; a cuBLAS 8,192³ GEMM (1.4 ms) does not gain; the SM clock read by an
+observer warp explains 2–3% of it. Two questions this probe answers:
+ 1. Is it the grouped GEMM or any long tensor-core kernel? The same contexts for a cuBLAS GEMM
+    of about the same length (16,384 × 16,384 × 12,288, ~9 ms), beside the grouped GEMM.
+ 2. Does the speed change inside a launch, and is it the SM clock? Two kernels of fixed work
+    that record, in every CTA at 16 checkpoints, the global timer and the SM's cycle counter:
+    `mma` (warp-level bf16 tensor-core MMAs on registers, no memory: as power-hungry as a GEMM's
+    mainloop) and `fma` (fp32 FMAs on registers). Per checkpoint: ns and SM cycles; if the work
+    per cycle is fixed, cycles per checkpoint stay constant and only the clock (cycles/ns)
+    moves; if they grow, the SMs do less per cycle (throttling that the clock does not show).
+Contexts, interleaved in cycles (the GPU's state drifts over minutes): back to back; after a
+host gap of 0.5, 1, 2, 5 ms (GPU empty); after 2 ms of 2,048³ cuBLAS GEMMs; after 2 ms of a
+bandwidth-bound elementwise kernel. Needs PyTorch and CuPy on a GPU.
+
+  python3 calibrate/power_transient_probe.py --out power-transient.json [--cycles 4] [--reps 6]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+KERNELS = r"""
+__device__ __forceinline__ void stamp(unsigned long long* out, int k) {
+  unsigned long long t, c;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  c = clock64();
+  out[2 * k] = t;
+  out[2 * k + 1] = c;
+}
+
+// Tensor cores only: each warp runs m16n8k16 bf16 MMAs on register fragments, 4 accumulators.
+extern "C" __global__ void mma(int per, int checkpoints, unsigned long long* stamps, float* sink) {
+  unsigned a0 = 0x3f803f80u ^ threadIdx.x, a1 = 0x3f813f81u, a2 = 0x3f823f82u, a3 = 0x3f833f83u;
+  unsigned b0 = 0x3c003c00u, b1 = 0x3c013c01u;
+  float d[4][4] = {};
+  unsigned long long* out = stamps + 2 * (checkpoints + 1) * blockIdx.x;
+  for (int k = 0; k < checkpoints; ++k) {
+    if (threadIdx.x == 0) stamp(out, k);
+    for (int i = 0; i < per; ++i) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+            "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+            : "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) stamp(out, checkpoints);
+  float s = 0;
+  for (int j = 0; j < 4; ++j) s += d[j][0] + d[j][1] + d[j][2] + d[j][3];
+  if (s == 1234.5f) sink[0] = s;
+}
+
+// CUDA cores only: eight fp32 FMA chains per thread.
+extern "C" __global__ void fma(int per, int checkpoints, unsigned long long* stamps, float* sink) {
+  float x[8];
+  for (int j = 0; j < 8; ++j) x[j] = threadIdx.x * 1e-3f + j;
+  unsigned long long* out = stamps + 2 * (checkpoints + 1) * blockIdx.x;
+  for (int k = 0; k < checkpoints; ++k) {
+    if (threadIdx.x == 0) stamp(out, k);
+    for (int i = 0; i < per; ++i) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) x[j] = fmaf(x[j], 0.99999f, 1e-6f);
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) stamp(out, checkpoints);
+  float s = 0;
+  for (int j = 0; j < 8; ++j) s += x[j];
+  if (s == 1234.5f) sink[0] = s;
+}
+"""
+CHECKPOINTS = 16
+THREADS = 256
+BLOCKS_PER_SM = 4  # 1,024 threads an SM: every CTA resident at once
+
+
+def timed(torch: object, f: Callable[[], object]) -> float:
+    """ms of one call of f, by CUDA events."""
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    f()
+    e.record()
+    torch.cuda.synchronize()
+    return s.elapsed_time(e)
+
+
+def sized(torch: object, make: Callable[[int], Callable[[], object]], target_ms: float) -> Callable[[], object]:
+    """make(n) with n doubled until one call takes at least target_ms."""
+    n = 1
+    while True:
+        f = make(n)
+        f()
+        if timed(torch, f) >= target_ms or n > 1 << 16:
+            return f
+        n *= 2
+
+
+def traced(cp: object, torch: object, kern: object, sms: int, target_ms: float,
+           buffers: int) -> tuple[Callable[[int], object], list]:
+    """A launch of kern on every SM with work for about target_ms, writing its stamps into the
+    i-th of `buffers` stamp buffers (so that no call waits for the host to read the last)."""
+    blocks = sms * BLOCKS_PER_SM
+    bufs = [cp.zeros(2 * (CHECKPOINTS + 1) * blocks, dtype=cp.uint64) for _ in range(buffers)]
+    sink = cp.zeros(1, dtype=cp.float32)
+    stream = cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+
+    def launch(per: int, i: int) -> None:
+        with stream:
+            kern((blocks,), (THREADS,), (cp.int32(per), cp.int32(CHECKPOINTS), bufs[i], sink))
+    per = 1
+    while timed(torch, lambda: launch(per, 0)) < target_ms / 4 and per < 1 << 24:
+        per *= 2
+    per = max(1, round(per * target_ms / timed(torch, lambda: launch(per, 0))))
+    return (lambda i: launch(per, i)), bufs
+
+
+def trace_summary(cp: object, stamps: object) -> dict:
+    """Per checkpoint, over the CTAs: median ns and SM cycles spent, and the clock (cycles/ns)."""
+    import numpy as np
+    s = cp.asnumpy(stamps).reshape(-1, CHECKPOINTS + 1, 2).astype(np.int64)
+    ns = np.median(np.diff(s[:, :, 0], axis=1), axis=0).tolist()
+    cyc = np.median(np.diff(s[:, :, 1], axis=1), axis=0).tolist()
+    return {"ns": ns, "cycles": cyc, "MHz": [1e3 * c / t for c, t in zip(cyc, ns)]}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, help="JSON of every call")
+    ap.add_argument("--cycles", type=int, default=4, help="rounds over the contexts")
+    ap.add_argument("--reps", type=int, default=6, help="calls per context and round (the first dropped)")
+    ap.add_argument("--target-ms", type=float, default=9.0, help="length of each kernel alone")
+    a = ap.parse_args()
+    try:
+        import cupy as cp
+        import torch
+    except ImportError as e:
+        print(f"power_transient_probe: needs PyTorch and CuPy ({e}): nothing measured", file=sys.stderr)
+        return 3
+    if not torch.cuda.is_available():
+        print("power_transient_probe: no CUDA GPU here: nothing measured", file=sys.stderr)
+        return 3
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    mod = cp.RawModule(code=KERNELS, options=("-std=c++17",))
+    bf = torch.bfloat16
+    # The micro-step's expert up projection (gap_probe.py), and a cuBLAS GEMM of about its length.
+    E, N, K, M = 96, 3584, 6144, 1360
+    ga = torch.randn(E * M, K, device="cuda", dtype=bf) * 0.1
+    gb = torch.randn(E, K, N, device="cuda", dtype=bf) * 0.1
+    offs = torch.arange(M, E * M + 1, M, device="cuda", dtype=torch.int32)
+    x = torch.randn(16384, 12288, device="cuda", dtype=bf) * 0.1
+    w = torch.randn(12288, 16384, device="cuda", dtype=bf) * 0.1
+    kernels: dict[str, Callable[[int], object]] = {
+        "grouped_mm_up": lambda i: torch._grouped_mm(ga, gb, offs=offs),
+        "cublas_16384x16384x12288": lambda i: x @ w,
+    }
+    stamps = {}
+    for name in ("mma", "fma"):
+        kernels[name], stamps[name] = traced(cp, torch, mod.get_function(name), sms, a.target_ms, a.reps)
+    big = torch.randn(1 << 28, device="cuda", dtype=bf)
+    y = torch.randn(2048, 2048, device="cuda", dtype=bf)
+    between = {
+        "2 ms of 2048^3 cuBLAS GEMMs": sized(torch, lambda n: lambda: [y @ y for _ in range(n)], 2.0),
+        "2 ms bandwidth-bound elementwise": sized(torch, lambda n: lambda: [big.neg_() for _ in range(n)], 2.0),
+    }
+    contexts: dict[str, dict] = {"back-to-back": {}}
+    for gap in (0.5, 1.0, 2.0, 5.0):
+        contexts[f"host gap {gap:g} ms"] = {"gap_s": gap * 1e-3}
+    for name, f in between.items():
+        contexts[name] = {"between": f}
+    calls = []
+    for cycle in range(a.cycles):
+        for kname, k in kernels.items():
+            for cname, c in contexts.items():
+                for rep in range(a.reps):
+                    if c.get("gap_s"):
+                        torch.cuda.synchronize()
+                        time.sleep(c["gap_s"])
+                    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    s.record()
+                    k(rep)
+                    e.record()
+                    if c.get("between"):
+                        c["between"]()
+                    calls.append({"kernel": kname, "context": cname, "cycle": cycle, "rep": rep,
+                                  "event": (s, e)})
+                torch.cuda.synchronize()
+                if kname in stamps:  # read after the context's calls: no host wait between them
+                    for r in calls[-a.reps:]:
+                        r["trace"] = trace_summary(cp, stamps[kname][r["rep"]])
+    torch.cuda.synchronize()
+    for r in calls:
+        s, e = r.pop("event")
+        r["ms"] = s.elapsed_time(e)
+    kept = [r for r in calls if r["rep"] > 0]
+    summary = []
+    for kname in kernels:
+        for cname in contexts:
+            rs = [r for r in kept if r["kernel"] == kname and r["context"] == cname]
+            row = {"kernel": kname, "context": cname, "calls": len(rs),
+                   "median_ms": statistics.median(r["ms"] for r in rs)}
+            if "trace" in rs[0]:
+                for part, ks in (("first", range(0, 2)), ("last", range(CHECKPOINTS - 2, CHECKPOINTS))):
+                    row[f"{part}_MHz"] = statistics.median(r["trace"]["MHz"][k] for r in rs for k in ks)
+                    row[f"{part}_cycles"] = statistics.median(r["trace"]["cycles"][k] for r in rs for k in ks)
+            summary.append(row)
+            extra = "".join(f"  {p}: {row[p + '_MHz']:6.0f} MHz, {row[p + '_cycles']:9.0f} cycles"
+                            for p in ("first", "last") if p + "_MHz" in row)
+            print(f"{kname:26s} {cname:34s} {row['median_ms']:7.3f} ms{extra}", flush=True)
+    with open(a.out, "w") as f:
+        json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cupy": cp.__version__,
+                   "sms": sms, "checkpoints": CHECKPOINTS, "cycles": a.cycles, "reps": a.reps,
+                   "summary": summary, "calls": calls}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
