@@ -10,8 +10,8 @@ observer warp explains 2–3% of it. Two questions this probe answers:
     of about the same length (16,384 × 16,384 × 12,288, ~9 ms), beside the grouped GEMM.
  2. Does the speed change inside a launch, and is it the SM clock? Two kernels of fixed work
     that record, in every CTA at 16 checkpoints, the global timer and the SM's cycle counter:
-    `mma` (warp-level bf16 tensor-core MMAs on registers, no memory: as power-hungry as a GEMM's
-    mainloop) and `fma` (fp32 FMAs on registers). Per checkpoint: ns and SM cycles; if the work
+    `mma_loop` (warp-level bf16 tensor-core MMAs on registers, no memory: as power-hungry as a GEMM's
+    mainloop) and `fma_loop` (fp32 FMAs on registers). Per checkpoint: ns and SM cycles; if the work
     per cycle is fixed, cycles per checkpoint stay constant and only the clock (cycles/ns)
     moves; if they grow, the SMs do less per cycle (throttling that the clock does not show).
 Contexts, interleaved in cycles (the GPU's state drifts over minutes): back to back; after a
@@ -39,7 +39,7 @@ __device__ __forceinline__ void stamp(unsigned long long* out, int k) {
 }
 
 // Tensor cores only: each warp runs m16n8k16 bf16 MMAs on register fragments, 4 accumulators.
-extern "C" __global__ void mma(int per, int checkpoints, unsigned long long* stamps, float* sink) {
+extern "C" __global__ void mma_loop(int per, int checkpoints, unsigned long long* stamps, float* sink) {
   unsigned a0 = 0x3f803f80u ^ threadIdx.x, a1 = 0x3f813f81u, a2 = 0x3f823f82u, a3 = 0x3f833f83u;
   unsigned b0 = 0x3c003c00u, b1 = 0x3c013c01u;
   float d[4][4] = {};
@@ -64,7 +64,7 @@ extern "C" __global__ void mma(int per, int checkpoints, unsigned long long* sta
 }
 
 // CUDA cores only: eight fp32 FMA chains per thread.
-extern "C" __global__ void fma(int per, int checkpoints, unsigned long long* stamps, float* sink) {
+extern "C" __global__ void fma_loop(int per, int checkpoints, unsigned long long* stamps, float* sink) {
   float x[8];
   for (int j = 0; j < 8; ++j) x[j] = threadIdx.x * 1e-3f + j;
   unsigned long long* out = stamps + 2 * (checkpoints + 1) * blockIdx.x;
@@ -167,7 +167,7 @@ def main() -> int:
         "cublas_16384x16384x12288": lambda i: x @ w,
     }
     stamps = {}
-    for name in ("mma", "fma"):
+    for name in ("mma_loop", "fma_loop"):
         kernels[name], stamps[name] = traced(cp, torch, mod.get_function(name), sms, a.target_ms, a.reps)
     big = torch.randn(1 << 28, device="cuda", dtype=bf)
     y = torch.randn(2048, 2048, device="cuda", dtype=bf)
