@@ -19,6 +19,7 @@ host gap of 0.5, 1, 2, 5 ms (GPU empty); after 2 ms of 2,048³ cuBLAS GEMMs; aft
 bandwidth-bound elementwise kernel. Needs PyTorch and CuPy on a GPU.
 
   python3 calibrate/power_transient_probe.py --out power-transient.json [--cycles 4] [--reps 6]
+  python3 calibrate/power_transient_probe.py --sustained 400 --out sustained.json
 """
 from __future__ import annotations
 
@@ -136,12 +137,49 @@ def trace_summary(cp: object, stamps: object) -> dict:
     return {"ns": ns, "cycles": cyc, "MHz": [1e3 * c / t for c, t in zip(cyc, ns)]}
 
 
+def grouped_up(torch: object) -> Callable[[], object]:
+    """The micro-step's expert up projection (gap_probe.py): 96 experts of 1,360 rows."""
+    E, N, K, M = 96, 3584, 6144, 1360
+    bf = torch.bfloat16
+    ga = torch.randn(E * M, K, device="cuda", dtype=bf) * 0.1
+    gb = torch.randn(E, K, N, device="cuda", dtype=bf) * 0.1
+    offs = torch.arange(M, E * M + 1, M, device="cuda", dtype=torch.int32)
+    return lambda: torch._grouped_mm(ga, gb, offs=offs)
+
+
+def sustained(torch: object, calls: int, out: str) -> int:
+    """`calls` grouped GEMMs back to back; each call's ms and its end in Unix seconds (for lining
+    up with nvidia-smi's samples of power and clock)."""
+    g = grouped_up(torch)
+    g()
+    torch.cuda.synchronize()
+    start = torch.cuda.Event(enable_timing=True)
+    start.record()
+    t0 = time.time()
+    ev = []
+    for _ in range(calls):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        g()
+        e.record()
+        ev.append((s, e))
+    torch.cuda.synchronize()
+    rows = [{"ms": s.elapsed_time(e), "end_unix_s": t0 + start.elapsed_time(e) * 1e-3} for s, e in ev]
+    with open(out, "w") as f:
+        json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "calls": rows}, f, indent=1)
+    print(f"{calls} calls: first {rows[0]['ms']:.3f} ms, median {statistics.median(r['ms'] for r in rows):.3f}, "
+          f"last {rows[-1]['ms']:.3f}", flush=True)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="JSON of every call")
     ap.add_argument("--cycles", type=int, default=4, help="rounds over the contexts")
     ap.add_argument("--reps", type=int, default=6, help="calls per context and round (the first dropped)")
     ap.add_argument("--target-ms", type=float, default=9.0, help="length of each kernel alone")
+    ap.add_argument("--sustained", type=int, default=0,
+                    help="instead: N calls of the grouped GEMM back to back, each call's end on the host's clock")
     a = ap.parse_args()
     try:
         import cupy as cp
@@ -152,18 +190,17 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("power_transient_probe: no CUDA GPU here: nothing measured", file=sys.stderr)
         return 3
+    if a.sustained:
+        return sustained(torch, a.sustained, a.out)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     mod = cp.RawModule(code=KERNELS, options=("-std=c++17",))
     bf = torch.bfloat16
-    # The micro-step's expert up projection (gap_probe.py), and a cuBLAS GEMM of about its length.
-    E, N, K, M = 96, 3584, 6144, 1360
-    ga = torch.randn(E * M, K, device="cuda", dtype=bf) * 0.1
-    gb = torch.randn(E, K, N, device="cuda", dtype=bf) * 0.1
-    offs = torch.arange(M, E * M + 1, M, device="cuda", dtype=torch.int32)
+    # The micro-step's expert up projection, and a cuBLAS GEMM of about its length.
+    grouped = grouped_up(torch)
     x = torch.randn(16384, 12288, device="cuda", dtype=bf) * 0.1
     w = torch.randn(12288, 16384, device="cuda", dtype=bf) * 0.1
     kernels: dict[str, Callable[[int], object]] = {
-        "grouped_mm_up": lambda i: torch._grouped_mm(ga, gb, offs=offs),
+        "grouped_mm_up": lambda i: grouped(),
         "cublas_16384x16384x12288": lambda i: x @ w,
     }
     stamps = {}
