@@ -20,6 +20,7 @@ bandwidth-bound elementwise kernel. Needs PyTorch and CuPy on a GPU.
 
   python3 calibrate/power_transient_probe.py --out power-transient.json [--cycles 4] [--reps 6]
   python3 calibrate/power_transient_probe.py --sustained 400 --out sustained.json
+  python3 calibrate/power_transient_probe.py --duty 0.25,0.5,0.75,1,0.5 --out duty.json
 """
 from __future__ import annotations
 
@@ -172,6 +173,39 @@ def sustained(torch: object, calls: int, out: str) -> int:
     return 0
 
 
+def duty_cycles(cp: object, torch: object, mod: object, sms: int, duties: list[float], seconds: float,
+                target_ms: float, out: str) -> int:
+    """The tensor-core loop at duty d (each launch of target_ms followed by a host sleep of
+    target_ms·(1/d − 1)) for `seconds` per duty, light to heavy and back: per launch its
+    in-kernel clock (median over the CTAs of cycles / ns over the whole launch), its ms and its
+    end on the host's clock (to line up with nvidia-smi's power samples). The steady clock under
+    the power cap against the duty is the law a step-level power model needs."""
+    import numpy as np
+    launch, bufs = traced(cp, torch, mod.get_function("mma_loop"), sms, target_ms, 1)
+    rows = []
+    for d in duties:
+        t_end = time.time() + seconds
+        while time.time() < t_end:
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            launch(0)
+            e.record()
+            e.synchronize()
+            st = cp.asnumpy(bufs[0]).reshape(-1, CHECKPOINTS + 1, 2).astype(np.int64)
+            mhz = float(np.median((st[:, -1, 1] - st[:, 0, 1]) / (st[:, -1, 0] - st[:, 0, 0]) * 1e3))
+            ms = s.elapsed_time(e)
+            rows.append({"duty": d, "ms": ms, "MHz": mhz, "end_unix_s": time.time()})
+            if d < 1:
+                time.sleep(ms * 1e-3 * (1 / d - 1))
+        tail = [r for r in rows if r["duty"] == d][-20:]
+        print(f"duty {d:4.2f}: last 20 launches {statistics.median(r['ms'] for r in tail):7.3f} ms, "
+              f"{statistics.median(r['MHz'] for r in tail):6.0f} MHz", flush=True)
+    with open(out, "w") as f:
+        json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "seconds": seconds,
+                   "launches": rows}, f, indent=1)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="JSON of every call")
@@ -180,6 +214,9 @@ def main() -> int:
     ap.add_argument("--target-ms", type=float, default=9.0, help="length of each kernel alone")
     ap.add_argument("--sustained", type=int, default=0,
                     help="instead: N calls of the grouped GEMM back to back, each call's end on the host's clock")
+    ap.add_argument("--duty", default="",
+                    help="instead: the tensor-core loop at these duty cycles, e.g. 0.25,0.5,0.75,1,0.5")
+    ap.add_argument("--seconds", type=float, default=3.0, help="--duty: seconds per duty")
     a = ap.parse_args()
     try:
         import cupy as cp
@@ -194,6 +231,9 @@ def main() -> int:
         return sustained(torch, a.sustained, a.out)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     mod = cp.RawModule(code=KERNELS, options=("-std=c++17",))
+    if a.duty:
+        return duty_cycles(cp, torch, mod, sms, [float(x) for x in a.duty.split(",")], a.seconds,
+                           a.target_ms, a.out)
     bf = torch.bfloat16
     # The micro-step's expert up projection, and a cuBLAS GEMM of about its length.
     grouped = grouped_up(torch)
