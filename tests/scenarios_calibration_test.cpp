@@ -297,6 +297,8 @@ TEST_CASE("the micro-training step: twin against its real execution on our H200"
               {"micro-step-default-ctas.json", "nccl.max_ctas=0"},
               {"micro-step-max-ctas-8.json", "nccl.max_ctas=8"},
               {"micro-step-max-ctas-64.json", "nccl.max_ctas=64"},
+              {"micro-step-max-ctas-64-2026-12-04a.json", "nccl.max_ctas=64"},
+              {"micro-step-max-ctas-64-2026-12-04b.json", "nccl.max_ctas=64"},
               {"micro-step-seq-8192.json", "training.seq_len=8192"},
               {"micro-step-seq-32768.json", "training.seq_len=32768"}};
   const std::map<std::string, double> budget{{"attention", 0.20},   {"elementwise", 0.15},
