@@ -21,6 +21,7 @@ bandwidth-bound elementwise kernel. Needs PyTorch and CuPy on a GPU.
   python3 calibrate/power_transient_probe.py --out power-transient.json [--cycles 4] [--reps 6]
   python3 calibrate/power_transient_probe.py --sustained 400 --out sustained.json
   python3 calibrate/power_transient_probe.py --duty 0.25,0.5,0.75,1,0.5 --out duty.json
+  python3 calibrate/power_transient_probe.py --states --out states.json
 """
 from __future__ import annotations
 
@@ -206,6 +207,49 @@ def duty_cycles(cp: object, torch: object, mod: object, sms: int, duties: list[f
     return 0
 
 
+def states(torch: object, out: str, idle_s: float = 1.0, sustain_s: float = 1.5) -> int:
+    """Each calibration kernel in both power states: cold (one call after idle_s of empty GPU,
+    three times) and sustained (20 calls after sustain_s of the same kernel back to back). Which
+    of the two a profile's fitted time matches says which state its calibration ran in."""
+    bf = torch.bfloat16
+    w_up = torch.randn(6144, 3584, device="cuda", dtype=bf) * 0.1
+    kernels: dict[str, Callable[[], object]] = {"grouped_mm_up_96x1360": grouped_up(torch)}
+    for m in (1024, 4096, 16384, 65536):
+        x = torch.randn(m, 6144, device="cuda", dtype=bf) * 0.1
+        kernels[f"cublas_{m}x3584x6144"] = (lambda x=x: x @ w_up)
+    rows = []
+    for name, k in kernels.items():
+        k()
+        torch.cuda.synchronize()
+        cold = []
+        for _ in range(3):
+            time.sleep(idle_s)
+            cold.append(timed(torch, k))
+        t_end = time.time() + sustain_s
+        while time.time() < t_end:
+            for _ in range(10):
+                k()
+            torch.cuda.synchronize()
+        ev = []
+        for _ in range(20):
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            k()
+            e.record()
+            ev.append((s, e))
+        torch.cuda.synchronize()
+        sus = [s.elapsed_time(e) for s, e in ev]
+        row = {"kernel": name, "cold_ms": cold, "sustained_ms": sus,
+               "ratio": statistics.median(sus) / statistics.median(cold)}
+        rows.append(row)
+        print(f"{name:28s} cold {statistics.median(cold):8.3f} ms  sustained {statistics.median(sus):8.3f} ms"
+              f"  x{row['ratio']:.3f}", flush=True)
+    with open(out, "w") as f:
+        json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "idle_s": idle_s,
+                   "sustain_s": sustain_s, "rows": rows}, f, indent=1)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="JSON of every call")
@@ -217,6 +261,8 @@ def main() -> int:
     ap.add_argument("--duty", default="",
                     help="instead: the tensor-core loop at these duty cycles, e.g. 0.25,0.5,0.75,1,0.5")
     ap.add_argument("--seconds", type=float, default=3.0, help="--duty: seconds per duty")
+    ap.add_argument("--states", action="store_true",
+                    help="instead: each calibration GEMM cold (after 1 s idle) and sustained (after 1.5 s of itself)")
     a = ap.parse_args()
     try:
         import cupy as cp
@@ -229,6 +275,8 @@ def main() -> int:
         return 3
     if a.sustained:
         return sustained(torch, a.sustained, a.out)
+    if a.states:
+        return states(torch, a.out)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     mod = cp.RawModule(code=KERNELS, options=("-std=c++17",))
     if a.duty:
