@@ -207,11 +207,14 @@ def duty_cycles(cp: object, torch: object, mod: object, sms: int, duties: list[f
     return 0
 
 
-def states(torch: object, out: str, idle_s: float = 1.0, sustain_s: float = 1.5) -> int:
-    """Each calibration kernel in both power states: cold (one call after idle_s of empty GPU,
-    three times) and sustained (20 calls after sustain_s of the same kernel back to back). Which
-    of the two a profile's fitted time matches says which state its calibration ran in."""
+def states(torch: object, out: str, light_s: float = 0.5, sustain_s: float = 1.5) -> int:
+    """Each calibration kernel in both power states: fresh (one call after light_s of a
+    bandwidth-bound kernel, which keeps the clocks up and the power under the cap; three times —
+    after an empty GPU a short kernel would meet clocks still ramping up from idle) and sustained
+    (20 calls after sustain_s of the same kernel back to back). Which of the two a profile's
+    fitted time matches says which state its calibration ran in."""
     bf = torch.bfloat16
+    big = torch.randn(1 << 28, device="cuda", dtype=bf)
     w_up = torch.randn(6144, 3584, device="cuda", dtype=bf) * 0.1
     kernels: dict[str, Callable[[], object]] = {"grouped_mm_up_96x1360": grouped_up(torch)}
     for m in (1024, 4096, 16384, 65536):
@@ -221,10 +224,14 @@ def states(torch: object, out: str, idle_s: float = 1.0, sustain_s: float = 1.5)
     for name, k in kernels.items():
         k()
         torch.cuda.synchronize()
-        cold = []
+        fresh = []
         for _ in range(3):
-            time.sleep(idle_s)
-            cold.append(timed(torch, k))
+            t_end = time.time() + light_s
+            while time.time() < t_end:
+                for _ in range(10):
+                    big.neg_()
+                torch.cuda.synchronize()
+            fresh.append(timed(torch, k))
         t_end = time.time() + sustain_s
         while time.time() < t_end:
             for _ in range(10):
@@ -239,13 +246,13 @@ def states(torch: object, out: str, idle_s: float = 1.0, sustain_s: float = 1.5)
             ev.append((s, e))
         torch.cuda.synchronize()
         sus = [s.elapsed_time(e) for s, e in ev]
-        row = {"kernel": name, "cold_ms": cold, "sustained_ms": sus,
-               "ratio": statistics.median(sus) / statistics.median(cold)}
+        row = {"kernel": name, "fresh_ms": fresh, "sustained_ms": sus,
+               "ratio": statistics.median(sus) / statistics.median(fresh)}
         rows.append(row)
-        print(f"{name:28s} cold {statistics.median(cold):8.3f} ms  sustained {statistics.median(sus):8.3f} ms"
+        print(f"{name:28s} fresh {statistics.median(fresh):8.3f} ms  sustained {statistics.median(sus):8.3f} ms"
               f"  x{row['ratio']:.3f}", flush=True)
     with open(out, "w") as f:
-        json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "idle_s": idle_s,
+        json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "light_s": light_s,
                    "sustain_s": sustain_s, "rows": rows}, f, indent=1)
     return 0
 
@@ -262,7 +269,7 @@ def main() -> int:
                     help="instead: the tensor-core loop at these duty cycles, e.g. 0.25,0.5,0.75,1,0.5")
     ap.add_argument("--seconds", type=float, default=3.0, help="--duty: seconds per duty")
     ap.add_argument("--states", action="store_true",
-                    help="instead: each calibration GEMM cold (after 1 s idle) and sustained (after 1.5 s of itself)")
+                    help="instead: each calibration GEMM fresh (after 0.5 s of light load) and sustained (after 1.5 s of itself)")
     a = ap.parse_args()
     try:
         import cupy as cp
