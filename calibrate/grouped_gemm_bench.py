@@ -16,7 +16,7 @@ residuals of both halves are written. `--profile FILE` writes efficiency.grouped
 _tile_rows and _half_k into a profile.
 
 Usage (on a GPU machine with PyTorch):
-  python3 calibrate/grouped_gemm_bench.py --out grouped.json [--profile P.json] [--peak-TFLOPs 989]
+  python3 calibrate/grouped_gemm_bench.py --out grouped.json [--profile P.json] [--peak-TFLOPs 989] [--fresh 0.5 --reps 3]
   python3 calibrate/grouped_gemm_bench.py --refit grouped.json --out grouped.json   # no GPU
 """
 from __future__ import annotations
@@ -30,6 +30,7 @@ import math
 import os
 import statistics
 import sys
+import time
 
 from profile_json import update_efficiency
 
@@ -43,12 +44,28 @@ PROJECTIONS = {"up": (3584, 6144), "down": (6144, 1792)}  # n, k
 ROWS = [64, 128, 176, 256, 352, 512, 688, 1024, 1376, 2048, 2736, 4096, 5456]  # multiples of 16
 
 
-def time_ms(fn: Callable[[], object], reps: int) -> float:
-    for _ in range(3):
+def light_load(seconds: float) -> None:
+    """`seconds` of a bandwidth-bound kernel: the clocks stay up and the power under the cap, so
+    that a GEMM timed next runs in the fresh state (reports/calibration/grouped-gemm/README.md,
+    "The power cap's slow controller")."""
+    big = torch.empty(1 << 28, device="cuda", dtype=torch.bfloat16).fill_(1)
+    end = time.time() + seconds
+    while time.time() < end:
+        for _ in range(10):
+            big.neg_()
+        torch.cuda.synchronize()
+
+
+def time_ms(fn: Callable[[], object], reps: int, fresh_s: float = 0.0) -> float:
+    """Median of reps calls: back to back after 3 warm-ups (the capped state once the GPU has run
+    GEMMs for ~0.1–1 s), or with fresh_s > 0 each call after fresh_s of light load."""
+    for _ in range(1 if fresh_s else 3):
         fn()
     torch.cuda.synchronize()
     times = []
     for _ in range(reps):
+        if fresh_s:
+            light_load(fresh_s)
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record(); fn(); e.record()
         e.synchronize()
@@ -56,14 +73,14 @@ def time_ms(fn: Callable[[], object], reps: int) -> float:
     return statistics.median(times)
 
 
-def measure(reps: int) -> list[dict]:
+def measure(reps: int, fresh_s: float = 0.0) -> list[dict]:
     rows = []
     for proj, (n, k) in PROJECTIONS.items():
         b = torch.randn(EXPERTS, k, n, device="cuda", dtype=torch.bfloat16)
         for m in ROWS:
             a = torch.randn(EXPERTS * m, k, device="cuda", dtype=torch.bfloat16)
             offs = torch.arange(m, EXPERTS * m + 1, m, device="cuda", dtype=torch.int32)
-            ms = time_ms(lambda a=a, b=b, offs=offs: torch._grouped_mm(a, b, offs=offs), reps)
+            ms = time_ms(lambda a=a, b=b, offs=offs: torch._grouped_mm(a, b, offs=offs), reps, fresh_s)
             flops = 2.0 * EXPERTS * m * n * k
             rows.append({"projection": proj, "rows_per_expert": m, "n": n, "k": k, "experts": EXPERTS,
                          "median_ms": ms, "TFLOPs": flops / (ms * 1e-3) / 1e12})
@@ -124,6 +141,9 @@ def main() -> int:
     p.add_argument("--refit", help="fit the rows of an earlier --out file again (no GPU needed)")
     p.add_argument("--profile", help="hardware profile JSON to write the fitted efficiency into")
     p.add_argument("--note", default="calibrate/grouped_gemm_bench.py")
+    p.add_argument("--fresh", type=float, default=0.0,
+                   help="seconds of light load before each timed call (the fresh, uncapped state); "
+                        "0: back to back (the power-capped state)")
     a = p.parse_args()
     if a.refit:
         with open(a.refit) as fh:
@@ -135,7 +155,7 @@ def main() -> int:
         return 3
     else:
         torch.manual_seed(0)
-        rows = measure(a.reps)
+        rows = measure(a.reps, a.fresh)
         prov = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, cuda=torch.version.cuda,
                     date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                     command=" ".join(sys.argv))
