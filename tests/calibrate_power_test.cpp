@@ -2,6 +2,7 @@
 // power_transient_probe.py, reports/calibration/grouped-gemm/README.md, "The power cap's slow
 // controller"): the committed measurements must keep saying what the README reads off them.
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <string>
@@ -85,4 +86,38 @@ TEST_CASE("the grouped GEMM slows under sustained load and runs faster inside th
     REQUIRE(up.size() == 4);
     CHECK(*std::max_element(up.begin(), up.end()) < 0.9 * sustained);
   }
+}
+
+TEST_CASE("the H200 profile's GEMM calibrations are of one power state: below the cap") {
+  // power_transient_probe.py --states: a long cuBLAS GEMM runs 13% slower sustained than fresh,
+  // and the profile's cuBLAS time (twin-calibrate) is the fresh one.
+  const auto st = grouped_gemm_file("h200-2026-12-04-states.json");
+  for (const auto& r : st["rows"]) {
+    if (r["kernel"] != "cublas_65536x3584x6144") continue;
+    const double fresh = median(r["fresh_ms"].get<std::vector<double>>());
+    const double sustained = median(r["sustained_ms"].get<std::vector<double>>());
+    CHECK(sustained / fresh > 1.10);
+    std::ifstream in(kRoot / "hardware/profiles/h200-measured.json");
+    const auto eff = nlohmann::json::parse(in)["efficiency"];
+    const double f = eff["gemm_peak_fraction"]["value"], h = eff["gemm_half_rows"]["value"];
+    const double profile_ms = 2.0 * 65536 * 3584 * 6144 / (989e12 * f * 65536 / (65536 + h)) * 1e3;
+    CHECK(std::abs(profile_ms / fresh - 1) < 0.05);
+  }
+  // The grouped GEMMs measured the same way (grouped_gemm_bench.py --fresh), and the profile
+  // holds that fit.
+  const auto fresh = grouped_gemm_file("h200-2026-12-04-grouped-gemm-fresh.json");
+  const auto capped = grouped_gemm_file("h200-2026-12-04-grouped-gemm-sustained.json");
+  REQUIRE(fresh["rows"].size() == capped["rows"].size());
+  for (std::size_t i = 0; i < fresh["rows"].size(); ++i)
+    if (fresh["rows"][i]["rows_per_expert"].get<int>() >= 352)
+      CHECK(capped["rows"][i]["median_ms"].get<double>() /
+                fresh["rows"][i]["median_ms"].get<double>() >
+            1.07);
+  std::ifstream in(kRoot / "hardware/profiles/h200.json");
+  const auto eff = nlohmann::json::parse(in)["efficiency"];
+  CHECK(eff["grouped_gemm_peak_fraction"]["value"].get<double>() ==
+        doctest::Approx(fresh["fit"]["peak_fraction"].get<double>()).epsilon(1e-4));
+  CHECK(eff["grouped_gemm_half_k"]["value"].get<double>() == fresh["fit"]["half_k"].get<double>());
+  CHECK(eff["grouped_gemm_tile_rows"]["value"].get<double>() ==
+        fresh["fit"]["tile_rows"].get<double>());
 }

@@ -300,9 +300,18 @@ TEST_CASE("the micro-training step: twin against its real execution on our H200"
               {"micro-step-max-ctas-64-2026-12-04a.json", "nccl.max_ctas=64"},
               {"micro-step-max-ctas-64-2026-12-04b.json", "nccl.max_ctas=64"},
               {"micro-step-seq-8192.json", "training.seq_len=8192"},
-              {"micro-step-seq-32768.json", "training.seq_len=32768"}};
-  const std::map<std::string, double> budget{{"attention", 0.20},   {"elementwise", 0.15},
-                                             {"expert_gemm", 0.20}, {"other_gemm", 0.10},
+              {"micro-step-seq-32768.json", "training.seq_len=32768"},
+              // The same plans on 2026-12-04 (with the power cap's state known: ../grouped-gemm/).
+              {"micro-step-max-ctas-16-2026-12-04.json", "nccl.max_ctas=16"},
+              {"micro-step-default-ctas-2026-12-04.json", "nccl.max_ctas=0"},
+              {"micro-step-max-ctas-8-2026-12-04.json", "nccl.max_ctas=8"},
+              {"micro-step-seq-8192-2026-12-04.json", "training.seq_len=8192"},
+              {"micro-step-seq-32768-2026-12-04.json", "training.seq_len=32768"}};
+  // Issue #15 asks 15% per category. Expert GEMMs were +12–16% until the grouped GEMM was
+  // calibrated below the power cap, as cuBLAS had been (reports/calibration/grouped-gemm/README.md,
+  // "The power cap's slow controller"): +4–8% since.
+  const std::map<std::string, double> budget{{"attention", 0.15},   {"elementwise", 0.15},
+                                             {"expert_gemm", 0.10}, {"other_gemm", 0.10},
                                              {"copy_d2h", 0.10},    {"copy_h2d", 0.10}};
   for (const auto& run : runs) {
     const std::string file = run.file;
