@@ -22,6 +22,7 @@ bandwidth-bound elementwise kernel. Needs PyTorch and CuPy on a GPU.
   python3 calibrate/power_transient_probe.py --sustained 400 --out sustained.json
   python3 calibrate/power_transient_probe.py --duty 0.25,0.5,0.75,1,0.5 --out duty.json
   python3 calibrate/power_transient_probe.py --states --out states.json
+  python3 calibrate/power_transient_probe.py --classes --seconds 3 --out classes.json
 """
 from __future__ import annotations
 
@@ -257,6 +258,54 @@ def states(torch: object, out: str, light_s: float = 0.5, sustain_s: float = 1.5
     return 0
 
 
+def classes(torch: object, out: str, seconds: float) -> int:
+    """Each kernel class back to back for `seconds`, after 2 s of empty GPU, with the host-clock
+    window of each (for nvidia-smi's power samples beside it) and every call's ms: the steady
+    power of each class, capped or not, and how much it slows — what a step-level power model
+    needs per class."""
+    bf = torch.bfloat16
+    x = torch.randn(65536, 6144, device="cuda", dtype=bf) * 0.1
+    w = torch.randn(6144, 3584, device="cuda", dtype=bf) * 0.1
+    q = torch.randn(1, 64, 16384, 192, device="cuda", dtype=bf)
+    kv = torch.randn(1, 64, 16384, 192, device="cuda", dtype=bf)
+    v = torch.randn(1, 64, 16384, 128, device="cuda", dtype=bf)
+    big = torch.randn(1 << 28, device="cuda", dtype=bf)
+    host = torch.empty(1 << 29, dtype=torch.uint8, pin_memory=True)
+    dev = torch.empty(1 << 29, dtype=torch.uint8, device="cuda")
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    kernels: dict[str, Callable[[], object]] = {
+        "grouped_mm_up_96x1360": grouped_up(torch),
+        "cublas_65536x3584x6144": lambda: x @ w,
+        "sdpa_causal_16384_64h_192d": lambda: sdpa(q, kv, v, is_causal=True),
+        "elementwise_neg_512MiB": lambda: big.neg_(),
+        "copy_d2h_512MiB": lambda: host.copy_(dev, non_blocking=True),
+    }
+    rows = []
+    for name, k in kernels.items():
+        k()
+        torch.cuda.synchronize()
+        time.sleep(2.0)
+        t0, ev = time.time(), []
+        while time.time() - t0 < seconds:
+            for _ in range(4):
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                s.record()
+                k()
+                e.record()
+                ev.append((s, e))
+            ev[-1][1].synchronize()
+        torch.cuda.synchronize()
+        ms = [s.elapsed_time(e) for s, e in ev]
+        rows.append({"kernel": name, "start_unix_s": t0, "end_unix_s": time.time(), "ms": ms})
+        print(f"{name:28s} {len(ms):5d} calls: first {ms[0]:8.3f} ms, last quarter median "
+              f"{statistics.median(ms[3 * len(ms) // 4:]):8.3f}", flush=True)
+    time.sleep(2.0)
+    with open(out, "w") as f:
+        json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "seconds": seconds,
+                   "rows": rows}, f, indent=1)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="JSON of every call")
@@ -268,6 +317,8 @@ def main() -> int:
     ap.add_argument("--duty", default="",
                     help="instead: the tensor-core loop at these duty cycles, e.g. 0.25,0.5,0.75,1,0.5")
     ap.add_argument("--seconds", type=float, default=3.0, help="--duty: seconds per duty")
+    ap.add_argument("--classes", action="store_true",
+                    help="instead: each kernel class back to back for --seconds after 2 s idle (steady power per class)")
     ap.add_argument("--states", action="store_true",
                     help="instead: each calibration GEMM fresh (after 0.5 s of light load) and sustained (after 1.5 s of itself)")
     a = ap.parse_args()
@@ -284,6 +335,8 @@ def main() -> int:
         return sustained(torch, a.sustained, a.out)
     if a.states:
         return states(torch, a.out)
+    if a.classes:
+        return classes(torch, a.out, a.seconds)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     mod = cp.RawModule(code=KERNELS, options=("-std=c++17",))
     if a.duty:
