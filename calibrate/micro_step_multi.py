@@ -27,6 +27,8 @@ Usage, on a machine with N GPUs, PyTorch and the library built by calibrate/buil
   build/twin run scenarios/micro-step.json --set parallel.replica_gpus=4 --plan plans --plan-ranks all
   python3 calibrate/micro_step_multi.py --plans plans --lib build-device/libtwin_kernels_c.so \\
       --out measured [--reps 3]
+`--predicted FILE` writes the plans' own prediction (per rank step, compute-stream end, every
+collective's duration) without a GPU.
 (A single-GPU machine runs a one-rank plan: `--set parallel.replica_gpus=1 --set parallel.ep=1
 --set hardware.node.gpus=1` — every communicator of one rank, a check of the harness only.)
 """
@@ -175,15 +177,43 @@ def summary(out: str, world: int) -> dict:
     return dict(ranks=rows)
 
 
+def predicted(plans: list) -> dict:
+    """The twin's side alone, from the plans (no GPU): per rank the step (first start to last
+    end) and the compute stream's end, and each collective's duration — the prediction to set
+    against a later measurement."""
+    rows = []
+    for r, plan in enumerate(plans):
+        tasks = plan["tasks"]
+        begin = min(t["start_s"] for t in tasks)
+        colls = [dict(name=t["name"], comm=l["comm"], collective=l["collective"], bytes=l["bytes"],
+                      ctas=l["ctas"], twin_s=l["twin_s"])
+                 for t in tasks for l in t["launches"] if l["kind"] == "collective"]
+        rows.append(dict(rank=r, step_twin_s=max(t["end_s"] for t in tasks) - begin,
+                         compute_end_twin_s=max(t["end_s"] for t in tasks if t["stream"] == "compute") - begin,
+                         collectives=colls))
+    return dict(scenario=plans[0]["scenario"], profile=plans[0]["profile"], ranks=rows)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--plans", required=True, help="folder of rank-N.json (twin run --plan-ranks all)")
-    p.add_argument("--lib", required=True, help="libtwin_kernels_c.so (micro_step.py's kernels)")
-    p.add_argument("--out", required=True, help="folder for rank-N.json and summary.json")
+    p.add_argument("--lib", help="libtwin_kernels_c.so (micro_step.py's kernels)")
+    p.add_argument("--out", help="folder for rank-N.json and summary.json")
+    p.add_argument("--predicted", help="instead: write the plans' own prediction to this JSON file (no GPU)")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--port", type=int, default=29511)
     p.add_argument("--elementwise", choices=("kernel", "memcpy"), default="kernel")
     a = p.parse_args()
+    if a.predicted:
+        pred = predicted(read_plans(a.plans))
+        with open(a.predicted, "w") as f:
+            json.dump(pred, f, indent=1)
+        for r in pred["ranks"]:
+            print(f"rank {r['rank']}: step {1e3 * r['step_twin_s']:.1f} ms, compute stream end "
+                  f"{1e3 * r['compute_end_twin_s']:.1f} ms, {len(r['collectives'])} collectives")
+        return 0
+    if not a.lib or not a.out:
+        p.error("--lib and --out are needed to measure (or --predicted FILE)")
     if torch is None or not torch.cuda.is_available():
         print("micro_step_multi: no PyTorch with a CUDA GPU here: nothing measured", file=sys.stderr)
         return 3
