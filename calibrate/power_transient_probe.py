@@ -140,6 +140,18 @@ def trace_summary(cp: object, stamps: object) -> dict:
     return {"ns": ns, "cycles": cyc, "MHz": [1e3 * c / t for c, t in zip(cyc, ns)]}
 
 
+def record_calls(torch: object, k: Callable[[], object], n: int) -> list[tuple]:
+    """n calls of k back to back, each between its own pair of CUDA events (not waited on)."""
+    ev = []
+    for _ in range(n):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        k()
+        e.record()
+        ev.append((s, e))
+    return ev
+
+
 def grouped_up(torch: object) -> Callable[[], object]:
     """The micro-step's expert up projection (gap_probe.py): 96 experts of 1,360 rows."""
     E, N, K, M = 96, 3584, 6144, 1360
@@ -159,13 +171,7 @@ def sustained(torch: object, calls: int, out: str) -> int:
     start = torch.cuda.Event(enable_timing=True)
     start.record()
     t0 = time.time()
-    ev = []
-    for _ in range(calls):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        g()
-        e.record()
-        ev.append((s, e))
+    ev = record_calls(torch, g, calls)
     torch.cuda.synchronize()
     rows = [{"ms": s.elapsed_time(e), "end_unix_s": t0 + start.elapsed_time(e) * 1e-3} for s, e in ev]
     with open(out, "w") as f:
@@ -238,13 +244,7 @@ def states(torch: object, out: str, light_s: float = 0.5, sustain_s: float = 1.5
             for _ in range(10):
                 k()
             torch.cuda.synchronize()
-        ev = []
-        for _ in range(20):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            k()
-            e.record()
-            ev.append((s, e))
+        ev = record_calls(torch, k, 20)
         torch.cuda.synchronize()
         sus = [s.elapsed_time(e) for s, e in ev]
         row = {"kernel": name, "fresh_ms": fresh, "sustained_ms": sus,
@@ -287,12 +287,7 @@ def classes(torch: object, out: str, seconds: float) -> int:
         time.sleep(2.0)
         t0, ev = time.time(), []
         while time.time() - t0 < seconds:
-            for _ in range(4):
-                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                s.record()
-                k()
-                e.record()
-                ev.append((s, e))
+            ev += record_calls(torch, k, 4)
             ev[-1][1].synchronize()
         torch.cuda.synchronize()
         ms = [s.elapsed_time(e) for s, e in ev]
