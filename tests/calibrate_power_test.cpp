@@ -121,3 +121,20 @@ TEST_CASE("the H200 profile's GEMM calibrations are of one power state: below th
   CHECK(eff["grouped_gemm_tile_rows"]["value"].get<double>() ==
         fresh["fit"]["tile_rows"].get<double>());
 }
+
+TEST_CASE("a long GEMM is capped only when tensor-core work fills nearly all the time") {
+  // power_mix_probe.py: back to back ×1.16 of its fresh time; with a third of the time empty or
+  // copying, its fresh speed; a third of bandwidth-bound work (614 W alone) costs ~6%.
+  const auto d = grouped_gemm_file("h200-2026-12-04-power-mix.json");
+  for (const auto& r : d["rows"]) {
+    const std::string other = r["other"];
+    const double x = r["slowdown"];
+    CAPTURE(other);
+    if (other == "none")
+      CHECK(x > 1.10);
+    else if (other == "bandwidth-bound kernel" && r["ratio"].get<double>() < 1)
+      CHECK((x > 1.02 && x < 1.10));
+    else
+      CHECK(x < 1.02);
+  }
+}
