@@ -30,8 +30,8 @@ import math
 import os
 import statistics
 import sys
-import time
 
+from power_transient_probe import keep_busy
 from profile_json import update_efficiency
 
 try:
@@ -44,28 +44,18 @@ PROJECTIONS = {"up": (3584, 6144), "down": (6144, 1792)}  # n, k
 ROWS = [64, 128, 176, 256, 352, 512, 688, 1024, 1376, 2048, 2736, 4096, 5456]  # multiples of 16
 
 
-def light_load(seconds: float) -> None:
-    """`seconds` of a bandwidth-bound kernel: the clocks stay up and the power under the cap, so
-    that a GEMM timed next runs in the fresh state (reports/calibration/grouped-gemm/README.md,
-    "The power cap's slow controller")."""
-    big = torch.empty(1 << 28, device="cuda", dtype=torch.bfloat16).fill_(1)
-    end = time.time() + seconds
-    while time.time() < end:
-        for _ in range(10):
-            big.neg_()
-        torch.cuda.synchronize()
-
-
-def time_ms(fn: Callable[[], object], reps: int, fresh_s: float = 0.0) -> float:
+def time_ms(fn: Callable[[], object], reps: int, fresh_s: float = 0.0, light: object = None) -> float:
     """Median of reps calls: back to back after 3 warm-ups (the capped state once the GPU has run
-    GEMMs for ~0.1–1 s), or with fresh_s > 0 each call after fresh_s of light load."""
+    GEMMs for ~0.1–1 s), or with fresh_s > 0 each call after fresh_s of `light`, a bandwidth-bound
+    kernel that keeps the clocks up and the power under the cap (the fresh state:
+    reports/calibration/grouped-gemm/README.md, "The power cap's slow controller")."""
     for _ in range(1 if fresh_s else 3):
         fn()
     torch.cuda.synchronize()
     times = []
     for _ in range(reps):
         if fresh_s:
-            light_load(fresh_s)
+            keep_busy(torch, light, fresh_s)
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record(); fn(); e.record()
         e.synchronize()
@@ -75,12 +65,13 @@ def time_ms(fn: Callable[[], object], reps: int, fresh_s: float = 0.0) -> float:
 
 def measure(reps: int, fresh_s: float = 0.0) -> list[dict]:
     rows = []
+    light = torch.empty(1 << 28, device="cuda", dtype=torch.bfloat16).fill_(1).neg_ if fresh_s else None
     for proj, (n, k) in PROJECTIONS.items():
         b = torch.randn(EXPERTS, k, n, device="cuda", dtype=torch.bfloat16)
         for m in ROWS:
             a = torch.randn(EXPERTS * m, k, device="cuda", dtype=torch.bfloat16)
             offs = torch.arange(m, EXPERTS * m + 1, m, device="cuda", dtype=torch.int32)
-            ms = time_ms(lambda a=a, b=b, offs=offs: torch._grouped_mm(a, b, offs=offs), reps, fresh_s)
+            ms = time_ms(lambda a=a, b=b, offs=offs: torch._grouped_mm(a, b, offs=offs), reps, fresh_s, light)
             flops = 2.0 * EXPERTS * m * n * k
             rows.append({"projection": proj, "rows_per_expert": m, "n": n, "k": k, "experts": EXPERTS,
                          "median_ms": ms, "TFLOPs": flops / (ms * 1e-3) / 1e12})

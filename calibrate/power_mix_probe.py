@@ -21,7 +21,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from power_transient_probe import record_calls, sized, timed
+from power_transient_probe import gpu_modules, record_calls, sized, timed
 
 RATIOS = (0.5, 1.0, 2.0)
 
@@ -51,14 +51,10 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--seconds", type=float, default=2.5, help="per mix")
     a = ap.parse_args()
-    try:
-        import torch
-    except ImportError as e:
-        print(f"power_mix_probe: needs PyTorch ({e}): nothing measured", file=sys.stderr)
+    mods = gpu_modules("power_mix_probe")
+    if mods is None:
         return 3
-    if not torch.cuda.is_available():
-        print("power_mix_probe: no CUDA GPU here: nothing measured", file=sys.stderr)
-        return 3
+    torch = mods[0]
     bf = torch.bfloat16
     x = torch.randn(65536, 6144, device="cuda", dtype=bf) * 0.1
     w = torch.randn(6144, 3584, device="cuda", dtype=bf) * 0.1

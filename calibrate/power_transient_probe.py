@@ -140,6 +140,30 @@ def trace_summary(cp: object, stamps: object) -> dict:
     return {"ns": ns, "cycles": cyc, "MHz": [1e3 * c / t for c, t in zip(cyc, ns)]}
 
 
+def keep_busy(torch: object, k: Callable[[], object], seconds: float) -> None:
+    """k over and over for `seconds` (in batches of ten between synchronisations): a bandwidth-
+    bound k keeps the clocks up under the cap (the fresh state), a GEMM drives the GPU into it."""
+    end = time.time() + seconds
+    while time.time() < end:
+        for _ in range(10):
+            k()
+        torch.cuda.synchronize()
+
+
+def gpu_modules(prog: str, cupy: bool = False) -> tuple | None:
+    """(torch, cupy or None), or None with the reason printed when they or a GPU are missing."""
+    try:
+        import torch
+        cp = __import__("cupy") if cupy else None
+    except ImportError as e:
+        print(f"{prog}: needs PyTorch{' and CuPy' if cupy else ''} ({e}): nothing measured", file=sys.stderr)
+        return None
+    if not torch.cuda.is_available():
+        print(f"{prog}: no CUDA GPU here: nothing measured", file=sys.stderr)
+        return None
+    return torch, cp
+
+
 def record_calls(torch: object, k: Callable[[], object], n: int) -> list[tuple]:
     """n calls of k back to back, each between its own pair of CUDA events (not waited on)."""
     ev = []
@@ -233,17 +257,9 @@ def states(torch: object, out: str, light_s: float = 0.5, sustain_s: float = 1.5
         torch.cuda.synchronize()
         fresh = []
         for _ in range(3):
-            t_end = time.time() + light_s
-            while time.time() < t_end:
-                for _ in range(10):
-                    big.neg_()
-                torch.cuda.synchronize()
+            keep_busy(torch, big.neg_, light_s)
             fresh.append(timed(torch, k))
-        t_end = time.time() + sustain_s
-        while time.time() < t_end:
-            for _ in range(10):
-                k()
-            torch.cuda.synchronize()
+        keep_busy(torch, k, sustain_s)
         ev = record_calls(torch, k, 20)
         torch.cuda.synchronize()
         sus = [s.elapsed_time(e) for s, e in ev]
@@ -317,15 +333,10 @@ def main() -> int:
     ap.add_argument("--states", action="store_true",
                     help="instead: each calibration GEMM fresh (after 0.5 s of light load) and sustained (after 1.5 s of itself)")
     a = ap.parse_args()
-    try:
-        import cupy as cp
-        import torch
-    except ImportError as e:
-        print(f"power_transient_probe: needs PyTorch and CuPy ({e}): nothing measured", file=sys.stderr)
+    mods = gpu_modules("power_transient_probe", cupy=True)
+    if mods is None:
         return 3
-    if not torch.cuda.is_available():
-        print("power_transient_probe: no CUDA GPU here: nothing measured", file=sys.stderr)
-        return 3
+    torch, cp = mods
     if a.sustained:
         return sustained(torch, a.sustained, a.out)
     if a.states:
