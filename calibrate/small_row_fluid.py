@@ -74,7 +74,7 @@ def launches(path: str) -> list[dict]:
 
 
 def launch_time(c: dict, usable: int, ts: float, r: float, F: float, R: float,
-                queue: bool = False) -> float:
+                queue: float = 0) -> float:
     """The launch's time on `usable` SMs: clusters in rounds, streaming CTAs sharing R — as
     min(r, R / n) each, or (queue) r / (1 + n·r / R): loads wait longer the more stream (the
     soft knee p = 1 of the model's mechanism 3, a_sat = R / r)."""
@@ -94,7 +94,8 @@ def launch_time(c: dict, usable: int, ts: float, r: float, F: float, R: float,
         rate = 0.0
         if streaming:
             ask = streaming * c["bytes"] / body  # what the streaming CTAs would move alone
-            rate = (1.0 / (1.0 + ask / R) if queue else min(1.0, R / ask)) / body
+            share = (1.0 + (ask / R) ** queue) ** (-1.0 / queue) if queue else min(1.0, R / ask)
+            rate = share / body
         dt = min(x[1] - t if x[0] == 0 else x[1] / rate for x in running)
         t += dt
         for x in running:
@@ -106,7 +107,7 @@ def launch_time(c: dict, usable: int, ts: float, r: float, F: float, R: float,
 
 
 def worst_misses(cases: list[dict], table: dict, prm: tuple, unstretched_s: float = 0,
-                 queue: bool = False) -> list[float]:
+                 queue: float = 0) -> list[float]:
     """Per launch, the signed miss of largest size over its points."""
     out = []
     for c in cases:
@@ -137,7 +138,9 @@ def main() -> None:
     ap.add_argument("--fit", action="store_true", help="grid-search the parameters on the files")
     ap.add_argument("--params", default="4e-6,130e9,3e12,3.0e12", help="t_s,r,F,R (s, B/s, MAC/s, B/s)")
     ap.add_argument("--unstretched-us", type=float, default=0.0)
-    ap.add_argument("--queue", action="store_true", help="streaming CTAs share as r / (1 + n·r / R)")
+    ap.add_argument("--queue", type=float, nargs="?", const=1.0, default=0.0,
+                    help="streaming CTAs share with a soft knee P: r / (1 + (n·r / R)^P)^(1/P) "
+                         "(P = 1 without a value: a queue); default: min(r, R / n)")
     a = ap.parse_args()
     table = usable_table(a.profile)
     cases = [c for f in a.files for c in launches(f)]

@@ -142,3 +142,76 @@ TEST_CASE("the load intensity's multicast count against the L2 reads measured (f
   CHECK(checked == 42);
   CHECK(exact == 9);
 }
+
+TEST_CASE("u streaming SMs beside held ones share HBM with a sharp knee, not as a queue (z)") {
+  // File z (2026-12-04, calibrate/stream_share_probe.py): a kernel whose CTAs (one per SM) only
+  // stream their own 4 MiB from HBM with cp.async, S copies of 16 bytes in flight per thread
+  // (S = 1, 2, 4, 8, 12: a lone CTA's rate r0 of 42–236 GB/s), on u SMs beside 132 − u holders.
+  // Mechanism 3's form (hardware/contention.hpp) with a_sat = R / r0 — the knee the elementwise
+  // add family was fitted with (file c: p = 4), R the bandwidth of all 132 SMs (4.66 TB/s) —
+  // gives every point; the queue that read nvjet's small-row rounds best (p = 1: each CTA at
+  // r0 / (1 + u·r0 / R)) misses this kernel by up to −46%. So the chip gives u streaming SMs
+  // u·r0 until close to R (README, "How u streaming SMs share HBM").
+  std::ifstream in(kRoot / "reports/calibration/contention/h200-2026-12-04-stream-share-z.json");
+  const auto doc = nlohmann::json::parse(in);
+  std::map<int, double> lone;  // stages → r0
+  std::vector<double> all_sms;
+  for (const auto& c : doc["cases"]) {
+    // The holders were resident on distinct SMs and the streaming CTAs beside them, one per SM.
+    CHECK(c["overlap_with_holders"] == 0);
+    CHECK(c["held_distinct"] == c["held_sms"]);
+    CHECK(c["distinct_sms"] == c["ctas"]);
+    if (c["ctas"] == 1 && c["held_sms"] == 131) lone[c["stages"]] = c["GBps"];
+    if (c["ctas"] == 132) all_sms.push_back(c["GBps"]);
+  }
+  REQUIRE(lone.size() == 5);
+  REQUIRE(all_sms.size() == 5);
+  std::sort(all_sms.begin(), all_sms.end());
+  const double R = all_sms[2];
+  CHECK(R >= 4400);
+  CHECK(R <= 4800);  // the H200's 4.8 TB/s
+  const double knee = profile_model("h200").of(hardware::Family::ew_add).knee;
+  const auto predicted = [&](double u, double r0, double p) {
+    const double ask = u * r0;
+    return ask / std::pow(1 + std::pow(ask / R, p), 1 / p);
+  };
+  double worst = 0, worst_queue = 0;
+  std::vector<double> misses;
+  for (const auto& c : doc["cases"]) {
+    if (c["held_sms"] == 0 && c["ctas"] != 132) continue;  // placed by the scheduler alone
+    const double u = c["ctas"], r0 = lone[c["stages"]], y = c["GBps"];
+    const double e = predicted(u, r0, knee) / y - 1;
+    misses.push_back(std::abs(e));
+    worst = std::max(worst, std::abs(e));
+    worst_queue = std::max(worst_queue, std::abs(predicted(u, r0, 1) / y - 1));
+  }
+  std::sort(misses.begin(), misses.end());
+  MESSAGE(fmt::format("knee {}: median {:.1f}%, worst {:.1f}%; queue: worst {:.1f}%", knee,
+                      100 * misses[misses.size() / 2], 100 * worst, 100 * worst_queue));
+  CHECK(misses.size() == 80);
+  CHECK(misses[misses.size() / 2] <= 0.05);
+  CHECK(worst <= 0.12);
+  CHECK(worst_queue >= 0.4);
+}
+
+TEST_CASE("where the block scheduler alone puts a few streaming CTAs, they reach less (z)") {
+  // Without holders, u ≤ 32 CTAs land on neighbouring SMs (8 CTAs: SMs 124–131) and, at the
+  // deepest pipelines, reach 0.64–0.73 of what the same CTAs reach on the SMs holders leave
+  // free, one per TPC: their loads share a few GPCs' ports (mechanism 2's memory side). Beside
+  // holders — as beside NCCL — the free SMs are spread, so the model's reading of file z holds.
+  std::ifstream in(kRoot / "reports/calibration/contention/h200-2026-12-04-stream-share-z.json");
+  const auto doc = nlohmann::json::parse(in);
+  std::map<std::pair<int, int>, double> spread, packed;  // (stages, u) → GB/s
+  for (const auto& c : doc["cases"]) {
+    const int u = c["ctas"];
+    if (u == 132) continue;
+    (c["held_sms"] == 0 ? packed : spread)[{c["stages"], u}] = c["GBps"];
+  }
+  double lowest = 1;
+  for (const auto& [key, gbps] : packed) {
+    CHECK(spread.count(key) == 1);
+    if (key.second >= 8 && key.second <= 32) lowest = std::min(lowest, gbps / spread[key]);
+    if (key.second <= 4 || key.second >= 64) CHECK(std::abs(gbps / spread[key] - 1) <= 0.06);
+  }
+  CHECK(lowest <= 0.7);
+}
