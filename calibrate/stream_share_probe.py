@@ -13,9 +13,14 @@ holders; the streaming CTA asks as much, so none shares an SM with a holder or a
 and without holders (u CTAs placed by the block scheduler alone). Per case: the launch's time
 from its first CTA's start to its last CTA's end on the global timer, the bandwidth, the CTAs'
 durations, and the SMs they ran on (checked disjoint from the holders'). Each repetition reads
-a fresh region of a 2 GiB buffer, so no CTA finds its slice in L2. Needs CuPy and a GPU.
+a fresh region of a 2 GiB buffer, so no CTA finds its slice in L2. To read a small-row GEMM's
+rounds: `--launch-ctas N` launches N CTAs on the u free SMs (rounds, as nvjet's 128 CTAs),
+`--prologue-us` makes each CTA wait before it streams (a tile's set-up), `--shared-kib` has each
+CTA also read one operand all CTAs share (a GEMM's activations, from L2). Needs CuPy and a GPU.
 
   python3 calibrate/stream_share_probe.py --out stream-share.json
+  python3 calibrate/stream_share_probe.py --launch-ctas 128 --mib-per-cta 0.5 --prologue-us 2 \
+      --shared-kib 256 --stages 2,4 --out rounds.json
 """
 from __future__ import annotations
 
@@ -42,10 +47,13 @@ extern "C" __global__ void wait_count(volatile int* count, int target) {
 }
 extern "C" __global__ void set_flag(int* flag) { flag[0] = 1; }
 extern "C" __global__ void stream(const int4* __restrict__ src, long long per_cta,
-                                  unsigned long long* out) {
+                                  unsigned long long* out, const int4* __restrict__ shared_src,
+                                  long long shared_every, long long prologue_ns) {
   extern __shared__ int4 buf[];
-  unsigned long long t0, t1;
+  unsigned long long t0, t1, now;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  while (now < t0 + prologue_ns);
   const int4* p = src + blockIdx.x * per_cta;
   const long long iters = per_cta / blockDim.x;
   for (long long it = 0; it < iters; ++it) {
@@ -53,6 +61,9 @@ extern "C" __global__ void stream(const int4* __restrict__ src, long long per_ct
         buf + (it % STAGES) * blockDim.x + threadIdx.x);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s),
                  "l"(p + it * blockDim.x + threadIdx.x));
+    if (shared_every > 0 && it % shared_every == 0)  // an operand every CTA reads (from L2)
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s),
+                   "l"(shared_src + it / shared_every * blockDim.x + threadIdx.x));
     asm volatile("cp.async.commit_group;");
     asm volatile("cp.async.wait_group %0;" ::"n"(STAGES - 1));
   }
@@ -75,8 +86,9 @@ BUFFER = 2 << 30
 
 
 def run_case(cp: object, k: dict, held: int, ctas: int, per_cta: int, reps: int,
-             region: list[int]) -> dict:
-    """One (held, CTAs) case: `reps` launches after two warm-ups; the median by launch time."""
+             region: list[int], extra: tuple) -> dict:
+    """One (held, CTAs) case: `reps` launches after two warm-ups; the median by launch time.
+    `extra`: (shared operand, its copies' spacing in iterations or 0, prologue in ns)."""
     sms = 132
     count = cp.zeros(1, dtype=cp.int32)
     flag = cp.zeros(1, dtype=cp.int32)
@@ -96,7 +108,8 @@ def run_case(cp: object, k: dict, held: int, ctas: int, per_cta: int, reps: int,
         if held:
             k["hold"]((held,), (32,), (count, flag, hold_sm), shared_mem=HOLD_SMEM, stream=s_hold)
             k["wait"]((1,), (1,), (count, cp.int32(held)), stream=s_run)
-        k["stream"]((ctas,), (THREADS,), (src, cp.int64(per_cta // 16), out),
+        k["stream"]((ctas,), (THREADS,), (src, cp.int64(per_cta // 16), out, extra[0], cp.int64(extra[1]),
+                                       cp.int64(extra[2])),
                     shared_mem=STREAM_SMEM, stream=s_run)
         done = s_run.record()
         s_rel.wait_event(done)
@@ -132,6 +145,12 @@ def main() -> None:
     ap.add_argument("--ctas", default="1,2,4,8,12,16,24,32,40,48,64,80,96,112,128,132")
     ap.add_argument("--mib-per-cta", type=float, default=4.0)
     ap.add_argument("--no-holders", action="store_true", help="also without holders")
+    ap.add_argument("--launch-ctas", type=int, default=0,
+                    help="launch this many CTAs on the u free SMs (rounds), not u")
+    ap.add_argument("--prologue-us", type=float, default=0.0,
+                    help="each CTA waits this long before it streams (a GEMM tile's set-up)")
+    ap.add_argument("--shared-kib", type=int, default=0,
+                    help="each CTA also reads this much of one operand all CTAs share (L2)")
     a = ap.parse_args()
     import cupy as cp
     dev = cp.cuda.runtime.getDeviceProperties(0)
@@ -145,6 +164,16 @@ def main() -> None:
                f"--{k.replace('_', '-')} {v}" for k, v in vars(a).items() if v not in (None, False)),
            "cases": []}
     region = [0]
+    iters = per // (16 * THREADS)
+    shared_every = 0
+    if a.shared_kib:
+        chunks = a.shared_kib * 1024 // (16 * THREADS)
+        assert 0 < chunks <= iters and iters % chunks == 0, "shared KiB must divide the slice"
+        shared_every = iters // chunks
+    shared = cp.ones(max(1, a.shared_kib) * 256, dtype=cp.int32)
+    extra = (shared, shared_every, int(a.prologue_us * 1e3))
+    doc.update({"launch_ctas": a.launch_ctas, "prologue_us": a.prologue_us,
+                "shared_kib": a.shared_kib})
     for stages in (int(x) for x in a.stages.split(",")):
         assert stages * THREADS * 16 <= STREAM_SMEM
         mod = cp.RawModule(code=COMMON, options=(f"-DSTAGES={stages}",))
@@ -153,12 +182,13 @@ def main() -> None:
         k["hold"].max_dynamic_shared_size_bytes = HOLD_SMEM
         k["stream"].max_dynamic_shared_size_bytes = STREAM_SMEM
         for u in (int(x) for x in a.ctas.split(",")):
+            ctas = a.launch_ctas or u
             for held in ([132 - u, 0] if a.no_holders and u < 132 else [132 - u]):
-                r = run_case(cp, k, held, u, per, a.reps, region)
+                r = run_case(cp, k, held, ctas, per, a.reps, region, extra)
                 r["stages"] = stages
                 r["in_flight_bytes_per_cta"] = stages * THREADS * 16
                 doc["cases"].append(r)
-                print(f"S={stages} u={u:3d} held={held:3d}: {r['span_s'] * 1e6:8.1f} µs "
+                print(f"S={stages} u={u:3d} CTAs={ctas:3d} held={held:3d}: {r['span_s'] * 1e6:8.1f} µs "
                       f"{r['GBps']:7.0f} GB/s, CTA median {r['cta_GBps_median']:6.1f} GB/s "
                       f"(CTA {r['cta_duration_s']['min'] * 1e6:.1f}/"
                       f"{r['cta_duration_s']['max'] * 1e6:.1f} µs), SMs {r['distinct_sms']}, "
