@@ -16,7 +16,8 @@ durations, and the SMs they ran on (checked disjoint from the holders'). Each re
 a fresh region of a 2 GiB buffer, so no CTA finds its slice in L2. To read a small-row GEMM's
 rounds: `--launch-ctas N` launches N CTAs on the u free SMs (rounds, as nvjet's 128 CTAs),
 `--prologue-us` makes each CTA wait before it streams (a tile's set-up), `--shared-kib` has each
-CTA also read one operand all CTAs share (a GEMM's activations, from L2). Needs CuPy and a GPU.
+CTA also read one operand all CTAs share (a GEMM's activations, from L2), `--same-slice` has all
+CTAs read one slice (the L2-to-SM bandwidth of u SMs). Needs CuPy and a GPU.
 
   python3 calibrate/stream_share_probe.py --out stream-share.json
   python3 calibrate/stream_share_probe.py --launch-ctas 128 --mib-per-cta 0.5 --prologue-us 2 \
@@ -48,13 +49,13 @@ extern "C" __global__ void wait_count(volatile int* count, int target) {
 extern "C" __global__ void set_flag(int* flag) { flag[0] = 1; }
 extern "C" __global__ void stream(const int4* __restrict__ src, long long per_cta,
                                   unsigned long long* out, const int4* __restrict__ shared_src,
-                                  long long shared_every, long long prologue_ns) {
+                                  long long shared_every, long long prologue_ns, int same) {
   extern __shared__ int4 buf[];
   unsigned long long t0, t1, now;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
   do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
   while (now < t0 + prologue_ns);
-  const int4* p = src + blockIdx.x * per_cta;
+  const int4* p = src + (same ? 0 : blockIdx.x * per_cta);  // same: every CTA one slice (L2)
   const long long iters = per_cta / blockDim.x;
   for (long long it = 0; it < iters; ++it) {
     const unsigned s = (unsigned)__cvta_generic_to_shared(
@@ -88,7 +89,8 @@ BUFFER = 2 << 30
 def run_case(cp: object, k: dict, held: int, ctas: int, per_cta: int, reps: int,
              region: list[int], extra: tuple) -> dict:
     """One (held, CTAs) case: `reps` launches after two warm-ups; the median by launch time.
-    `extra`: (shared operand, its copies' spacing in iterations or 0, prologue in ns)."""
+    `extra`: (shared operand, its copies' spacing in iterations or 0, prologue in ns, 1 if every
+    CTA reads the same slice)."""
     sms = 132
     count = cp.zeros(1, dtype=cp.int32)
     flag = cp.zeros(1, dtype=cp.int32)
@@ -109,7 +111,7 @@ def run_case(cp: object, k: dict, held: int, ctas: int, per_cta: int, reps: int,
             k["hold"]((held,), (32,), (count, flag, hold_sm), shared_mem=HOLD_SMEM, stream=s_hold)
             k["wait"]((1,), (1,), (count, cp.int32(held)), stream=s_run)
         k["stream"]((ctas,), (THREADS,), (src, cp.int64(per_cta // 16), out, extra[0], cp.int64(extra[1]),
-                                       cp.int64(extra[2])),
+                                       cp.int64(extra[2]), cp.int32(extra[3])),
                     shared_mem=STREAM_SMEM, stream=s_run)
         done = s_run.record()
         s_rel.wait_event(done)
@@ -149,6 +151,8 @@ def main() -> None:
                     help="launch this many CTAs on the u free SMs (rounds), not u")
     ap.add_argument("--prologue-us", type=float, default=0.0,
                     help="each CTA waits this long before it streams (a GEMM tile's set-up)")
+    ap.add_argument("--same-slice", action="store_true",
+                    help="every CTA reads the same slice: after its first touch, from L2")
     ap.add_argument("--shared-kib", type=int, default=0,
                     help="each CTA also reads this much of one operand all CTAs share (L2)")
     a = ap.parse_args()
@@ -171,9 +175,9 @@ def main() -> None:
         assert 0 < chunks <= iters and iters % chunks == 0, "shared KiB must divide the slice"
         shared_every = iters // chunks
     shared = cp.ones(max(1, a.shared_kib) * 256, dtype=cp.int32)
-    extra = (shared, shared_every, int(a.prologue_us * 1e3))
+    extra = (shared, shared_every, int(a.prologue_us * 1e3), int(a.same_slice))
     doc.update({"launch_ctas": a.launch_ctas, "prologue_us": a.prologue_us,
-                "shared_kib": a.shared_kib})
+                "shared_kib": a.shared_kib, "same_slice": a.same_slice})
     for stages in (int(x) for x in a.stages.split(",")):
         assert stages * THREADS * 16 <= STREAM_SMEM
         mod = cp.RawModule(code=COMMON, options=(f"-DSTAGES={stages}",))
