@@ -30,7 +30,9 @@ import json
 import statistics
 import time
 
-COMMON = r"""
+from stream_spread_probe import STAMP_CTA
+
+COMMON = STAMP_CTA + r"""
 extern "C" __global__ void hold(int* count, volatile int* release, int* smids) {
   extern __shared__ int smem[];
   if (threadIdx.x == 0) {
@@ -51,7 +53,7 @@ extern "C" __global__ void stream(const int4* __restrict__ src, long long per_ct
                                   unsigned long long* out, const int4* __restrict__ shared_src,
                                   long long shared_every, long long prologue_ns, int same) {
   extern __shared__ int4 buf[];
-  unsigned long long t0, t1, now;
+  unsigned long long t0, now;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
   do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
   while (now < t0 + prologue_ns);
@@ -70,14 +72,7 @@ extern "C" __global__ void stream(const int4* __restrict__ src, long long per_ct
   }
   asm volatile("cp.async.wait_all;");
   __syncthreads();
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
-  unsigned smid;
-  asm("mov.u32 %0, %%smid;" : "=r"(smid));
-  if (threadIdx.x == 0) {
-    out[3 * blockIdx.x] = t0;
-    out[3 * blockIdx.x + 1] = t1;
-    out[3 * blockIdx.x + 2] = smid;
-  }
+  stamp_cta(out, t0);
 }
 """
 THREADS = 1024

@@ -18,11 +18,25 @@ import argparse
 import json
 import statistics
 
-KERNEL = r"""
+# Each CTA's start (t0), end and SM, as out[3·block …] (shared with stream_share_probe.py).
+STAMP_CTA = r"""
+__device__ void stamp_cta(unsigned long long* out, unsigned long long t0) {
+  unsigned long long t1;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+  unsigned smid;
+  asm("mov.u32 %0, %%smid;" : "=r"(smid));
+  if (threadIdx.x == 0) {
+    out[3 * blockIdx.x] = t0;
+    out[3 * blockIdx.x + 1] = t1;
+    out[3 * blockIdx.x + 2] = smid;
+  }
+}
+"""
+KERNEL = STAMP_CTA + r"""
 extern "C" __global__ void stream(const int4* __restrict__ src, long long per_cta,
                                   unsigned long long* out, int* sink) {
   extern __shared__ int smem[];
-  unsigned long long t0, t1;
+  unsigned long long t0;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
   const int4* p = src + blockIdx.x * per_cta;
   int acc = 0;
@@ -37,14 +51,7 @@ extern "C" __global__ void stream(const int4* __restrict__ src, long long per_ct
   }
   smem[threadIdx.x] = acc;
   __syncthreads();
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
-  unsigned smid;
-  asm("mov.u32 %0, %%smid;" : "=r"(smid));
-  if (threadIdx.x == 0) {
-    out[3 * blockIdx.x] = t0;
-    out[3 * blockIdx.x + 1] = t1;
-    out[3 * blockIdx.x + 2] = smid;
-  }
+  stamp_cta(out, t0);
   if (acc == 0x7fffffff) sink[0] = smem[0];
 }
 """
