@@ -6,8 +6,10 @@ profile takes the same values marked [est] (the same GH100 die; its GPC layout i
 alike). Its compute families' clock gain b_max is not the H200's (a kernel's clock alone there
 was the clock of an idle GPU's first kernels): with --busy-clock-MHz F it is the clock measured
 with 56-112 SMs held (fit.json `clock_plateau_MHz`) over F, the clock alone that the profile's
-kernel efficiencies assume for a GPU kept busy. The files keep their layout: one line per leaf
-{"value", "source"}.
+kernel efficiencies assume for a GPU kept busy. Both get `sat_hbm_GBps`, the measured GPU's HBM
+bandwidth: the twin scales the elementwise families' a_sat by a profile's own over it (a_sat = R
+/ r0, hardware/contention.hpp). The files keep their layout: one line per leaf {"value",
+"source"}.
 
 Usage: python3 calibrate/contention_profile.py reports/calibration/contention/fit.json \
            hardware/profiles/h200.json --est hardware/profiles/jupiter-gh200.json --busy-clock-MHz 1643
@@ -86,7 +88,13 @@ def main() -> int:
     args = ap.parse_args()
     with open(args.fit) as f:
         fit = json.load(f)
-    section = fit["contention"]
+    with open(args.profile) as f:
+        bw = json.load(f)["gpu"]["hbm_bw_GBps"]["value"]
+    section = {"sat_hbm_GBps": {
+        "value": bw, "source": "[meas] the HBM bandwidth (gpu.hbm_bw_GBps) of the GPU the elementwise families' "
+                              "sat_sms were fitted on, our H200: a GPU of the same SMs and another HBM saturates at "
+                              "sat_sms × its own over this (a_sat = R / r0: reports/calibration/contention/README.md, "
+                              "file z)"}, **fit["contention"]}
     write(args.profile, section)
     est = marked(section, EST)
     if args.busy_clock_MHz > 0:

@@ -98,7 +98,7 @@ double ContentionModel::throughput_spread(Family f, double work, double active, 
   const double x = work * boost(f, active, gain);
   if (p.sat_sms <= 0) return x;
   // x / (1 + (x/a_sat)^p)^(1/p), written so that no power overflows for a sharp knee.
-  const double sat = p.sat_sms * sat_scale, r = x / sat;
+  const double sat = p.sat_sms * sat_scale * (f >= Family::ew_add ? hbm_scale : 1.0), r = x / sat;
   return r <= 1 ? x / std::pow(1 + std::pow(r, p.knee), 1 / p.knee)
                 : sat / std::pow(1 + std::pow(1 / r, p.knee), 1 / p.knee);
 }

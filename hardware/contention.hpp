@@ -33,6 +33,11 @@
 //  3. Bandwidth saturation. The kernel's throughput with a busy SMs, in SM-equivalents, is
 //     Θ(a) = x / (1 + (x/a_sat)^p)^(1/p), x = a·b(a): linear in SMs until the memory system
 //     saturates at a_sat SMs' worth (a soft minimum of sharpness p). Compute-bound: a_sat = ∞.
+//     For a streaming kernel a_sat = R / r0, R the chip's HBM bandwidth and r0 what one SM
+//     streams alone (measured: u streaming SMs beside 132 − u holders reach u·r0 until close to
+//     R = 4.66 TB/s, knee p ≈ 4, for r0 of 42–236 GB/s; reports/calibration/contention/, file z),
+//     so on a GPU of the same SMs and another HBM the elementwise families' a_sat scale with its
+//     bandwidth: a_sat × hbm_bw / sat_hbm_GBps (hbm_scale below).
 //     Compute families fit a_sat too: what a tile gains with fewer tiles running beyond the
 //     measured clock (_grouped_mm: a round of late CTAs costs 0.75 of the first, the clock only
 //     explaining 0.93) is their loads' share of L2 and HBM. A CTA's loads per unit of work are
@@ -230,6 +235,10 @@ struct ContentionModel {
   std::vector<double> cluster_usable_sms[4];
   FamilyParams family[kFamilies];
   BlockResources holder;  // what holds an SM (an NCCL CTA; threads 0: nothing fits beside it)
+  // The HBM bandwidth (a device copy's) of the GPU the elementwise families' a_sat were fitted
+  // on, and this GPU's over it: their a_sat scale by hbm_scale (mechanism 3; 0: not given, 1).
+  double sat_hbm_GBps = 0;
+  double hbm_scale = 1;
 
   const FamilyParams& of(Family f) const { return family[static_cast<int>(f)]; }
   // T(held)/T(0) for one launch (mechanisms 1–5 above).

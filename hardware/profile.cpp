@@ -391,6 +391,11 @@ void add_elementwise_family_keys(sim::Schema<ContentionModel>& s) {
 
 sim::Schema<ContentionModel> contention_schema() {
   sim::Schema<ContentionModel> s;
+  s.real(
+      "sat_hbm_GBps", "GBps", 0, 1e6, 0.0,
+      "HBM bandwidth (gpu.hbm_bw_GBps) of the GPU the elementwise sat_sms were fitted on: on "
+      "this GPU they saturate at sat_sms × gpu.hbm_bw_GBps / this (a_sat = R / r0; 0: as given)",
+      [](auto& c) -> auto& { return c.sat_hbm_GBps; });
   add_cluster_keys(s);
   add_compute_family_keys(s);
   add_elementwise_family_keys(s);
@@ -402,6 +407,7 @@ sim::Schema<ContentionModel> contention_schema() {
 void finish_contention(Profile& p) {
   auto& c = p.contention;
   c.sm_count = static_cast<int>(p.gpu.sm_count);
+  c.hbm_scale = c.sat_hbm_GBps > 0 ? p.gpu.hbm_bw_GBps / c.sat_hbm_GBps : 1.0;
   c.holder = {static_cast<int>(p.nccl.cta_threads), static_cast<int>(p.nccl.cta_registers),
               static_cast<int>(p.nccl.cta_smem_KiB * 1024)};
 }

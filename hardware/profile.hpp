@@ -158,7 +158,8 @@ struct Profile {
 };
 
 const sim::Schema<Profile>& profile_schema();
-// Completes the contention model after loading: the GPU's SM count, the shared elementwise knee.
+// Completes the contention model after loading: the GPU's SM count, what an NCCL CTA holds of its
+// SM, and the elementwise a_sat's scale with this GPU's HBM bandwidth (contention.hpp, 3.).
 void finish_contention(Profile& p);
 
 }  // namespace twin::hardware

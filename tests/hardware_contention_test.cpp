@@ -124,6 +124,20 @@ TEST_SUITE("hardware.contention") {
     CHECK(m.slowdown(one_wave, 2) ==
           doctest::Approx((2080.0 / 50 + 16) / (2112.0 / 50)).epsilon(0.01));
   }
+  TEST_CASE("on a GPU of lower HBM bandwidth a streaming kernel saturates on fewer SMs") {
+    // a_sat = R / r0 (mechanism 3): the same SMs beside half the bandwidth saturate at half the
+    // SMs, so holding 70 of them (62 free ≥ 25) costs nothing; compute families do not scale.
+    ContentionModel m = model();
+    m.hbm_scale = 0.5;
+    const KernelShape ew{Family::ew_add, Schedule::grid, 16, 1e6};
+    CHECK(m.slowdown(ew, 70) == doctest::Approx(1.0).epsilon(0.01));
+    CHECK(m.slowdown(ew, 107) == doctest::Approx(1.0).epsilon(0.01));  // 25 free = 25
+    CHECK(m.slowdown(ew, 120) == doctest::Approx(25.0 / 12).epsilon(0.01));
+    m.family[static_cast<int>(Family::gemm)].sat_sms = 50;
+    m.family[static_cast<int>(Family::gemm)].knee = 200;
+    const KernelShape gemm{Family::gemm, Schedule::persistent_dynamic, 1, 132};
+    CHECK(m.throughput(gemm, 100) == doctest::Approx(50).epsilon(0.01));
+  }
   TEST_CASE("occupancy: the blocks of a kernel that fit on an SM, alone and beside a holder") {
     const BlockResources nccl{640, 96, 80 * 1024}, light{32, 16, 200 * 1024};
     CHECK(blocks_beside({256, 16, 0}) == 8);        // threads: 2,048 / 256

@@ -72,6 +72,18 @@ TEST_SUITE("scenarios.loader") {
     CHECK(l.scenario.hw.name == "h200");
     CHECK(l.scenario.hw.node.gpus == 8);
   }
+  TEST_CASE("the elementwise a_sat follow the profile's HBM bandwidth, --set included") {
+    // contention.hpp, mechanism 3: a_sat × gpu.hbm_bw_GBps / contention.sat_hbm_GBps.
+    const auto europa = kRoot / "scenarios/europa.json";
+    CHECK(load_scenario(europa, opts()).scenario.hw.contention.hbm_scale ==
+          doctest::Approx(3250.0 / 4200));
+    CHECK(load_scenario(europa, opts({"hardware.profile=h200"})).scenario.hw.contention.hbm_scale ==
+          doctest::Approx(1.0));
+    CHECK(load_scenario(europa, opts({"hardware.profile=h100-sxm"}))
+              .scenario.hw.contention.hbm_scale == doctest::Approx(2916.0 / 4200));
+    CHECK(load_scenario(europa, opts({"hardware.profile=h200", "hardware.gpu.hbm_bw_GBps=2100"}))
+              .scenario.hw.contention.hbm_scale == doctest::Approx(0.5));
+  }
   TEST_CASE("a base scenario's values are overridden by its child") {
     Scratch s;
     const auto f = s.based("child.json", R"("name": "child", "training": {"seq_len": 8192})");

@@ -78,10 +78,10 @@ TEST_CASE("ladder: rung 11 retries on every rank in a long run, rung 12's fixes 
       side_resv += p["at_first_retry_reserved_GiB"].get<double>();
       side_alloc += p["at_first_retry_allocated_GiB"].get<double>();
     }
-  // Known gap (README, Memory): +28% on the reserved side caches (the offload stream's cache
+  // Known gap (README, Memory): +18% on the reserved side caches (the offload stream's cache
   // counted as a side stream), within 10% on what they hold in use.
-  CHECK(side_resv / 27.3 - 1 >= 0.20);
-  CHECK(side_resv / 27.3 - 1 <= 0.35);
+  CHECK(side_resv / 27.3 - 1 >= 0.15);
+  CHECK(side_resv / 27.3 - 1 <= 0.25);
   CHECK(std::abs(side_alloc / 6.4 - 1) <= 0.10);
   CHECK(rung_memory("11-minor", {"training.allocator_warm_steps=0"})["ranks_with_retries"]
             .get<int>() == 0);
