@@ -143,6 +143,16 @@ TEST_CASE("the load intensity's multicast count against the L2 reads measured (f
   CHECK(exact == 9);
 }
 
+namespace {
+// File z's parts (calibrate/stream_share_probe.py): "z", "z-same-slice", "z-rounds-p2", …
+nlohmann::json stream_file(const std::string& part) {
+  std::ifstream in(
+      kRoot / ("reports/calibration/contention/h200-2026-12-04-stream-share-" + part + ".json"));
+  REQUIRE(in.good());
+  return nlohmann::json::parse(in);
+}
+}  // namespace
+
 TEST_CASE("u streaming SMs beside held ones share HBM with a sharp knee, not as a queue (z)") {
   // File z (2026-12-04, calibrate/stream_share_probe.py): a kernel whose CTAs (one per SM) only
   // stream their own 4 MiB from HBM with cp.async, S copies of 16 bytes in flight per thread
@@ -152,8 +162,7 @@ TEST_CASE("u streaming SMs beside held ones share HBM with a sharp knee, not as 
   // gives every point; the queue that read nvjet's small-row rounds best (p = 1: each CTA at
   // r0 / (1 + u·r0 / R)) misses this kernel by up to −46%. So the chip gives u streaming SMs
   // u·r0 until close to R (README, "How u streaming SMs share HBM").
-  std::ifstream in(kRoot / "reports/calibration/contention/h200-2026-12-04-stream-share-z.json");
-  const auto doc = nlohmann::json::parse(in);
+  const auto doc = stream_file("z");
   std::map<int, double> lone;  // stages → r0
   std::vector<double> all_sms;
   for (const auto& c : doc["cases"]) {
@@ -199,8 +208,7 @@ TEST_CASE("where the block scheduler alone puts a few streaming CTAs, they reach
   // deepest pipelines, reach 0.64–0.73 of what the same CTAs reach on the SMs holders leave
   // free, one per TPC: their loads share a few GPCs' ports (mechanism 2's memory side). Beside
   // holders — as beside NCCL — the free SMs are spread, so the model's reading of file z holds.
-  std::ifstream in(kRoot / "reports/calibration/contention/h200-2026-12-04-stream-share-z.json");
-  const auto doc = nlohmann::json::parse(in);
+  const auto doc = stream_file("z");
   std::map<std::pair<int, int>, double> spread, packed;  // (stages, u) → GB/s
   for (const auto& c : doc["cases"]) {
     const int u = c["ctas"];
@@ -216,19 +224,10 @@ TEST_CASE("where the block scheduler alone puts a few streaming CTAs, they reach
   CHECK(lowest <= 0.7);
 }
 
-namespace {
-nlohmann::json stream_file(const std::string& suffix) {
-  std::ifstream in(kRoot / ("reports/calibration/contention/h200-2026-12-04-stream-share-z-" +
-                            suffix + ".json"));
-  REQUIRE(in.good());
-  return nlohmann::json::parse(in);
-}
-}  // namespace
-
 TEST_CASE("L2 is no shared limit for streaming SMs: one slice read by u SMs scales to 132 (z)") {
   // Every CTA reads the same 4 MiB (from L2 after its first touch): a CTA's rate is its own
   // (≈ 155 GB/s at S ≥ 4), whatever the number of SMs reading beside it, up to 20 TB/s together.
-  const auto doc = stream_file("same-slice");
+  const auto doc = stream_file("z-same-slice");
   std::map<int, double> lone;
   for (const auto& c : doc["cases"])
     if (c["ctas"] == 1) lone[c["stages"]] = c["GBps"];
@@ -273,13 +272,13 @@ TEST_CASE("a plain kernel shaped as nvjet's small-row launch gives nvjet's round
       if (u != 124 && nvjet.count(u)) out[u] = s / t[124] / (nvjet[u] / nvjet[124]) - 1;
     return out;
   };
-  const auto plain = ratios("rounds-p2", 8);
+  const auto plain = ratios("z-rounds-p2", 8);
   CHECK(plain.size() == 8);
   for (const auto& [u, e] : plain) {
     CAPTURE(u);
     CHECK(std::abs(e) <= (u == 8 ? 0.25 : 0.15));
   }
   int slower = 0;
-  for (const auto& [u, e] : ratios("rounds-p2s", 8)) slower += e > 0.1;
+  for (const auto& [u, e] : ratios("z-rounds-p2s", 8)) slower += e > 0.1;
   CHECK(slower == 7);
 }
