@@ -74,10 +74,11 @@ def launches(path: str) -> list[dict]:
 
 
 def launch_time(c: dict, usable: int, ts: float, r: float, F: float, R: float,
-                queue: float = 0) -> float:
+                knee: float = 0) -> float:
     """The launch's time on `usable` SMs: clusters in rounds, streaming CTAs sharing R — as
-    min(r, R / n) each, or (queue) r / (1 + n·r / R): loads wait longer the more stream (the
-    soft knee p = 1 of the model's mechanism 3, a_sat = R / r)."""
+    min(r, R / n) each (knee 0), or r / (1 + (n·r / R)^knee)^(1/knee), the model's mechanism 3
+    with a_sat = R / r (knee 1: a queue, loads wait longer the more stream; the chip's, file z:
+    a knee of 3–4)."""
     slots = usable // c["cluster"]
     if slots <= 0:
         return math.inf
@@ -94,7 +95,7 @@ def launch_time(c: dict, usable: int, ts: float, r: float, F: float, R: float,
         rate = 0.0
         if streaming:
             ask = streaming * c["bytes"] / body  # what the streaming CTAs would move alone
-            share = (1.0 + (ask / R) ** queue) ** (-1.0 / queue) if queue else min(1.0, R / ask)
+            share = (1.0 + (ask / R) ** knee) ** (-1.0 / knee) if knee else min(1.0, R / ask)
             rate = share / body
         dt = min(x[1] - t if x[0] == 0 else x[1] / rate for x in running)
         t += dt
@@ -107,17 +108,17 @@ def launch_time(c: dict, usable: int, ts: float, r: float, F: float, R: float,
 
 
 def worst_misses(cases: list[dict], table: dict, prm: tuple, unstretched_s: float = 0,
-                 queue: float = 0) -> list[float]:
+                 knee: float = 0) -> list[float]:
     """Per launch, the signed miss of largest size over its points."""
     out = []
     for c in cases:
         cl = table[c["cluster"]]
-        alone = launch_time(c, cl[0], *prm, queue)
+        alone = launch_time(c, cl[0], *prm, knee)
         fixed = min(1.0, unstretched_s / c["alone_s"])
         most, w = 0.0, 0.0
         for k, y in c["points"]:
             most = max(most, y)
-            t = launch_time(c, cl[k], *prm, queue)
+            t = launch_time(c, cl[k], *prm, knee)
             if y < 0.6 * most or math.isinf(t):
                 continue
             e = (fixed + (1 - fixed) * t / alone) / y - 1

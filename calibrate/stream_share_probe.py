@@ -2,10 +2,10 @@
 """How do u streaming SMs share HBM while the other SMs are held? (issue #15, small-row launches)
 
 A small-row cuBLAS GEMM is a round of CTAs that each stream their weights once. Its slowdown
-beside held SMs depends on the bandwidth u streaming SMs reach together, which the contention
-model reads as a queue: each CTA at r / (1 + n·r / R), r a lone CTA's rate, n the CTAs
-streaming, R the chip's (README of reports/calibration/contention/, "A lone CTA's demand").
-This measures that law directly: a streaming kernel of u CTAs, one per SM, each copying its own
+beside held SMs depends on the bandwidth u streaming SMs reach together: a queue (each CTA at
+r / (1 + n·r / R), r a lone CTA's rate, n the CTAs streaming, R the chip's) read nvjet's rounds
+best (README of reports/calibration/contention/, "A lone CTA's demand"); mechanism 3's soft
+minimum with a sharp knee is the model's. This measures the law directly: a streaming kernel of u CTAs, one per SM, each copying its own
 slice of HBM into shared memory with `cp.async` (S copies of 16 bytes in flight per thread, so
 S sets the lone CTA's rate as nvjet's TMA pipeline depth sets its own), beside k = 132 − u
 holder CTAs that fill the other SMs (200 KiB of shared memory each, as contention_bench.py's
@@ -79,6 +79,7 @@ THREADS = 1024
 HOLD_SMEM = 200 * 1024
 STREAM_SMEM = 200 * 1024  # ≥ STAGES·THREADS·16 for STAGES ≤ 12; one CTA per SM
 BUFFER = 2 << 30
+SMS = 132  # H100/H200 SXM
 
 
 def run_case(cp: object, k: dict, held: int, ctas: int, per_cta: int, reps: int,
@@ -86,7 +87,6 @@ def run_case(cp: object, k: dict, held: int, ctas: int, per_cta: int, reps: int,
     """One (held, CTAs) case: `reps` launches after two warm-ups; the median by launch time.
     `extra`: (shared operand, its copies' spacing in iterations or 0, prologue in ns, 1 if every
     CTA reads the same slice)."""
-    sms = 132
     count = cp.zeros(1, dtype=cp.int32)
     flag = cp.zeros(1, dtype=cp.int32)
     hold_sm = cp.zeros(max(1, held), dtype=cp.int32)
@@ -124,7 +124,7 @@ def run_case(cp: object, k: dict, held: int, ctas: int, per_cta: int, reps: int,
                      "held_distinct": len(held_sms), "sms": run_sms})
     rows.sort(key=lambda x: x["span_s"])
     m = rows[len(rows) // 2]
-    return {"held_sms": held, "ctas": ctas, "free_sms": sms - held, "bytes_per_cta": per_cta,
+    return {"held_sms": held, "ctas": ctas, "free_sms": SMS - held, "bytes_per_cta": per_cta,
             "span_s": m["span_s"], "span_s_all": [x["span_s"] for x in rows],
             "GBps": ctas * per_cta / m["span_s"] / 1e9,
             "cta_duration_s": {"min": min(m["durs"]), "median": statistics.median(m["durs"]),
@@ -153,10 +153,10 @@ def main() -> None:
     a = ap.parse_args()
     import cupy as cp
     dev = cp.cuda.runtime.getDeviceProperties(0)
-    assert dev["multiProcessorCount"] == 132, "the probe assumes 132 SMs (H100/H200 SXM)"
+    assert dev["multiProcessorCount"] == SMS, f"the probe assumes {SMS} SMs (H100/H200 SXM)"
     buf = cp.ones(BUFFER // 4, dtype=cp.int32)
     per = int(a.mib_per_cta * (1 << 20)) // (16 * THREADS) * (16 * THREADS)
-    doc = {"gpu": dev["name"].decode(), "sms": 132, "threads": THREADS,
+    doc = {"gpu": dev["name"].decode(), "sms": SMS, "threads": THREADS,
            "hold_smem_bytes": HOLD_SMEM, "stream_smem_bytes": STREAM_SMEM,
            "bytes_per_cta": per, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "command": "python3 calibrate/stream_share_probe.py " + " ".join(
@@ -182,7 +182,7 @@ def main() -> None:
         k["stream"].max_dynamic_shared_size_bytes = STREAM_SMEM
         for u in (int(x) for x in a.ctas.split(",")):
             ctas = a.launch_ctas or u
-            for held in ([132 - u, 0] if a.no_holders and u < 132 else [132 - u]):
+            for held in ([SMS - u, 0] if a.no_holders and u < SMS else [SMS - u]):
                 r = run_case(cp, k, held, ctas, per, a.reps, region, extra)
                 r["stages"] = stages
                 r["in_flight_bytes_per_cta"] = stages * THREADS * 16
