@@ -158,6 +158,8 @@ struct Profile {
 };
 
 const sim::Schema<Profile>& profile_schema();
+// The keys of a profile's `contention` section (profile_contention.cpp).
+sim::Schema<ContentionModel> contention_schema();
 // Completes the contention model after loading: the GPU's SM count, what an NCCL CTA holds of its
 // SM, and the elementwise a_sat's scale with this GPU's HBM bandwidth (contention.hpp, 3.).
 void finish_contention(Profile& p);

@@ -1,0 +1,130 @@
+#include "hardware/profile.hpp"
+
+// The `contention` section of a profile (contention.hpp states the mechanisms its keys set).
+namespace twin::hardware {
+
+namespace {
+
+// Compute families have a clock boost and a cluster size; elementwise families the SMs at which
+// they saturate HBM and a per-SM gain with few SMs busy (contention.hpp states the mechanisms).
+constexpr Family kComputeFamilies[] = {Family::gemm, Family::gemm_fp8, Family::grouped_gemm,
+                                       Family::attention, Family::attention_bwd};
+
+// The measured cluster tables (reports/calibration/clusters/).
+void add_cluster_keys(sim::Schema<ContentionModel>& s) {
+  s.integer(
+      "clusters.gpcs", "", 1, 64, std::nullopt, "GPCs the GPU's SMs sit in",
+      [](auto& c) -> auto& { return c.gpcs; });
+  s.reals(
+      "clusters.held_sms", "SMs", 0, 1e4, std::nullopt,
+      "SMs held at which the usable SMs of clustered kernels were measured (ascending, from 0)",
+      [](auto& c) -> auto& { return c.cluster_held_sms; });
+  for (int t = 0; t < 4; ++t) {
+    const std::string size = std::to_string(ContentionModel::kClusterSizes[t]);
+    s.reals(
+        "clusters.c" + size + "_usable_sms", "SMs", 0, 1e4, std::nullopt,
+        "SMs a kernel in clusters of " + size +
+            " can use with clusters.held_sms held (0: none starts)",
+        [t](auto& c) -> auto& { return c.cluster_usable_sms[t]; });
+  }
+}
+
+void add_compute_family_keys(sim::Schema<ContentionModel>& s) {
+  for (const Family f : kComputeFamilies) {
+    const int i = static_cast<int>(f);
+    const std::string n(family_name(f));
+    s.real(
+         n + ".boost_max", "", 0.5, 4, std::nullopt,
+         "top clock over full-load clock of " + n +
+             " kernels: the most a kernel speeds up per SM "
+             "when fewer SMs are busy (power cap)",
+         [i](auto& c) -> auto& { return c.family[i].boost_max; })
+        .real(
+            n + ".sat_sms", "SMs", 0, 1e4, 0.0,
+            "SMs' worth of " + n +
+                " throughput at which its loads saturate L2 and HBM (0: "
+                "compute-bound)",
+            [i](auto& c) -> auto& { return c.family[i].sat_sms; })
+        .real(
+            n + ".knee", "", 0.5, 100, 3.0,
+            "sharpness of that saturation (soft minimum's exponent)",
+            [i](auto& c) -> auto& { return c.family[i].knee; })
+        .integer(
+            n + ".cluster_sms", "SMs", 1, 16, std::nullopt,
+            "SMs per thread-block cluster of " + n + " kernels",
+            [i](auto& c) -> auto& { return c.family[i].cluster_sms; })
+        .real(
+            n + ".fixed_us", "us", 0, 1e6, 0.0,
+            "launch, prologue and epilogue of a " + n + " kernel: time SMs held do not stretch",
+            [i](auto& c) -> auto& { return c.family[i].fixed_us; });
+  }
+}
+
+void add_elementwise_family_keys(sim::Schema<ContentionModel>& s) {
+  for (int i = static_cast<int>(Family::ew_add); i < kFamilies; ++i) {
+    const std::string n(family_name(static_cast<Family>(i)));
+    s.real(
+         n + ".sat_sms", "SMs", 1, 1e4, std::nullopt,
+         "SMs' worth of " + n + " kernel throughput that saturates HBM",
+         [i](auto& c) -> auto& { return c.family[i].sat_sms; })
+        .real(
+            n + ".gpc_queue", "", 0, 10, std::nullopt,
+            "λ: how much a " + n +
+                " kernel's loads wait behind those of the other busy SMs of "
+                "their GPC (latency L0·(1 + λ(1 − 1/n)) with n busy; 0: not latency-bound)",
+            [i](auto& c) -> auto& { return c.family[i].gpc_queue; })
+        .real(
+            n + ".knee", "", 0.5, 100, std::nullopt,
+            "sharpness of a " + n + " kernel's bandwidth saturation (soft minimum's exponent)",
+            [i](auto& c) -> auto& { return c.family[i].knee; })
+        .real(
+            n + ".lone_block", "", 0, 1, std::nullopt,
+            "fraction of an SM's throughput one " + n +
+                " block reaches alone on it (0: its "
+                "share of a full SM)",
+            [i](auto& c) -> auto& { return c.family[i].lone_block; })
+        .real(
+            n + ".hbm_fraction", "", 0.01, 2, std::nullopt,
+            "HBM bandwidth a " + n +
+                " kernel reaches alone, as a fraction of a device copy's "
+                "(gpu.hbm_bw_GBps)",
+            [i](auto& c) -> auto& { return c.family[i].hbm_fraction; })
+        .integer(
+            n + ".block_threads", "threads", 0, 1024,
+            "threads of a typical " + n + " block (0: unknown, nothing shares a held SM)",
+            [i](auto& c) -> auto& { return c.family[i].block.threads; })
+        .integer(
+            n + ".block_registers", "registers", 0, 255, "registers per thread of that block",
+            [i](auto& c) -> auto& { return c.family[i].block.registers; })
+        .integer(
+            n + ".block_smem_bytes", "bytes", 0, 233472,
+            "shared memory of that block", [i](auto& c) -> auto& {
+              return c.family[i].block.smem_bytes;
+            });
+  }
+}
+
+}  // namespace
+
+sim::Schema<ContentionModel> contention_schema() {
+  sim::Schema<ContentionModel> s;
+  s.real(
+      "sat_hbm_GBps", "GBps", 0, 1e6, 0.0,
+      "HBM bandwidth (gpu.hbm_bw_GBps) of the GPU the elementwise sat_sms were fitted on: on "
+      "this GPU they saturate at sat_sms × gpu.hbm_bw_GBps / this (a_sat = R / r0; 0: as given)",
+      [](auto& c) -> auto& { return c.sat_hbm_GBps; });
+  add_cluster_keys(s);
+  add_compute_family_keys(s);
+  add_elementwise_family_keys(s);
+  return s;
+}
+
+void finish_contention(Profile& p) {
+  auto& c = p.contention;
+  c.sm_count = static_cast<int>(p.gpu.sm_count);
+  c.hbm_scale = c.sat_hbm_GBps > 0 ? p.gpu.hbm_bw_GBps / c.sat_hbm_GBps : 1.0;
+  c.holder = {static_cast<int>(p.nccl.cta_threads), static_cast<int>(p.nccl.cta_registers),
+              static_cast<int>(p.nccl.cta_smem_KiB * 1024)};
+}
+
+}  // namespace twin::hardware
