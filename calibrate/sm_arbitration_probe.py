@@ -55,13 +55,14 @@ CASES = [
 ]
 
 
-def launch(cp, k, spec, out, started, stream):
+def launch(cp: object, k: object, spec: tuple, out: object, started: object, stream: object) -> None:
     ctas, threads, smem_kib, spin_us = spec
     k((ctas,), (threads,), (out, cp.int64(int(spin_us * 1e3)), started),
       shared_mem=smem_kib * 1024, stream=stream)
 
 
-def run_case(cp, k, wait, x, y, priority, reps):
+def run_case(cp: object, k: object, wait: object, x: tuple, y: tuple, priority: str,
+             reps: int) -> dict:
     lo, hi = cp.cuda.runtime.deviceGetStreamPriorityRange()
     s_x = cp.cuda.Stream(non_blocking=True)
     prio = hi if priority == "high" else lo
