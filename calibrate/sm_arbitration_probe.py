@@ -26,13 +26,11 @@ from stream_spread_probe import STAMP_CTA
 
 KERNELS = STAMP_CTA + r"""
 extern "C" __global__ void spin(unsigned long long* out, long long spin_ns, int* started) {
-  extern __shared__ int smem[];
-  unsigned long long t0, now;
+  unsigned long long t0, now;  // the launch's dynamic shared memory only sets the occupancy
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
   if (threadIdx.x == 0 && blockIdx.x == 0) atomicExch(started, 1);
   do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
   while (now < t0 + spin_ns);
-  if (threadIdx.x == 0) smem[0] = 1;
   stamp_cta(out, t0);
 }
 extern "C" __global__ void wait_flag(volatile int* started) {
