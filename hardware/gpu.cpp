@@ -15,10 +15,14 @@ Gpu::Gpu(sim::Fluid& fluid, int index, int sm_count, double hbm_Bps, double spee
   hbm_res_ = fluid_.add_resource(hbm_Bps, "gpu" + std::to_string(index) + ".hbm");
 }
 
-Gpu::RequestId Gpu::request(int n, Holder who, Grant grant) {
+Gpu::RequestId Gpu::request(int n, Holder who, Grant grant, Priority p) {
   if (n <= 0 || n > sm_count_) throw std::invalid_argument("SM request out of range");
   const RequestId id = next_id_++;
-  waiting_.push_back({id, n, who, std::move(grant)});
+  const std::uint64_t order = next_order(p);
+  // In order: a high-priority request goes before the waiting ones of normal priority.
+  const auto at = std::find_if(waiting_.begin(), waiting_.end(),
+                               [order](const Request& r) { return r.order > order; });
+  waiting_.insert(at, {id, order, n, who, std::move(grant)});
   serve();
   return id;
 }
@@ -39,25 +43,26 @@ void Gpu::hold(int n, Holder who) {
 }
 
 void Gpu::changed() {
-  const int share = grid_share();
-  for (SmListener* l = listeners_; l; l = l->next) l->on_share(l, share);
+  for (SmListener* l = listeners_; l; l = l->next) l->on_share(l, share_of(l));
 }
 
-void Gpu::listen(SmListener* l) {
-  l->prev = nullptr;
-  l->next = listeners_;
-  if (listeners_) listeners_->prev = l;
-  listeners_ = l;
-  ++grid_kernels_;
+void Gpu::listen(SmListener* l, Priority p) {
+  l->order = next_order(p);
+  SmListener* before = last_;  // the list is short (the kernels running at once): walk back
+  while (before && before->order > l->order) before = before->prev;
+  l->prev = before;
+  l->next = before ? before->next : listeners_;
+  (l->next ? l->next->prev : last_) = l;
+  (before ? before->next : listeners_) = l;
   changed();
 }
 
 void Gpu::unlisten(SmListener* l) {
   (l->prev ? l->prev->next : listeners_) = l->next;
-  if (l->next) l->next->prev = l->prev;
+  (l->next ? l->next->prev : last_) = l->prev;
   l->prev = l->next = nullptr;
-  --grid_kernels_;
   changed();
+  serve();  // work that waited behind this kernel
 }
 
 void Gpu::release(int n, Holder who) {
@@ -76,6 +81,7 @@ void Gpu::serve() {
   serving_ = true;
   while (free_ > 0 && !waiting_.empty()) {
     Request& r = waiting_.front();
+    if (listeners_ && listeners_->order < r.order) break;  // it dispatches its blocks first
     const int k = std::min(free_, r.missing);
     r.missing -= k;
     hold(k, r.who);

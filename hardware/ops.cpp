@@ -20,15 +20,18 @@ struct FluidRun {
   Gpu* g;
   sim::Fluid::FlowId flow;
   bool started;
+  bool waiting;  // no block has run yet: its interval starts at the first (Task::mark_started)
   const KernelPart* parts;  // a fused run's kernels, or null
   std::uint32_t n_parts;
   KernelShape shape;  // the kernel's shape and time alone when not fused
   double alone_s;
 };
 
-// `sms`: the kernel's share of the free SMs; the rest are held by NCCL (which leaves room beside
-// its CTAs), persistent kernels or the other grid kernels' shares (which leave none).
+// `sms`: the free SMs the kernel gets (gpu.hpp); the rest are held by NCCL (which leaves room
+// beside its CTAs) or persistent kernels (which leave none). Behind another grid kernel, or with
+// every SM held and none by NCCL, it waits.
 double fluid_speed(const FluidRun& r, int sms) {
+  if (sms == SmListener::kBehind || (sms == 0 && r.g->nccl_sms() == 0)) return 0.0;
   const int held = r.c->contention().sm_count - sms, lending = std::min(held, r.g->nccl_sms());
   if (r.parts == nullptr) return 1.0 / r.c->contention_slowdown(r.shape, held, r.alone_s, lending);
   double t = 0, slowed = 0;
@@ -42,11 +45,17 @@ double fluid_speed(const FluidRun& r, int sms) {
 
 void rebound(SmListener* l, int sms) {
   auto* r = reinterpret_cast<FluidRun*>(l);
-  if (r->started) r->c->fluid().set_bound(r->flow, fluid_speed(*r, sms));
+  if (!r->started) return;
+  const double v = fluid_speed(*r, sms);
+  if (r->waiting && v > 0) {
+    r->waiting = false;
+    r->t->mark_started();
+  }
+  r->c->fluid().set_bound(r->flow, v);
 }
 
 void run_grid(sim::Task& t, Cluster& c, Gpu& g, double alone_s, double hbm_bytes, KernelShape shape,
-              const KernelPart* parts, std::uint32_t n_parts) {
+              const KernelPart* parts, std::uint32_t n_parts, Gpu::Priority priority) {
   static_assert(std::is_trivially_destructible_v<FluidRun>);
   auto* st =
       new (c.take_transient(sizeof(FluidRun), alignof(FluidRun))) FluidRun{SmListener{rebound},
@@ -55,14 +64,17 @@ void run_grid(sim::Task& t, Cluster& c, Gpu& g, double alone_s, double hbm_bytes
                                                                            &g,
                                                                            sim::Fluid::FlowId{0},
                                                                            false,
+                                                                           false,
                                                                            parts,
                                                                            n_parts,
                                                                            shape,
                                                                            alone_s};
-  g.listen(&st->listener);  // the others' shares shrink now; this one starts at its share
+  g.listen(&st->listener, priority);  // told the SMs it gets from now on
   const sim::Fluid::Use hbm[] = {{g.hbm_resource(), hbm_bytes / alone_s}};
+  const double speed = fluid_speed(*st, g.share_of(&st->listener));
+  st->waiting = speed == 0;
   st->flow = c.fluid().start(
-      alone_s, std::span(hbm, hbm_bytes > 0 ? 1 : 0), fluid_speed(*st, g.grid_share()),
+      alone_s, std::span(hbm, hbm_bytes > 0 ? 1 : 0), speed,
       [st] {
         st->g->unlisten(&st->listener);
         sim::Task* t = st->t;
@@ -94,18 +106,22 @@ struct StaticRun {
 
 void run_static(sim::Task& t, Cluster& c, Gpu& g, KernelWork w) {
   auto* st = c.make<StaticRun>(&t, &c, &g, w.alone_s, g.sm_count(), 0, 0, w.shape.family);
-  g.request(st->blocks, Gpu::Holder::persistent, [st](int k) {
-    st->running += k;
-    const double s = st->block_s / per_sm_rate(st->c->contention(), st->family, st->running);
-    st->c->engine().after(
-        sim::Time::s(s),
-        [st, k] {
-          st->g->release(k, Gpu::Holder::persistent);
-          st->running -= k;
-          if ((st->done += k) == st->blocks) st->t->finish();
-        },
-        sim::Priority::completion);
-  });
+  g.request(
+      st->blocks, Gpu::Holder::persistent,
+      [st](int k) {
+        if (st->running + st->done == 0) st->t->mark_started();  // its first block
+        st->running += k;
+        const double s = st->block_s / per_sm_rate(st->c->contention(), st->family, st->running);
+        st->c->engine().after(
+            sim::Time::s(s),
+            [st, k] {
+              st->g->release(k, Gpu::Holder::persistent);
+              st->running -= k;
+              if ((st->done += k) == st->blocks) st->t->finish();
+            },
+            sim::Priority::completion);
+      },
+      w.priority);
 }
 
 struct DynamicRun {
@@ -131,11 +147,15 @@ void run_dynamic(sim::Task& t, Cluster& c, Gpu& g, KernelWork w) {
         st->t->finish();
       },
       g.sm_count());
-  st->req = g.request(g.sm_count(), Gpu::Holder::persistent, [st](int k) {
-    st->held += k;
-    st->c->fluid().set_bound(st->flow,
-                             st->g->sm_count() * st->c->contention().speed(st->shape, st->held));
-  });
+  st->req = g.request(
+      g.sm_count(), Gpu::Holder::persistent,
+      [st](int k) {
+        if (st->held == 0) st->t->mark_started();  // its first block
+        st->held += k;
+        st->c->fluid().set_bound(
+            st->flow, st->g->sm_count() * st->c->contention().speed(st->shape, st->held));
+      },
+      w.priority);
 }
 
 }  // namespace
@@ -165,7 +185,7 @@ void run_kernel(sim::Task& t, Cluster& c, int gpu, KernelWork w) {
     w.alone_s /= g.speed();
     switch (w.cls) {
       case KernelClass::grid:
-        return run_grid(task, c, g, w.alone_s, w.hbm_bytes, w.shape, nullptr, 0);
+        return run_grid(task, c, g, w.alone_s, w.hbm_bytes, w.shape, nullptr, 0, w.priority);
       case KernelClass::persistent_static:
         return run_static(task, c, g, w);
       case KernelClass::persistent_dynamic:
@@ -180,17 +200,20 @@ struct FusedCall {
   int gpu;
   const KernelPart* parts;
   std::uint32_t n;
+  Gpu::Priority priority;
 };
 }  // namespace
 
-void run_fused(sim::Task& t, Cluster& c, int gpu, std::span<const KernelPart> parts) {
+void run_fused(sim::Task& t, Cluster& c, int gpu, std::span<const KernelPart> parts,
+               Gpu::Priority priority) {
   t.on_ready = [k = c.make<FusedCall>(&c, gpu, parts.data(),
-                                      static_cast<std::uint32_t>(parts.size()))](sim::Task& task) {
+                                      static_cast<std::uint32_t>(parts.size()),
+                                      priority)](sim::Task& task) {
     double alone = 0;
     for (std::uint32_t i = 0; i < k->n; ++i) alone += k->parts[i].alone_s;
     Gpu& g = k->c->gpu(k->gpu);
     if (alone <= 0) return task.finish();
-    run_grid(task, *k->c, g, alone / g.speed(), 0, {}, k->parts, k->n);
+    run_grid(task, *k->c, g, alone / g.speed(), 0, {}, k->parts, k->n, k->priority);
   };
 }
 

@@ -32,6 +32,7 @@ struct KernelWork {
   double hbm_bytes = 0;  // bytes it moves through HBM
   KernelClass cls = KernelClass::grid;
   KernelShape shape{};  // how it slows while SMs are held (contention.hpp)
+  Gpu::Priority priority = Gpu::Priority::normal;  // its stream's (gpu.hpp: who gets an SM)
 };
 
 enum class CopyDir { h2d, d2h, d2d };
@@ -39,7 +40,8 @@ enum class CopyDir { h2d, d2h, d2d };
 void run_kernel(sim::Task& t, Cluster& c, int gpu, KernelWork w);
 // Grid kernels run back to back as one task: with s free SMs it runs at Σ t_i / Σ
 // t_i·slowdown_i(s). The parts are read in place: they must outlive the simulation.
-void run_fused(sim::Task& t, Cluster& c, int gpu, std::span<const KernelPart> parts);
+void run_fused(sim::Task& t, Cluster& c, int gpu, std::span<const KernelPart> parts,
+               Gpu::Priority priority = Gpu::Priority::normal);
 void run_copy(sim::Task& t, Cluster& c, int gpu, CopyDir dir, double bytes);
 // `core_s` core·seconds of work using at most `max_cores` of the rank's cores at once.
 void run_cpu(sim::Task& t, Cluster& c, int gpu, double core_s, double max_cores);

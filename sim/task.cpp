@@ -30,6 +30,10 @@ void Task::ready() {
     finish();  // a pure dependency marker
 }
 
+void Task::mark_started() {
+  if (state_ == State::running) graph_->times_[id_].start = graph_->engine_.now();
+}
+
 void Task::finish() {
   if (state_ != State::running)
     throw std::logic_error(std::string("task finished twice or before start: ") + name);

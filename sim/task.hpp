@@ -38,6 +38,9 @@ class Task {
 
   void after(Task& pred);  // `pred` must finish before this task starts
   void finish();           // called by the owner when the work is done
+  // The work itself begins now, later than the task became ready (a kernel's first block after
+  // it waited for SMs): its start time, as a profiler records it, moves here.
+  void mark_started();
   State state() const { return state_; }
   // Calls f(const Task&) for each successor, in the order they were added.
   template <class F>
