@@ -1,7 +1,10 @@
 // Tier 1–2: GPUs, kernel classes and collectives on hand-solvable cases.
 #include <doctest/doctest.h>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
+#include <string>
 
 #include "hardware/collective.hpp"
 #include "hardware/ops.hpp"
@@ -107,6 +110,41 @@ TEST_SUITE("hardware.kernels") {
     r.engine.run();
     CHECK(b.start_time().to_s() == doctest::Approx(1.0));
     CHECK(b.end_time().to_s() == doctest::Approx(2.0));
+  }
+  TEST_CASE("the arbitration measured with cuBLAS's GEMM and PyTorch's add, replayed") {
+    // calibrate/sm_arbitration_torch.py on our H200: X, then Y on another stream while X runs.
+    // Y arrives at its measured start when it is of high priority (it starts at once), at
+    // 100 µs otherwise (it waits for X whenever it arrives). The twin hands SMs over at a
+    // GEMM's end, where nvjet's CTAs exit over its last ~110 µs: Y starts up to 9% late there.
+    std::ifstream f(std::string(TWIN_SOURCE_DIR) +
+                    "/reports/calibration/contention/h200-2026-12-04-sm-arbitration-torch.json");
+    const auto doc = nlohmann::json::parse(f);
+    const auto alone = doc["alone_us"];
+    for (const auto& c : doc["cases"]) {
+      CAPTURE(c["name"].get<std::string>());
+      const bool high = c["y_priority"] == "high";
+      const auto work = [&](const std::string& kind, bool hi) {
+        return KernelWork{alone[kind].get<double>() * 1e-6,
+                          0,
+                          kind == "gemm" ? KernelClass::persistent_static : KernelClass::grid,
+                          {},
+                          hi ? Gpu::Priority::high : Gpu::Priority::normal};
+      };
+      Rig r(4);
+      auto& x = r.graph.add("x");
+      auto& y = r.graph.add("y");
+      run_kernel(x, r.cluster, 0, work(c["x"], false));
+      run_kernel(y, r.cluster, 0, work(c["y"], high));
+      y.after(at_time(r, (high ? c["y_start_us"].get<double>() : 100) * 1e-6));
+      r.graph.start();
+      r.engine.run();
+      const auto near = [](sim::Time t, const nlohmann::json& us) {
+        return doctest::Approx(us.get<double>() * 1e-6).epsilon(0.10) == t.to_s();
+      };
+      CHECK(near(x.end_time(), c["x_end_us"]));
+      CHECK(near(y.start_time(), c["y_start_us"]));
+      CHECK(near(y.end_time(), c["y_end_us"]));
+    }
   }
   TEST_CASE("HBM-bound work shares the HBM bandwidth") {
     // HBM 3 TB/s. Two D2D copies of 1.5 TB (3 TB of traffic each, 1 s alone) run together:
