@@ -141,6 +141,8 @@ TEST_SUITE("hardware.kernels") {
       const auto near = [](sim::Time t, const nlohmann::json& us) {
         return doctest::Approx(us.get<double>() * 1e-6).epsilon(0.10) == t.to_s();
       };
+      MESSAGE("twin µs: X ends ", x.end_time().to_s() * 1e6, ", Y ", y.start_time().to_s() * 1e6,
+              "…", y.end_time().to_s() * 1e6);
       CHECK(near(x.end_time(), c["x_end_us"]));
       CHECK(near(y.start_time(), c["y_start_us"]));
       CHECK(near(y.end_time(), c["y_end_us"]));
