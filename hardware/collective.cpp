@@ -216,9 +216,11 @@ struct CollectiveState {
   std::vector<int> got;  // CTAs granted per rank so far
   std::size_t launched = 0;
   std::int64_t t0 = 0;
+  Gpu::Priority priority = Gpu::Priority::high;
 
   void ready(std::uint32_t i) {
-    c->gpu(ranks[i]).request(plan->ctas, Gpu::Holder::nccl, [this, i](int k) { granted(i, k); });
+    c->gpu(ranks[i]).request(
+        plan->ctas, Gpu::Holder::nccl, [this, i](int k) { granted(i, k); }, priority);
   }
   void granted(std::uint32_t i, int k) {
     if ((got[i] += k) == plan->ctas && ++launched == ranks.size()) begin();
@@ -257,6 +259,7 @@ void CollectiveModel::run(const std::vector<sim::Task*>& tasks, Cluster& c,
   const auto& plan = cached_plan(c, spec);
   auto* st = c.keep(std::make_shared<CollectiveState>(CollectiveState{
       &c, &plan, plan.amount * spec.bytes, tasks, spec.ranks, std::vector<int>(tasks.size(), 0)}));
+  st->priority = spec.priority;
   for (std::uint32_t i = 0; i < tasks.size(); ++i)
     tasks[i]->on_ready = [st, i](sim::Task&) { st->ready(i); };
 }

@@ -69,6 +69,9 @@ struct CollectiveSpec {
   // An all-reduce among the copies of each rank (cluster.hpp): the data-parallel replicas'
   // all-reduce when one replica stands for all. Each rank's ring runs over its copies' nodes.
   bool across_copies = false;
+  // Its stream's priority: who gets an SM first (gpu.hpp). FSDP2's collectives run on its
+  // high-priority streams; a collective on an NCCL-internal or the compute stream has normal.
+  Gpu::Priority priority = Gpu::Priority::high;
 };
 
 struct CollectivePlan {

@@ -217,6 +217,13 @@ void add_memory_keys(sim::Schema<TrainingOptions>& s) {
           "stream for every group, synchronous collectives, each post-backward waiting for the "
           "last reduction; the experts a group of their own, reduced mid-layer)",
           [](auto& t) -> auto& { return t.fsdp_streams; })
+      .enumeration(
+          "side_stream_priority", sim::names(kStreamPriorityNames),
+          "priority of the streams FSDP runs its copies, sums and collectives on, against the "
+          "compute stream's normal one: high, as FSDP2 creates them (the block scheduler serves "
+          "their kernels first); normal, as FSDP1 does unless HSDP limits its all-gathers "
+          "(kernels served in arrival order; hardware/gpu.hpp)",
+          [](auto& t) -> auto& { return t.side_stream_priority; })
       .boolean(
           "expandable_segments",
           "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (segments grow by pages)",

@@ -30,6 +30,7 @@ enum class DenseReshard { global, node_local };
 enum class GradNorm { cpu, accumulated };
 enum class RecvPool { side, compute };
 enum class FsdpStreams { per_group, fsdp2 };
+enum class StreamPriority { high, normal };
 
 inline constexpr sim::Named<Checkpointing> kCheckpointingNames[] = {
     {Checkpointing::none, "none"},
@@ -67,6 +68,8 @@ inline constexpr sim::Named<RecvPool> kRecvPoolNames[] = {{RecvPool::side, "side
                                                           {RecvPool::compute, "compute"}};
 inline constexpr sim::Named<FsdpStreams> kFsdpStreamsNames[] = {
     {FsdpStreams::per_group, "per_group"}, {FsdpStreams::fsdp2, "fsdp2"}};
+inline constexpr sim::Named<StreamPriority> kStreamPriorityNames[] = {
+    {StreamPriority::high, "high"}, {StreamPriority::normal, "normal"}};
 
 struct ParallelPlan {
   std::int64_t replica_gpus = 0;  // GPUs of one replica = the FSDP shard group of dense weights
@@ -118,6 +121,7 @@ struct TrainingOptions {
   bool fsdp_copies = true;  // FSDP2's copy-out and reduce copy-in kernels (step_graph.hpp)
   // How FSDP collectives are ordered (step_graph.hpp, StepBuilder::queue_on).
   FsdpStreams fsdp_streams = FsdpStreams::per_group;
+  StreamPriority side_stream_priority = StreamPriority::high;  // FSDP2's (hardware/gpu.hpp)
   bool expandable_segments = false;        // PYTORCH_CUDA_ALLOC_CONF expandable_segments
   std::int64_t allocator_warm_steps = 1;   // steps the allocator's caches saw before this one
   double pinned_round_threshold_MiB = 1;   // pinned_max_round_threshold_mb; 0 = always round

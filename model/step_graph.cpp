@@ -110,6 +110,7 @@ sim::Task& StepBuilder::task(std::int64_t rank, Stream s, const char* name, Cate
 sim::Task& StepBuilder::kernel(std::int64_t rank, const char* name, Category c,
                                hardware::KernelWork w, std::int32_t layer, Stream s) {
   sim::Task& t = task(rank, s, name, c, layer);
+  w.priority = s == kCompute ? hardware::Gpu::Priority::normal : side_priority();
   ops_.kernels.emplace_back(task_id(t), static_cast<std::int32_t>(rank), w);
   return t;
 }
@@ -137,6 +138,13 @@ constexpr Category kCategoryOf[] = {
     kCollExpertReduce,      kCollEpAllToAll,  kCollReplicaAllReduce, kCollNormAllReduce,
     kCollOptimizerAllToAll, kCollTpAllGather, kCollTpReduceScatter,  kCollFloat8Amax};
 static_assert(std::size(kCategoryOf) == static_cast<std::size_t>(StepColl::count));
+// Whether FSDP issues it on one of its streams (in StepColl's order): the gathers and gradient
+// reductions. The rest run on NCCL's internal streams (functional collectives: the EP and TP
+// exchanges) or the compute stream, at normal priority; HSDP's all-reduce stream FSDP2 creates
+// at the default priority.
+constexpr bool kOnFsdpStream[] = {true,  true,  true,  true,  true,  false,
+                                  false, false, false, false, false, false};
+static_assert(std::size(kOnFsdpStream) == static_cast<std::size_t>(StepColl::count));
 
 }  // namespace
 
@@ -168,7 +176,9 @@ StepBuilder::PerRank StepBuilder::collective(StepColl which, double bytes, const
       }
     }
     ops_.collectives.emplace_back(
-        first, pc.kind, pc.ctas, pc.comm == Comm::replica && pgs_.replicas_are_copies, bytes, &grp);
+        first, pc.kind, pc.ctas, pc.comm == Comm::replica && pgs_.replicas_are_copies, bytes, &grp,
+        kOnFsdpStream[static_cast<std::size_t>(which)] ? side_priority()
+                                                       : hardware::Gpu::Priority::normal);
   }
   return out;
 }

@@ -135,6 +135,13 @@ class StepBuilder {
   // training.fsdp_streams = fsdp2: the ordering above; per_group: none beyond each process
   // group's own NCCL stream (as if FSDP issued every collective with async_op=True).
   bool fsdp2_streams() const { return job_.training.fsdp_streams == FsdpStreams::fsdp2; }
+  // The priority of FSDP's streams (hardware/gpu.hpp: who gets an SM first): FSDP2 creates them
+  // at −1 (`FSDPCommContext.lazy_init`); FSDP1 at the default unless HSDP limits its gathers.
+  hardware::Gpu::Priority side_priority() const {
+    return job_.training.side_stream_priority == StreamPriority::high
+               ? hardware::Gpu::Priority::high
+               : hardware::Gpu::Priority::normal;
+  }
   // An FSDP all-gather: under fsdp2 on the all_gather_stream, unless unshard_async_op issues it
   // from the compute stream with async_op=True (rung 12b).
   PerRank fsdp_gather(StepColl which, double bytes, const char* name, std::int32_t layer);

@@ -1,37 +1,23 @@
 #include "model/step_ops.hpp"
 
-#include "model/step_graph.hpp"
-
 namespace twin::model {
-
-namespace {
-// The priority of the stream a task's kernels launch on: FSDP2 creates its all-gather and
-// reduce-scatter streams at priority −1 (`FSDPCommContext.lazy_init`, PyTorch 2.4 on) and runs
-// its copies and the owner's fp32 sums there; the compute stream has the default, normal one.
-hardware::Gpu::Priority stream_priority(const sim::Task& t) {
-  return t.lane % kStreamCount == kCompute ? hardware::Gpu::Priority::normal
-                                           : hardware::Gpu::Priority::high;
-}
-}  // namespace
 
 void bind_step(const StepOps& ops, sim::TaskGraph& g, hardware::Cluster& c) {
   for (std::size_t i = 0; i < ops.kernels.size(); ++i) {
     const auto& k = ops.kernels[i];
-    auto w = k.work;
-    w.priority = stream_priority(g[k.task]);
-    hardware::run_kernel(g[k.task], c, k.rank, w);
+    hardware::run_kernel(g[k.task], c, k.rank, k.work);
   }
   for (std::size_t i = 0; i < ops.fused.size(); ++i) {
     const auto& f = ops.fused[i];
-    hardware::run_fused(g[f.task], c, f.rank, std::span(&ops.parts[f.first], f.count),
-                        stream_priority(g[f.task]));
+    hardware::run_fused(g[f.task], c, f.rank, std::span(&ops.parts[f.first], f.count));
   }
   for (std::size_t i = 0; i < ops.collectives.size(); ++i) {
     const auto& x = ops.collectives[i];
     std::vector<sim::Task*> ts;
     ts.reserve(x.ranks->size());
     for (std::size_t j = 0; j < x.ranks->size(); ++j) ts.push_back(&g[x.first_task + j]);
-    hardware::run_collective(ts, c, {x.kind, *x.ranks, x.bytes, x.ctas, x.across_copies});
+    hardware::run_collective(ts, c,
+                             {x.kind, *x.ranks, x.bytes, x.ctas, x.across_copies, x.priority});
   }
   for (std::size_t i = 0; i < ops.copies.size(); ++i) {
     const auto& x = ops.copies[i];

@@ -38,6 +38,7 @@ struct CollectiveOp {
   bool across_copies;
   double bytes;
   const std::vector<int>* ranks;
+  hardware::Gpu::Priority priority;
 };
 struct CopyOp {
   std::uint32_t task;

@@ -133,4 +133,41 @@ TEST_SUITE("scenarios.step_ops") {
     // fused with the layer's first kernels), 8 ranks.
     CHECK(off.g.size() + 12 * 8 == on.g.size());
   }
+
+  // Who gets an SM first (hardware/gpu.hpp): FSDP's streams high as FSDP2 creates them, the
+  // compute stream and the EP exchange (NCCL's internal streams) normal; `normal` lowers FSDP's.
+  TEST_CASE("side_stream_priority: FSDP's kernels and collectives high, the rest normal") {
+    using P = twin::hardware::Gpu::Priority;
+    for (const char* setting : {"high", "normal"}) {
+      CAPTURE(setting);
+      const Built x({std::string("training.side_stream_priority=") + setting});
+      const P fsdp = std::string(setting) == "high" ? P::high : P::normal;
+      const auto& ops = x.b.ops();
+      int side = 0, compute = 0;
+      for (std::size_t i = 0; i < ops.kernels.size(); ++i) {
+        const auto& k = ops.kernels[i];
+        const bool on_compute =
+            x.g[k.task].lane % twin::model::kStreamCount == twin::model::kCompute;
+        CHECK(k.work.priority == (on_compute ? P::normal : fsdp));
+        (on_compute ? compute : side) += 1;
+      }
+      CHECK(side > 0);  // the fp32 gradient sums on the reduce-scatter stream
+      CHECK(compute > 0);
+      int fsdp_colls = 0, ep = 0;
+      for (std::size_t i = 0; i < ops.collectives.size(); ++i) {
+        const auto& c = ops.collectives[i];
+        const auto cat = x.g[c.first_task].category;
+        if (cat == twin::model::kCollEpAllToAll) {
+          CHECK(c.priority == P::normal);
+          ++ep;
+        } else if (cat == twin::model::kCollDenseGather || cat == twin::model::kCollExpertGather ||
+                   cat == twin::model::kCollDenseReduce || cat == twin::model::kCollExpertReduce) {
+          CHECK(c.priority == fsdp);
+          ++fsdp_colls;
+        }
+      }
+      CHECK(ep > 0);
+      CHECK(fsdp_colls > 0);
+    }
+  }
 }
