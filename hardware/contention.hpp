@@ -223,6 +223,7 @@ struct FamilyParams {
 struct KernelPart {
   KernelShape shape;
   double alone_s;
+  double hbm_bytes = 0;  // bytes it moves through HBM (ops.hpp: shared with copies and NCCL)
 };
 
 struct ContentionModel {

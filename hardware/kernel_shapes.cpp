@@ -225,7 +225,7 @@ std::vector<KernelPart> newton_schulz_parts(const KernelCost& cost, double rows,
   // bf16: a scale reads and writes 2 bytes per element, a sum reads 4 and writes 2.
   auto ew = [&](double elems, double bytes_per_elem) {
     const auto w = elementwise_work(cost, Family::ew_add, batch * elems * bytes_per_elem);
-    return KernelPart{w.shape, w.alone_s};
+    return KernelPart{w.shape, w.alone_s, w.hbm_bytes};
   };
   const std::vector<KernelPart> one =
       epilogues ? std::vector{gemm(g[0]), gemm(g[1]), gemm(g[2])}

@@ -84,10 +84,13 @@ std::vector<KernelPart> newton_schulz_parts(const KernelCost& cost, double rows,
 inline KernelWork grid_work(double seconds, KernelShape shape) {
   return {seconds, 0, KernelClass::grid, shape};
 }
-// An elementwise kernel of family f moving `bytes`: its time alone and its launch.
+// An elementwise kernel of family f moving `bytes`: its time alone, its launch, and its bytes
+// through HBM (the engine shares HBM between it, copies and collectives: ops.hpp).
 inline KernelWork elementwise_work(const KernelCost& cost, Family f, double bytes) {
-  return grid_work(cost.elementwise_s(sim::bytes(bytes), f),
-                   elementwise_kernel_shape(cost.sm_count(), f, bytes));
+  auto w = grid_work(cost.elementwise_s(sim::bytes(bytes), f),
+                     elementwise_kernel_shape(cost.sm_count(), f, bytes));
+  w.hbm_bytes = bytes;
+  return w;
 }
 
 }  // namespace twin::hardware

@@ -209,11 +209,12 @@ void run_fused(sim::Task& t, Cluster& c, int gpu, std::span<const KernelPart> pa
   t.on_ready = [k = c.make<FusedCall>(&c, gpu, parts.data(),
                                       static_cast<std::uint32_t>(parts.size()),
                                       priority)](sim::Task& task) {
-    double alone = 0;
-    for (std::uint32_t i = 0; i < k->n; ++i) alone += k->parts[i].alone_s;
+    double alone = 0, hbm_bytes = 0;  // the run's HBM traffic at its mean rate
+    for (std::uint32_t i = 0; i < k->n; ++i)
+      alone += k->parts[i].alone_s, hbm_bytes += k->parts[i].hbm_bytes;
     Gpu& g = k->c->gpu(k->gpu);
     if (alone <= 0) return task.finish();
-    run_grid(task, *k->c, g, alone / g.speed(), 0, {}, k->parts, k->n, k->priority);
+    run_grid(task, *k->c, g, alone / g.speed(), hbm_bytes, {}, k->parts, k->n, k->priority);
   };
 }
 

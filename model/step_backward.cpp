@@ -148,7 +148,7 @@ StepBuilder::PerRank StepBuilder::reduce_copy_in(std::int32_t layer, bool dense,
   std::vector<Launch> launches;
   const auto add = [&](hardware::Family f, double bytes) {
     const auto w = elementwise_op(job_, cost_, f, bytes);
-    parts.push_back({w.shape, w.alone_s});
+    parts.push_back({w.shape, w.alone_s, w.hbm_bytes});
     launches.push_back(elementwise_launch(bytes));
   };
   if (dense) add(hardware::Family::ew_widen, 1.5 * comm.dense_reduce);  // bf16 → fp32

@@ -82,7 +82,7 @@ void StepBuilder::fuse(std::size_t j0, std::size_t j1, const std::vector<std::ve
     for (std::size_t j = j0; j < j1; ++j) {
       const Op& op = ops[static_cast<std::size_t>(r)][j];
       fused_parts_.emplace_back(op.category, op.work.alone_s);
-      parts.push_back({op.work.shape, op.work.alone_s});
+      parts.push_back({op.work.shape, op.work.alone_s, op.work.hbm_bytes});
     }
     auto& t = task(r, kCompute, n, kFused, layer);
     record_fused(t, r, parts);
@@ -386,8 +386,7 @@ void StepBuilder::run_ops(const std::vector<std::vector<Op>>& ops, std::int32_t 
     const auto fusible = [&](std::size_t k) {
       const Op& o = ops[0][k];
       return o.coll_bytes <= 0 && o.work.cls == hardware::KernelClass::grid &&
-             o.work.hbm_bytes <= 0 && !(o.category == kExpertGemm && weights_pending) &&
-             !beside_async(k);
+             !(o.category == kExpertGemm && weights_pending) && !beside_async(k);
     };
     if (fusible(j)) {
       std::size_t j1 = j + 1;

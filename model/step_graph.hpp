@@ -55,9 +55,9 @@ inline std::int32_t lane_of(std::int64_t rank, Stream s) {
 }
 
 // Consecutive grid kernels of a compute stream run as one task: in the engine's model they are
-// one fluid flow either way (same class, same resources), and one task is much cheaper to
-// simulate. The task keeps its parts so that reports can attribute its time by category, in
-// proportion to each part's time alone.
+// one fluid flow either way (same class, same resources; HBM at the run's mean rate, where each
+// kernel would draw its own), and one task is much cheaper to simulate. The task keeps its parts so
+// that reports can attribute its time by category, in proportion to each part's time alone.
 struct FusedParts {
   std::span<const std::pair<Category, double>> parts;  // (category, alone seconds)
   // Calls f(category, seconds) for each part: its share of the task's `seconds`, in proportion

@@ -167,6 +167,22 @@ TEST_SUITE("hardware.kernels") {
       CHECK(b.end_time().to_s() == doctest::Approx(2.0));
     }
   }
+  TEST_CASE("a fused run draws HBM at its parts' mean rate, shared with a copy") {
+    // Two parts of 0.5 s alone, 1.5 TB and none through HBM: 1.5 TB/s on average, half the
+    // 3 TB/s. Beside a D2D copy of 0.75 TB (1.5 TB of traffic, 0.5 s alone) the HBM is full:
+    // both at 3/(1.5 + 3) of their speed until the copy ends at 0.75 s (the run has done 0.5 of
+    // its 1 s), then the run alone: 1.25 s. Without the bytes the run would end at 1 s.
+    Rig r(4);
+    const KernelPart parts[] = {{{}, 0.5, 1.5e12}, {{}, 0.5, 0}};
+    auto& a = r.graph.add("a");
+    auto& b = r.graph.add("b");
+    run_fused(a, r.cluster, 0, parts);
+    run_copy(b, r.cluster, 0, CopyDir::d2d, 0.75e12);
+    r.graph.start();
+    r.engine.run();
+    CHECK(b.end_time().to_s() == doctest::Approx(0.75));
+    CHECK(a.end_time().to_s() == doctest::Approx(1.25));
+  }
 }
 
 TEST_SUITE("hardware.collectives") {
