@@ -14,8 +14,9 @@
 // waves of blocks), while high-priority work takes SMs as the kernel's blocks end (within one
 // block: the twin takes them at once). A grid kernel behind another, or finding every SM held
 // with no room beside NCCL's CTAs, waits: it makes no progress. Requests for SMs are granted one
-// SM at a time as SMs free. Every NCCL request counts as high priority (FSDP2's all-gather and
-// reduce-scatter streams are created at priority −1, `FSDPCommContext.lazy_init`).
+// SM at a time as SMs free. Each kernel and collective carries its stream's priority (the step
+// builder's: FSDP2 creates its all-gather and reduce-scatter streams at priority −1,
+// `FSDPCommContext.lazy_init`; the compute stream and NCCL's internal ones have the default).
 #pragma once
 
 #include <algorithm>
