@@ -61,8 +61,8 @@ void Gpu::unlisten(SmListener* l) {
   (l->prev ? l->prev->next : listeners_) = l->next;
   (l->next ? l->next->prev : last_) = l->prev;
   l->prev = l->next = nullptr;
+  serve();  // work that waited behind this kernel, before the grid kernels are told the rest
   changed();
-  serve();  // work that waited behind this kernel
 }
 
 void Gpu::release(int n, Holder who) {
@@ -72,8 +72,8 @@ void Gpu::release(int n, Holder who) {
     held_nccl_ -= n;
     on_nccl_sms(index_, held_nccl_);
   }
+  serve();  // the waiting requests first: a grid kernel is told only what they leave
   changed();
-  serve();
 }
 
 void Gpu::serve() {

@@ -99,6 +99,25 @@ TEST_SUITE("hardware.kernels") {
     CHECK(b.start_time().to_s() == doctest::Approx(1.0));
     CHECK(b.end_time().to_s() == doctest::Approx(2.0));
   }
+  TEST_CASE("SMs freed go to the waiting request before a grid kernel that arrived after it") {
+    // 32 SMs held by another persistent kernel until 0.5 s (no room beside it); a static kernel
+    // (1 s) takes the other 100 at 0 and waits for those 32; a grid kernel arriving at 0.1 s
+    // waits behind it. At 0.5 s the 32 go to the static kernel's late blocks (0.5 → 1.5 s); the
+    // grid kernel's first block runs when the first 100 blocks end at 1 s, not at 0.5 s.
+    Rig r(4);
+    auto& g = r.cluster.gpu(0);
+    g.request(32, Gpu::Holder::persistent, [](int) {});
+    r.engine.at(Time::s(0.5), [&g] { g.release(32, Gpu::Holder::persistent); });
+    auto& a = r.graph.add("a");
+    auto& b = r.graph.add("b");
+    run_kernel(a, r.cluster, 0, {1.0, 0, KernelClass::persistent_static});
+    run_kernel(b, r.cluster, 0, {1.0});
+    b.after(at_time(r, 0.1));
+    r.graph.start();
+    r.engine.run();
+    CHECK(a.end_time().to_s() == doctest::Approx(1.5));
+    CHECK(b.start_time().to_s() == doctest::Approx(1.0));
+  }
   TEST_CASE("a grid kernel finding every SM held by a persistent kernel waits, then runs") {
     Rig r(4);
     auto& a = r.graph.add("a");
