@@ -51,6 +51,12 @@ CASES = [
     ("grid_then_nccl", (SMS * 8 * 8, 256, 0, 50), (16, 544, 80, 100)),
     ("grid_then_grid", (SMS * 8 * 8, 256, 0, 50), (SMS * 8, 256, 0, 10)),
 ]
+# Beside 16 NCCL-like CTAs resident first (2 ms): X's CTAs (two per SM fill its 2,048 threads)
+# fit only once beside each NCCL-like one, so 16 wait; Y's blocks fit only beside the NCCL-like
+# CTAs (480 threads left there). Does Y wait behind X's pending CTAs (head-of-line) or run there
+# at once?
+BESIDE_NCCL = ("x_pending_then_grid", (2 * SMS, 1024, 100, 1000), (SMS * 8, 256, 0, 10),
+               (16, 544, 80, 2000))
 
 
 def launch(cp: object, k: object, spec: tuple, out: object, started: object, stream: object) -> None:
@@ -60,7 +66,8 @@ def launch(cp: object, k: object, spec: tuple, out: object, started: object, str
 
 
 def run_case(cp: object, k: object, wait: object, x: tuple, y: tuple, priority: str,
-             reps: int) -> dict:
+             reps: int, first: tuple | None = None) -> dict:
+    """`first`: a kernel made resident before X (on its own stream), or None."""
     lo, hi = 0, -100  # CUDA clamps a priority to the device's range: 0 lowest, -100 the highest
     s_x = cp.cuda.Stream(non_blocking=True)
     prio = hi if priority == "high" else lo
@@ -70,11 +77,18 @@ def run_case(cp: object, k: object, wait: object, x: tuple, y: tuple, priority: 
         s_y = cp.cuda.ExternalStream(cp.cuda.runtime.streamCreateWithPriority(1, prio))
     out_x, out_y = cp.zeros(3 * x[0], dtype=cp.uint64), cp.zeros(3 * y[0], dtype=cp.uint64)
     started = cp.zeros(1, dtype=cp.int32)
+    s_first = cp.cuda.Stream(non_blocking=True)
+    out_first, first_started = (cp.zeros(3 * first[0], dtype=cp.uint64),
+                                cp.zeros(1, dtype=cp.int32)) if first else (None, None)
     rows = []
     for r in range(reps + 2):
         started.fill(0)
         cp.cuda.Device().synchronize()
         wait((1,), (1,), (started,), stream=s_y)  # resident before X fills the GPU
+        if first:
+            first_started.fill(0)
+            launch(cp, k, first, out_first, first_started, s_first)
+            wait((1,), (1,), (first_started,), stream=s_x)
         launch(cp, k, x, out_x, started, s_x)
         launch(cp, k, y, out_y, started, s_y)
         cp.cuda.Device().synchronize()
@@ -107,10 +121,11 @@ def main() -> None:
            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "command": f"python3 calibrate/sm_arbitration_probe.py --reps {a.reps} --out OUT",
            "kernel_fields": ["ctas", "threads", "shared_KiB", "spin_us"], "cases": []}
-    for name, x, y in CASES:
+    for name, x, y, *first in CASES + [BESIDE_NCCL]:
         for priority in ("normal", "high"):
-            r = run_case(cp, k, wait, x, y, priority, a.reps)
-            doc["cases"].append({"name": name, "x": x, "y": y, "y_priority": priority, **r})
+            r = run_case(cp, k, wait, x, y, priority, a.reps, first[0] if first else None)
+            doc["cases"].append({"name": name, "x": x, "y": y, "y_priority": priority,
+                                 "resident_first": first[0] if first else None, **r})
             print(f"{name:24s} Y {priority:6s}: X ends {r['x_end_us']:8.1f} µs, Y starts "
                   f"{r['y_first_start_us']:8.1f}…{r['y_last_start_us']:8.1f}, ends "
                   f"{r['y_end_us']:8.1f}; Y CTAs before X's end {r['y_ctas_started_before_x_end']}"
