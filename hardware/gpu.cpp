@@ -24,13 +24,16 @@ Gpu::RequestId Gpu::request(int n, Holder who, Grant grant, Priority p) {
                                [order](const Request& r) { return r.order > order; });
   waiting_.insert(at, {id, order, n, who, std::move(grant)});
   serve();
+  if (!waiting_.empty()) changed();  // a grid kernel that came after it now waits behind it
   return id;
 }
 
 void Gpu::cancel(RequestId id) {
   auto it =
       std::find_if(waiting_.begin(), waiting_.end(), [id](const Request& r) { return r.id == id; });
-  if (it != waiting_.end()) waiting_.erase(it);
+  if (it == waiting_.end()) return;
+  waiting_.erase(it);
+  changed();  // a grid kernel behind it may run
 }
 
 void Gpu::hold(int n, Holder who) {
@@ -39,7 +42,6 @@ void Gpu::hold(int n, Holder who) {
     held_nccl_ += n;
     on_nccl_sms(index_, held_nccl_);
   }
-  changed();
 }
 
 void Gpu::changed() {
@@ -89,6 +91,7 @@ void Gpu::serve() {
     // grant, the usual case, moves it; a partial one copies it (the request stays).
     Grant grant = r.missing == 0 ? std::move(r.grant) : r.grant;
     if (r.missing == 0) waiting_.pop_front();
+    changed();  // after the pop: a grid kernel behind this request may run now
     grant(k);
   }
   serving_ = false;

@@ -12,11 +12,12 @@
 // none left, so work of normal priority that arrives while an earlier grid kernel runs — a
 // persistent kernel, another grid kernel — waits for it to end (measured: 400 µs behind 8
 // waves of blocks), while high-priority work takes SMs as the kernel's blocks end (within one
-// block: the twin takes them at once). A grid kernel behind another, or finding every SM held
-// with no room beside NCCL's CTAs, waits: it makes no progress. Requests for SMs are granted one
-// SM at a time as SMs free. Each kernel and collective carries its stream's priority (the step
-// builder's: FSDP2 creates its all-gather and reduce-scatter streams at priority −1,
-// `FSDPCommContext.lazy_init`; the compute stream and NCCL's internal ones have the default).
+// block: the twin takes them at once). A grid kernel behind another, behind a request still
+// waiting for SMs (even where its blocks would fit beside NCCL's CTAs: head-of-line, measured),
+// or finding every SM held with no room beside NCCL's CTAs, waits: it makes no progress. Requests
+// for SMs are granted one SM at a time as SMs free. Each kernel and collective carries its stream's
+// priority (the step builder's: FSDP2 creates its all-gather and reduce-scatter streams at priority
+// −1, `FSDPCommContext.lazy_init`; the compute stream and NCCL's internal ones have the default).
 #pragma once
 
 #include <algorithm>
@@ -73,8 +74,13 @@ class Gpu {
   // Grid kernels: join (told the new shares at once, as is everyone else) and leave.
   void listen(SmListener* l, Priority p);
   void unlisten(SmListener* l);
-  // The free SMs grid kernel l gets: all for the first in order, SmListener::kBehind otherwise.
-  int share_of(const SmListener* l) const { return l == listeners_ ? free_ : SmListener::kBehind; }
+  // The free SMs grid kernel l gets: all for the first in order unless a request that came
+  // before it still waits for SMs (its blocks wait behind those CTAs even where they would fit
+  // beside NCCL's: measured), SmListener::kBehind otherwise.
+  int share_of(const SmListener* l) const {
+    const bool first = l == listeners_ && (waiting_.empty() || l->order < waiting_.front().order);
+    return first ? free_ : SmListener::kBehind;
+  }
 
  private:
   struct Request {

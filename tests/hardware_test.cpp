@@ -118,6 +118,25 @@ TEST_SUITE("hardware.kernels") {
     CHECK(a.end_time().to_s() == doctest::Approx(1.5));
     CHECK(b.start_time().to_s() == doctest::Approx(1.0));
   }
+  TEST_CASE("a grid kernel waits behind a request still waiting, even beside NCCL's room") {
+    // NCCL holds 32 SMs throughout (its CTAs leave room for small blocks); a static kernel (1 s)
+    // takes the other 100 at 0 and waits for 32 more, which free when its first blocks end at
+    // 1 s. A grid kernel of normal priority arriving at 0.1 s waits behind those pending blocks
+    // (head-of-line, measured), one of high priority runs in the room beside NCCL's CTAs at once.
+    for (auto p : {Gpu::Priority::normal, Gpu::Priority::high}) {
+      CAPTURE(static_cast<int>(p));
+      Rig r(4);
+      hold_sms(r, 0, 32, Time::s(10));
+      auto& a = r.graph.add("a");
+      auto& b = r.graph.add("b");
+      run_kernel(a, r.cluster, 0, {1.0, 0, KernelClass::persistent_static});
+      run_kernel(b, r.cluster, 0, {1.0, 0, KernelClass::grid, {}, p});
+      b.after(at_time(r, 0.1));
+      r.graph.start();
+      r.engine.run();
+      CHECK(b.start_time().to_s() == doctest::Approx(p == Gpu::Priority::high ? 0.1 : 1.0));
+    }
+  }
   TEST_CASE("a grid kernel finding every SM held by a persistent kernel waits, then runs") {
     Rig r(4);
     auto& a = r.graph.add("a");
