@@ -28,8 +28,8 @@ struct FluidRun {
 };
 
 // `sms`: the free SMs the kernel gets (gpu.hpp); the rest are held by NCCL (which leaves room
-// beside its CTAs) or persistent kernels (which leave none). Behind another grid kernel, or with
-// every SM held and none by NCCL, it waits.
+// beside its CTAs) or persistent kernels (which leave none). Behind another grid kernel or a
+// request still waiting (kBehind), or with every SM held and none by NCCL, it waits.
 double fluid_speed(const FluidRun& r, int sms) {
   if (sms == SmListener::kBehind || (sms == 0 && r.g->nccl_sms() == 0)) return 0.0;
   const int held = r.c->contention().sm_count - sms, lending = std::min(held, r.g->nccl_sms());
