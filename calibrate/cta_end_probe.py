@@ -71,7 +71,8 @@ CASES = ([("small_rows", m, n, k) for n, k in ((8192, 4096), (2048, 7168), (4096
             ("router", 16384, 384, HIDDEN), ("square", 8192, 8192, 8192)])
 
 
-def run(torch: object, cp: object, mod: object, gemm: object, held: int, reps: int) -> dict:
+def run(torch: object, cp: object, mod: object, gemm: object, held: int, reps: int,
+        trace: bool) -> dict:
     hold, land = mod.get_function("hold"), mod.get_function("land")
     go, wait_go = mod.get_function("go"), mod.get_function("wait_go")
     s_h, s_g, s_p = (torch.cuda.Stream() for _ in range(3))
@@ -79,8 +80,8 @@ def run(torch: object, cp: object, mod: object, gemm: object, held: int, reps: i
     count, flag = cp.zeros(1, dtype=cp.int32), cp.zeros(1, dtype=cp.int32)
     out = cp.zeros(2 * (SMS - held), dtype=cp.uint64)
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    rows = []
-    for r in range(reps + 2):
+
+    def one() -> None:
         torch.cuda.synchronize()
         count.fill(0)
         flag.fill(0)
@@ -88,7 +89,7 @@ def run(torch: object, cp: object, mod: object, gemm: object, held: int, reps: i
         torch.cuda.synchronize()
         if held:
             hold((held,), (1024,), (cp.int64(3_000_000), count), shared_mem=SMEM, stream=p_h)
-            while int(count.get()) < held:  # resident before the GEMM arrives
+            while int(count.get()[0]) < held:  # resident before the GEMM arrives
                 pass
         # The probe must reach the GPU after the GEMM's CTAs are dispatched and before the first
         # ends: the GEMM's stream releases it 50 µs on (all launches enqueued by then), and the
@@ -101,6 +102,10 @@ def run(torch: object, cp: object, mod: object, gemm: object, held: int, reps: i
         wait_go((1,), (1,), (flag, cp.int64(5_000)), stream=p_p)
         land((SMS - held,), (32,), (out, cp.int64(1_000_000)), shared_mem=SMEM, stream=p_p)
         torch.cuda.synchronize()
+
+    rows = []
+    for r in range(reps + 2):
+        one()
         if r < 2:
             continue
         o = out.get().reshape(-1, 2)
@@ -108,6 +113,14 @@ def run(torch: object, cp: object, mod: object, gemm: object, held: int, reps: i
         rows.append({"gemm_us": e0.elapsed_time(e1) * 1e3,
                      "ends_us": [round((int(t) - t_last) / 1e3, 3) for t in o[:, 0]],
                      "sms": [int(s) for s in o[:, 1]]})
+    if trace:  # once more under the profiler: the kernels' order on the GPU
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            one()
+        ks = sorted((e for e in prof.events() if "CUDA" in str(e.device_type)),
+                    key=lambda e: e.time_range.start)
+        for e in ks:
+            print(f"    {e.name[:60]:60s} {e.time_range.start - ks[0].time_range.start:9.1f} … "
+                  f"{e.time_range.end - ks[0].time_range.start:9.1f} µs")
     assert all(len(set(r["sms"])) == SMS - held for r in rows), "a probe CTA shared an SM"
     return {"held_sms": held, "gemm_us": statistics.median(r["gemm_us"] for r in rows), "reps": rows}
 
@@ -118,6 +131,7 @@ def main() -> None:
     ap.add_argument("--held", default="0,4,64")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--only", default="", help="case names to run (comma-separated; default: all)")
+    ap.add_argument("--trace", action="store_true", help="print each run's kernels (profiler)")
     a = ap.parse_args()
     import cupy as cp
     import torch
@@ -147,8 +161,9 @@ def main() -> None:
             gemm()
             torch.cuda.synchronize()
         kernel = [e.name for e in prof.events() if "CUDA" in str(e.device_type)][:1]
+        print(f"{name} {m}×{n}×{k}: {kernel}", flush=True)
         for h in held:
-            r = run(torch, cp, mod, gemm, h, a.reps)
+            r = run(torch, cp, mod, gemm, h, a.reps, a.trace)
             doc["cases"].append({"name": name, "shape": {"m": m, "n": n, "k": k},
                                  "kernel": kernel[0][:120] if kernel else "", **r})
             ranked = [sorted(rep["ends_us"]) for rep in r["reps"]]
