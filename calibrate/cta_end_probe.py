@@ -88,13 +88,13 @@ def run(torch: object, cp: object, mod: object, gemm: object, held: int, reps: i
         out.fill(0)
         torch.cuda.synchronize()
         if held:
-            hold((held,), (1024,), (cp.int64(3_000_000), count), shared_mem=SMEM, stream=p_h)
+            hold((held,), (1024,), (cp.int64(5_000_000), count), shared_mem=SMEM, stream=p_h)
             while int(count.get()[0]) < held:  # resident before the GEMM arrives
                 pass
         # The probe must reach the GPU after the GEMM's CTAs are dispatched and before the first
-        # ends: the GEMM's stream releases it 50 µs on (all launches enqueued by then), and the
+        # ends: the GEMM's stream releases it 2 ms on (all launches enqueued by then), and the
         # probe's follows 5 µs after that release.
-        go((1,), (1,), (cp.int64(50_000), flag), stream=p_g)
+        go((1,), (1,), (cp.int64(2_000_000), flag), stream=p_g)
         with torch.cuda.stream(s_g):
             e0.record()
             gemm()
