@@ -58,12 +58,14 @@ std::vector<double> range(double lo, double hi, double step) {
 
 }  // namespace
 
-hardware::ContentionModel fit_base(const std::string& clusters_file) {
+hardware::ContentionModel fit_base(const std::string& clusters_file,
+                                   const std::string& lone_cta_file) {
   hardware::ContentionModel base;
   for (const auto f : {Family::gemm, Family::grouped_gemm})
     base.family[static_cast<int>(f)].cluster_sms = 2;
   base.gpcs = 8;  // the SM ids of clusters of 8 and 16 (reports/calibration/clusters/README.md)
   read_cluster_tables(clusters_file, base);
+  if (!lone_cta_file.empty()) base.lone_cta = fit_lone_cta(lone_cta_tiles(lone_cta_file, base));
   return base;
 }
 

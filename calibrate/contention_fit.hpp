@@ -19,8 +19,10 @@
 namespace twin::calibrate {
 
 // What the fit starts from: the clustered families' cluster size (2: nvjet's _1x2_/_2x1_ names;
-// QuACK/CUTLASS grouped GEMMs assumed alike) and the measured cluster tables of `clusters_file`.
-hardware::ContentionModel fit_base(const std::string& clusters_file);
+// QuACK/CUTLASS grouped GEMMs assumed alike), the measured cluster tables of `clusters_file` and,
+// if `lone_cta_file` is given, a lone cuBLAS CTA measured there (fit_lone_cta, mechanism 3).
+hardware::ContentionModel fit_base(const std::string& clusters_file,
+                                   const std::string& lone_cta_file = "");
 
 // Fits the model's parameters; `base` supplies what the data does not decide (cluster sizes and
 // tables). A compute family with a measured clock gain takes it as its b_max (mechanism 2)

@@ -32,6 +32,19 @@ std::string file_names(const std::vector<std::string>& files) {
   return s;
 }
 
+// A lone CTA's keys (mechanism 3), fitted on `lone_data`.
+void lone_cta_keys(Json& s, const hardware::ContentionModel::LoneCta& l,
+                   const std::string& lone_data) {
+  const std::string src =
+      "[meas] a lone CTA of nvjet's small-row tiles: t_s + k·max(bytes/r, MACs/F) fitted per tile "
+      "on rounds of lone CTAs, the median over the tiles (F: those at 3.5 TMAC/s or more; r: "
+      "the others; calibrate::fit_lone_cta, " +
+      lone_data + ")";
+  s["lone_cta_setup_us"] = {{"value", tidy(l.setup_us)}, {"source", src}};
+  s["lone_cta_stream_GBps"] = {{"value", std::round(l.stream_GBps)}, {"source", src}};
+  s["lone_cta_TMACps"] = {{"value", tidy(l.TMACps)}, {"source", src}};
+}
+
 Json profile_section(const hardware::ContentionModel& m, const std::string& data,
                      const std::string& clusters, const std::map<std::string, double>& gains,
                      const std::string& clock_data) {
@@ -102,7 +115,7 @@ int main(int argc, char** argv) {
   CLI::App app{"twin-fit-contention: fit the SM-contention model to contention_bench.py's curves"};
   std::vector<std::string> files;
   std::vector<std::string> clock_files;
-  std::string out, svg_dir, clusters;
+  std::string out, svg_dir, clusters, lone_cta;
   app.add_option("files", files, "measurement files (a later file's classes replace an earlier's)")
       ->required();
   app.add_option("--clusters", clusters,
@@ -111,6 +124,9 @@ int main(int argc, char** argv) {
   app.add_option("--clocks", clock_files,
                  "contention_bench.py --clock results: the compute families' clock "
                  "gain b_max, measured rather than fitted");
+  app.add_option("--lone-cta", lone_cta,
+                 "contention_bench.py --only lone_cta's result: a lone cuBLAS CTA's set-up and "
+                 "rates (mechanism 3), measured rather than fitted");
   app.add_option("--out", out, "write the fitted section and residuals here (JSON)");
   app.add_option("--svg", svg_dir, "write one plot per family into this folder (SVG)");
   CLI11_PARSE(app, argc, argv);
@@ -118,11 +134,13 @@ int main(int argc, char** argv) {
     const auto cases = calibrate::read_contention_cases(files);
     const auto gains = clock_files.empty() ? std::map<std::string, double>{}
                                            : calibrate::measured_clock_gains(clock_files);
-    const auto m = calibrate::fit_contention(cases, calibrate::fit_base(clusters), gains);
+    const auto base = calibrate::fit_base(clusters, lone_cta);
+    const auto m = calibrate::fit_contention(cases, base, gains);
     Json doc;
     doc["contention"] =
         profile_section(m, file_names(files), clusters.substr(clusters.find_last_of('/') + 1),
                         gains, file_names(clock_files));
+    if (!lone_cta.empty()) lone_cta_keys(doc["contention"], m.lone_cta, file_names({lone_cta}));
     doc["clock_gains"] = gains;
     if (!clock_files.empty())
       doc["clock_plateau_MHz"] = calibrate::measured_clock_plateau_MHz(clock_files);

@@ -81,8 +81,9 @@ class Cluster {
   // taken of which `lending` by NCCL CTAs (room beside them: contention.hpp, mechanism 5).
   double contention_slowdown(const KernelShape& k, int held, double alone_s, int lending) {
     if (held <= 0) return 1.0;
+    const KernelShape own = contention_.own_saturation(k, alone_s);
     return contention_.stretch(
-        k.family, memo_.time_units(k, held, lending) / memo_.time_units(k, 0), alone_s);
+        k.family, memo_.time_units(own, held, lending) / memo_.time_units(own, 0), alone_s);
   }
   // Keeps an activity's state alive as long as the cluster (its callbacks hold a raw pointer).
   template <class T>

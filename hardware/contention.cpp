@@ -245,6 +245,34 @@ double time_at(const ContentionModel& m, const KernelShape& k, int held, int len
 
 }  // namespace
 
+KernelShape ContentionModel::own_saturation(KernelShape k, double alone_s) const {
+  const auto& lone = lone_cta;
+  const auto& p = of(k.family);
+  // One tile per CTA: a single round alone, near the top clock, so a lone CTA's time compares
+  // with its share of the round (longer launches run at a lower clock than t_s, r, F's).
+  if (k.cta_bytes <= 0 || lone.stream_GBps <= 0 || lone.TMACps <= 0 || p.sat_sms <= 0 ||
+      k.blocks <= 0 || k.tiles > k.blocks)
+    return k;
+  const double bytes = k.cta_bytes, macs = k.cta_macs;
+  k.cta_bytes = k.cta_macs = 0;
+  const double stretched = alone_s - p.fixed_us * 1e-6;
+  if (stretched <= 0) return k;
+  const double tau = lone.setup_us * 1e-6 +
+                     std::max(bytes / (lone.stream_GBps * 1e9), macs / (lone.TMACps * 1e12));
+  const double g = std::min<double>(k.blocks, sm_count);
+  const double rho = tau / stretched;
+  // Θ(G) = ρ·G·b(1): (1 + (x/a_sat)^p)^(1/p) = b(G) / (ρ·b(1)) = q, x = G·b(G).
+  const double bg = boost(k.family, g, k.clock_gain),
+               q = bg / (rho * boost(k.family, 1, k.clock_gain));
+  if (q <= 1) return k;
+  const double sat = g * bg / std::pow(std::pow(q, p.knee) - 1, 1 / p.knee);
+  const double own = sat / p.sat_sms * kReferenceLoadIntensity;
+  const double intensity = k.load_intensity > 0 ? k.load_intensity : kReferenceLoadIntensity;
+  if (own < intensity)
+    k.load_intensity = static_cast<std::uint8_t>(std::clamp(std::round(own), 1.0, 255.0));
+  return k;
+}
+
 double ContentionModel::time_units(const KernelShape& k, int held, int lending) const {
   held = std::clamp(held, 0, sm_count - 1);
   return time_at(*this, k, held, lending < 0 ? held : std::min(lending, held));

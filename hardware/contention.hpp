@@ -54,6 +54,16 @@
 //     read 9–43% less than it counts. What the curves want is not the reads alone: the small-row
 //     4×1 launches, read as counted, slow as if I were 28–35, not 51–70 (README, "What the GEMMs
 //     load").
+//     A launch whose full round is bound by what it streams, not by its tiles' reuse: a lone
+//     CTA's tile takes τ = t_s + max(B/r, M/F) (B the bytes it streams, M its multiply-adds; t_s,
+//     r, F measured on lone CTAs of nvjet's small-row tiles, file y), and a launch of G CTAs of
+//     one tile each (one round alone, near the top clock the lone CTAs ran at; longer launches
+//     run lower) whose time alone is t (t_f of it fixed) gives a lone CTA the share ρ = τ/(t −
+//     t_f) of its round. In Θ's units a lone CTA takes ρ of a full round when Θ(G) = ρ·G·b(1):
+//     solved for a_sat (none where ρ·b(1) ≥ b(G)), the launch
+//     saturates at the smaller of that and its load intensity's (own_saturation()). Measured with a
+//     probe that lands on each SM as a CTA leaves it (cta_end_probe.py, file cta-ends): a full
+//     round's CTAs end within ~2 µs of each other, a late round of lone CTAs runs ~τ past them.
 //  4. Scheduling. grid: the hardware dispatches blocks as slots free, u·o at a time; full waves
 //     run on u SMs; the last r = B mod u·o blocks start as slots free, spread over a_t =
 //     min(r, u) SMs. A block alone reaches β of its SM's throughput (at least its share 1/o: a
@@ -196,6 +206,9 @@ struct KernelShape {
   // Multiply-adds per element a CTA loads into shared memory (its tile's operand reuse after the
   // cluster's multicast, mechanism 3); 0: the family's reference, kReferenceLoadIntensity.
   std::uint8_t load_intensity = 0;
+  // What one CTA streams (bytes) and computes (multiply-adds) per tile, for a lone CTA's time
+  // (mechanism 3: own_saturation); 0: not known (the load intensity alone).
+  float cta_bytes = 0, cta_macs = 0;
 };
 // The load intensity at which a family's a_sat is fitted: nvjet's 192×192 tiles in clusters of
 // 2 (192·192 / (192/2 + 192) = 128 multiply-adds per element loaded), cuBLAS's tile for most
@@ -239,6 +252,11 @@ struct ContentionModel {
   // The HBM bandwidth (a device copy's) of the GPU the elementwise families' a_sat were fitted
   // on, and this GPU's over it: their a_sat scale by hbm_scale (mechanism 3; 0: not given, 1).
   double sat_hbm_GBps = 0;
+  // A lone CTA of a cuBLAS tile (mechanism 3): τ = t_s + max(bytes / r, multiply-adds / F);
+  // stream_GBps 0: not known (launches saturate by their load intensity alone).
+  struct LoneCta {
+    double setup_us = 0, stream_GBps = 0, TMACps = 0;  // t_s, r, F
+  } lone_cta;
   double hbm_scale = 1;
 
   const FamilyParams& of(Family f) const { return family[static_cast<int>(f)]; }
@@ -248,8 +266,11 @@ struct ContentionModel {
   }
   // The slowdown of a launch whose time alone is alone_s (mechanism 6 on top of 1–5).
   double slowdown(const KernelShape& k, int held, double alone_s) const {
-    return stretch(k.family, slowdown(k, held), alone_s);
+    return stretch(k.family, slowdown(own_saturation(k, alone_s), held), alone_s);
   }
+  // The launch with its a_sat from its lone CTA where that is the lower (mechanism 3), as a load
+  // intensity; cta_bytes and cta_macs cleared (applied). Unchanged if they are 0.
+  KernelShape own_saturation(KernelShape k, double alone_s) const;
   // A run of kernels back to back: Σ t_i·slowdown_i / Σ t_i (as the engine runs a fused task).
   double slowdown(std::span<const KernelPart> parts, int held) const {
     double alone = 0, slowed = 0;

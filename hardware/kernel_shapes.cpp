@@ -132,9 +132,8 @@ GemmLaunch large_gemm_launch(int sms, double m, double n, double batch) {
   best.cluster_m = cluster_m_of(best.tile_m, best.tile_n, best.cluster);
   return best;
 }
-}  // namespace
 
-GemmLaunch gemm_launch(int sms, double m, double n, double k, double batch) {
+GemmLaunch launch_of(int sms, double m, double n, double k, double batch) {
   if (batch <= 1)
     if (const auto l = small_row_launch(sms, m, n, k)) return *l;
   GemmLaunch best;
@@ -156,6 +155,14 @@ GemmLaunch gemm_launch(int sms, double m, double n, double k, double batch) {
   return best;
 }
 
+}  // namespace
+
+GemmLaunch gemm_launch(int sms, double m, double n, double k, double batch) {
+  GemmLaunch l = launch_of(sms, m, n, k, batch);
+  l.k = k;
+  return l;
+}
+
 double load_intensity(const GemmLaunch& l) {
   const int cm = std::max(1, l.cluster_m), cn = std::max(1, l.cluster / cm);
   return double(l.tile_m) * l.tile_n / (double(l.tile_m) / cn + double(l.tile_n) / cm);
@@ -169,6 +176,11 @@ KernelShape gemm_shape(const GemmLaunch& l) {
   KernelShape k = persistent_shape(Family::gemm, l.tiles, l.ctas, l.cluster);
   k.load_intensity =
       static_cast<std::uint8_t>(std::clamp(std::round(load_intensity(l)), 1.0, 255.0));
+  if (l.k > 0) {  // a tile's operands (bf16) and multiply-adds over its slice of k
+    const double slice = l.k / std::max(1, l.split_k);
+    k.cta_bytes = static_cast<float>(2.0 * (l.tile_m + l.tile_n) * slice);
+    k.cta_macs = static_cast<float>(double(l.tile_m) * l.tile_n * slice);
+  }
   return k;
 }
 

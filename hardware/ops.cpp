@@ -177,6 +177,7 @@ struct CopyCall {
 // The calls live in the cluster's arena: a capture of one pointer fits std::function's inline
 // buffer, so a task costs no allocation of its own (a step has about a million).
 void run_kernel(sim::Task& t, Cluster& c, int gpu, KernelWork w) {
+  w.shape = c.contention().own_saturation(w.shape, w.alone_s);  // once, not at every change
   t.on_ready = [k = c.make<KernelCall>(&c, gpu, w)](sim::Task& task) {
     if (k->w.alone_s <= 0) return task.finish();
     Cluster& c = *k->c;

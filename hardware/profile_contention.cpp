@@ -113,6 +113,18 @@ sim::Schema<ContentionModel> contention_schema() {
       "HBM bandwidth (gpu.hbm_bw_GBps) of the GPU the elementwise sat_sms were fitted on: on "
       "this GPU they saturate at sat_sms × gpu.hbm_bw_GBps / this (a_sat = R / r0; 0: as given)",
       [](auto& c) -> auto& { return c.sat_hbm_GBps; });
+  s.real(
+       "lone_cta_setup_us", "us", 0, 1e3, 0.0,
+       "a lone CTA of a cuBLAS tile: its set-up t_s before its k steps (mechanism 3's lone CTA)",
+       [](auto& c) -> auto& { return c.lone_cta.setup_us; })
+      .real(
+          "lone_cta_stream_GBps", "GBps", 0, 1e4, 0.0,
+          "what a lone CTA streams, its tile's operands (r; 0: no lone-CTA saturation)",
+          [](auto& c) -> auto& { return c.lone_cta.stream_GBps; })
+      .real(
+          "lone_cta_TMACps", "TMACps", 0, 1e3, 0.0,
+          "a lone CTA's multiply-adds per second (F: its SM's tensor cores at its clock)",
+          [](auto& c) -> auto& { return c.lone_cta.TMACps; });
   add_cluster_keys(s);
   add_compute_family_keys(s);
   add_elementwise_family_keys(s);

@@ -37,7 +37,8 @@ std::map<std::string, double> clock_gains() {
 
 hardware::ContentionModel fit_base() {
   return calibrate::fit_base(
-      (kRoot / "reports/calibration/clusters/h200-2026-12-01-clusters.json").string());
+      (kRoot / "reports/calibration/clusters/h200-2026-12-01-clusters.json").string(),
+      (kRoot / "reports/calibration/contention/h200-2026-12-04-contention-y.json").string());
 }
 
 }  // namespace
@@ -48,6 +49,9 @@ TEST_CASE("the H200 profile's contention section is the fit of the committed mea
   const auto prof = profile_model("h200");
   CHECK(prof.cluster_held_sms == fit.cluster_held_sms);
   for (int t = 0; t < 4; ++t) CHECK(prof.cluster_usable_sms[t] == fit.cluster_usable_sms[t]);
+  CHECK(prof.lone_cta.setup_us == doctest::Approx(fit.lone_cta.setup_us).epsilon(0.01));
+  CHECK(prof.lone_cta.stream_GBps == doctest::Approx(fit.lone_cta.stream_GBps).epsilon(0.01));
+  CHECK(prof.lone_cta.TMACps == doctest::Approx(fit.lone_cta.TMACps).epsilon(0.01));
   for (int i = 0; i < hardware::kFamilies; ++i) {
     CAPTURE(hardware::family_name(static_cast<hardware::Family>(i)));
     CHECK(prof.family[i].boost_max == doctest::Approx(fit.family[i].boost_max).epsilon(0.01));

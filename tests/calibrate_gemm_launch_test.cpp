@@ -171,17 +171,19 @@ TEST_CASE("held-out cuBLAS launches (files l, o): the mechanisms on the launches
     worst.merge(recorded_worst(file));
   CHECK(worst.size() == 25);
   // Within the issue's 15%: every launch but these, budgeted at today's misses so that they
-  // cannot grow unseen — nvjet's clusters of 4 with one tile per CTA and split-K slices (64–192
-  // rows: 21–62%); B·X's clusters of 8 at 2.8 tiles per CTA (static lists, as the fitted
-  // Newton–Schulz case wants; alone it runs first-static: 3.0%); 224 tiles on 132 CTAs (1.7 per
-  // CTA, which no list order fits, like the 20,480-token router). The router at 28,672 and 36,864
-  // tokens and B·X at 2,048, 3,072 and 1,792 × 8,192 (2.8–3.9 tiles per CTA in pairs) miss by
-  // 16–31% on static lists and 2.5–6.8% on first-static ones (kernel_shapes.cpp, the switch).
-  const std::map<std::string, double> known = {
-      {"expert_up[m=64,n=3584]", 0.34},     {"expert_down[m=64,n=6144]", 0.22},
-      {"expert_up[m=96,n=3584]", 0.63},     {"expert_down[m=96,n=6144]", 0.26},
-      {"expert_up[m=192,n=3584]", 0.25},    {"expert_down[m=192,n=6144]", 0.23},
-      {"square_rows[m=1792,n=6144]", 0.18}, {"square_rows[m=1792,n=4096]", 0.39}};
+  // cannot grow unseen — the expert up projection at 64–192 rows (nvjet's clusters of 4 with one
+  // tile per CTA, split-K at 64 and 96: 17–18% under, where the lone CTA's saturation, mechanism
+  // 3, took them from 24–62% over); B·X's clusters of 8 at 2.8 tiles per CTA (static lists, as the
+  // fitted Newton–Schulz case wants; alone it runs first-static: 3.0%); 224 tiles on 132 CTAs
+  // (1.7 per CTA, which no list order fits, like the 20,480-token router). The router at 28,672
+  // and 36,864 tokens and B·X at 2,048, 3,072 and 1,792 × 8,192 (2.8–3.9 tiles per CTA in pairs)
+  // miss by 16–31% on static lists and 2.5–6.8% on first-static ones (kernel_shapes.cpp, the
+  // switch).
+  const std::map<std::string, double> known = {{"expert_up[m=64,n=3584]", 0.18},
+                                               {"expert_up[m=96,n=3584]", 0.19},
+                                               {"expert_up[m=192,n=3584]", 0.19},
+                                               {"square_rows[m=1792,n=6144]", 0.18},
+                                               {"square_rows[m=1792,n=4096]", 0.39}};
   for (const auto& [name, w] : worst) {
     CAPTURE(name);
     const auto it = known.find(name);
@@ -189,31 +191,30 @@ TEST_CASE("held-out cuBLAS launches (files l, o): the mechanisms on the launches
   }
 }
 
-TEST_CASE("held-out small-row cuBLAS launches (files p, q): the model charges them too much") {
+TEST_CASE("held-out small-row cuBLAS launches (files p, q): a lone CTA's saturation") {
   // 32 GEMMs of 32–192 rows on four weight shapes, measured after file l's misses and before
-  // any change for them; q with operands from HBM (README, "Held-out small-row launches"). Known
-  // gap: the rounds of tiles overcharge these memory-bound launches, by up to +110% warm and
-  // +148% from HBM. Held at today's misses so that they cannot grow unseen, and in their
-  // direction (most launches more than 15% over): a model that stopped overcharging them would
-  // fail here and move these budgets.
+  // any change for them; q after a flush of L2 (README, "Held-out small-row launches"). Their
+  // full round is bound by what its CTAs stream, so beside held SMs it costs little more while
+  // a late round of lone CTAs costs a lone CTA's time (mechanism 3's own saturation: before it,
+  // the rounds overcharged them by up to +110% and +148%). Known gaps, held at today's misses:
+  // nvjet's split-K launches and its 1x2_h pairs at 64 rows run slower than the model gives (to
+  // −37%), the 160-row 64×96 tiles faster (+23%).
   struct Budget {
     std::string file;
-    double worst;
-    int over;
+    double median, worst;
+    int within;  // launches within the issue's 15%
   };
-  for (const auto& b : {Budget{"h200-2026-12-03-contention-p.json", 1.11, 21},
-                        Budget{"h200-2026-12-03-contention-q.json", 1.49, 29}}) {
+  for (const auto& b : {Budget{"h200-2026-12-03-contention-p.json", 0.13, 0.38, 24},
+                        Budget{"h200-2026-12-03-contention-q.json", 0.11, 0.30, 23}}) {
     CAPTURE(b.file);
-    const auto worst = recorded_worst(b.file.c_str(), true);
-    CHECK(worst.size() == 32);
-    int over = 0;
-    for (const auto& [name, w] : worst) {
-      CAPTURE(name);
-      CHECK(w <= b.worst);
-      CHECK(w >= -0.36);  // the 1x2_h pairs at 64 rows of 2,048 and 4,096 columns: −24%, −35%
-      over += w > 0.15;
-    }
-    CHECK(over >= b.over);
+    const auto worst = recorded_worst(b.file.c_str());
+    REQUIRE(worst.size() == 32);
+    std::vector<double> v;
+    for (const auto& [name, w] : worst) v.push_back(w);
+    std::sort(v.begin(), v.end());
+    CHECK(0.5 * (v[15] + v[16]) <= b.median);
+    CHECK(v.back() <= b.worst);
+    CHECK(std::count_if(v.begin(), v.end(), [](double w) { return w <= 0.15; }) >= b.within);
   }
 }
 
@@ -241,7 +242,6 @@ TEST_CASE("file q is file p plus the write-back of its flush's dirty L2 (files p
   const double wb_s = 0.5 * (write_back[1] + write_back[2]) * 1e-6;  // the median
   CHECK(wb_s >= 5e-6);
   CHECK(wb_s <= 8e-6);
-  // That time, unstretched by held SMs, on top of the model: file q's misses fall to file p's.
   const auto median_abs = [](const std::map<std::string, double>& worst) {
     std::vector<double> v;
     for (const auto& [name, e] : worst) v.push_back(std::abs(e));
@@ -255,6 +255,8 @@ TEST_CASE("file q is file p plus the write-back of its flush's dirty L2 (files p
       fmt::format("median worst miss: p {:.1f}%, q {:.1f}%, q with {:.1f} µs of write-back "
                   "{:.1f}%",
                   100 * p, 100 * q, wb_s * 1e6, 100 * q_wb));
-  CHECK(q > p + 0.2);
-  CHECK(std::abs(q_wb - p) <= 0.1);
+  // Read as unstretched time, the write-back leaves q's misses at p's (before the lone CTA's
+  // saturation it brought them from 65% to 27%; now q without it is as close: the longer time
+  // alone lowers a lone CTA's share ρ, which the model then reads as saturation).
+  CHECK(std::abs(q_wb - p) <= 0.05);
 }

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "calibrate/contention_data.hpp"
 #include "hardware/kernel_shapes.hpp"
 #include "tests/calibrate_rig.hpp"
 
@@ -26,55 +27,31 @@ TEST_CASE(
   // t_s + k·max(bytes per k / r, multiply-adds per k / F). Per nvjet tile: linear in k, no tile
   // faster than an SM's multiply-adds (F ≤ 3.8 TMAC/s; the large tiles reach 3.56–3.70), none
   // streaming more than ~190 GB/s (weights and activations, 64×32 … 128×48 tiles: 136–189)
-  // (README, "What file q's flush adds").
+  // (README, "What file q's flush adds"). The profile's lone CTA (mechanism 3) is their median.
   const auto model = profile_model("h200");
-  std::ifstream in(kRoot / "reports/calibration/contention/h200-2026-12-04-contention-y.json");
-  const auto doc = nlohmann::json::parse(in);
-  std::map<std::string, std::vector<std::pair<double, double>>> rounds;  // tile → (k, s a round)
-  std::map<std::string, hardware::GemmLaunch> tiles;
-  for (const auto& c : doc["cases"]) {
-    const auto& big =
-        longest(c["launches"], [](const nlohmann::json& l) { return l["dur_us"].get<double>(); });
-    const auto l = nvjet_name_launch(big["name"]);
-    const int held = l.cluster == 2 ? 124 : 112;
-    for (const auto& p : c["points"]) {
-      if (p["held_sms"] != held || !p.contains("median_ms")) continue;
-      const int usable = model.usable_sms(hardware::Family::gemm, held, l.cluster);
-      REQUIRE(usable > 0);
-      const double n_rounds = std::ceil(ctas_of(big) / usable);
-      const std::string key = fmt::format("{}x{} in {} (n={})", l.tile_m, l.tile_n, l.cluster,
-                                          c["shape"]["n"].get<int>());
-      rounds[key].emplace_back(c["shape"]["k"].get<double>(),
-                               p["median_ms"].get<double>() * 1e-3 / n_rounds);
-      tiles[key] = l;
-    }
-  }
+  const auto tiles = calibrate::lone_cta_tiles(
+      (kRoot / "reports/calibration/contention/h200-2026-12-04-contention-y.json").string(), model);
   double fastest_macs = 0;
-  int fitted = 0;
-  for (const auto& [key, v] : rounds) {
-    if (v.size() < 2) continue;
-    double mk = 0, mt = 0;
-    for (const auto& [k, t] : v) mk += k / v.size(), mt += t / v.size();
-    double sxy = 0, sxx = 0, syy = 0;
-    for (const auto& [k, t] : v) sxy += (k - mk) * (t - mt), sxx += (k - mk) * (k - mk);
-    const double per_k = sxy / sxx, set_up = mt - per_k * mk;
-    for (const auto& [k, t] : v) syy += std::pow(t - set_up - per_k * k, 2);
-    const auto& l = tiles[key];
-    const double macs_rate = l.tile_m * l.tile_n / per_k;
-    const double bytes_rate = 2.0 * (l.tile_m + l.tile_n) / per_k;
-    CAPTURE(key);
-    MESSAGE(fmt::format("{}: t_s {:.2f} µs, {:.2f} TMAC/s, {:.0f} GB/s", key, set_up * 1e6,
+  for (const auto& t : tiles) {
+    const double macs_rate = t.macs_per_k / t.per_k_s, bytes_rate = t.bytes_per_k / t.per_k_s;
+    CAPTURE(t.tile);
+    MESSAGE(fmt::format("{}: t_s {:.2f} µs, {:.2f} TMAC/s, {:.0f} GB/s", t.tile, t.setup_s * 1e6,
                         macs_rate * 1e-12, bytes_rate * 1e-9));
-    CHECK(set_up >= 1e-6);
-    CHECK(set_up <= 3.5e-6);
+    CHECK(t.setup_s >= 1e-6);
+    CHECK(t.setup_s <= 3.5e-6);
     CHECK(macs_rate <= 3.8e12);
     CHECK(bytes_rate <= 2.0e11);
-    if (v.size() >= 4) CHECK(std::sqrt(syy / v.size()) <= 0.03 * mt);  // linear in k
+    if (t.points >= 4) CHECK(t.rms_s <= 0.03 * t.mean_s);  // linear in k
     fastest_macs = std::max(fastest_macs, macs_rate);
-    ++fitted;
   }
-  CHECK(fitted >= 10);
+  CHECK(tiles.size() >= 10);
   CHECK(fastest_macs >= 3.5e12);
+  const auto fit = calibrate::fit_lone_cta(tiles);
+  MESSAGE(fmt::format("median: t_s {:.2f} µs, r {:.0f} GB/s, F {:.2f} TMAC/s", fit.setup_us,
+                      fit.stream_GBps, fit.TMACps));
+  CHECK(model.lone_cta.setup_us == doctest::Approx(fit.setup_us).epsilon(0.01));
+  CHECK(model.lone_cta.stream_GBps == doctest::Approx(fit.stream_GBps).epsilon(0.01));
+  CHECK(model.lone_cta.TMACps == doctest::Approx(fit.TMACps).epsilon(0.01));
 }
 
 TEST_CASE("small-row launches read their operands from HBM once (files u, v)") {

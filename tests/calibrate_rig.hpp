@@ -41,6 +41,10 @@ inline hardware::ContentionModel profile_model(const std::string& name) {
     set("block_threads", p.block.threads), set("block_registers", p.block.registers);
     set("block_smem_bytes", p.block.smem_bytes);
   }
+  const auto lone = [&j](const char* key) {
+    return j.contains(key) ? j[key]["value"].get<double>() : 0.0;
+  };
+  m.lone_cta = {lone("lone_cta_setup_us"), lone("lone_cta_stream_GBps"), lone("lone_cta_TMACps")};
   m.prepare();
   return m;
 }
