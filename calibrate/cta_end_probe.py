@@ -64,11 +64,15 @@ SMEM = 200 * 1024  # one CTA per SM: no GEMM CTA fits beside it, nor it beside o
 HIDDEN, EXPERT_HIDDEN = 7168, 2048  # contention_bench.py's model shapes
 
 # (name, m, n, k): file p's small-row launches (weights n × k) at four row counts, the fitted
-# 128-row expert projections and the 16,384-token router (file a), and one large GEMM.
+# 128-row expert projections and the 16,384-token router (file a), one large GEMM, and two
+# launches of 1.7 tiles per CTA (`--only square_rows,router_20k`).
 CASES = ([("small_rows", m, n, k) for n, k in ((8192, 4096), (2048, 7168), (4096, 4096), (14336, 4096))
           for m in (32, 64, 128, 192)]
          + [("expert_up", 128, 2 * EXPERT_HIDDEN, HIDDEN), ("expert_down", 128, HIDDEN, EXPERT_HIDDEN),
-            ("router", 16384, 384, HIDDEN), ("square", 8192, 8192, 8192)])
+            ("router", 16384, 384, HIDDEN), ("square", 8192, 8192, 8192)]
+         # 1.7 tiles per CTA (file o's 224 tiles on 132 CTAs, the 20,480-token router's 240): ×1.0
+         # up to 8 SMs held, ×1.44 at 12–24, ×1.84 from 32, which no list order gives.
+         + [("square_rows", 1792, 4096, 1792), ("router_20k", 20480, 384, HIDDEN)])
 
 
 def run(torch: object, cp: object, mod: object, gemm: object, held: int, reps: int,
