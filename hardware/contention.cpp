@@ -245,20 +245,21 @@ double time_at(const ContentionModel& m, const KernelShape& k, int held, int len
 
 }  // namespace
 
-KernelShape ContentionModel::own_saturation(KernelShape k, double alone_s) const {
+double ContentionModel::lone_cta_s(const KernelShape& k) const {
   const auto& lone = lone_cta;
+  if (k.cta_bytes <= 0 || lone.stream_GBps <= 0 || lone.TMACps <= 0) return 0;
+  return lone.setup_us * 1e-6 +
+         std::max(k.cta_bytes / (lone.stream_GBps * 1e9), k.cta_macs / (lone.TMACps * 1e12));
+}
+
+KernelShape ContentionModel::own_saturation(KernelShape k, double alone_s) const {
   const auto& p = of(k.family);
+  const double tau = lone_cta_s(k);
+  k.cta_bytes = k.cta_macs = 0;
   // One tile per CTA: a single round alone, near the top clock, so a lone CTA's time compares
   // with its share of the round (longer launches run at a lower clock than t_s, r, F's).
-  if (k.cta_bytes <= 0 || lone.stream_GBps <= 0 || lone.TMACps <= 0 || p.sat_sms <= 0 ||
-      k.blocks <= 0 || k.tiles > k.blocks)
-    return k;
-  const double bytes = k.cta_bytes, macs = k.cta_macs;
-  k.cta_bytes = k.cta_macs = 0;
   const double stretched = alone_s - p.fixed_us * 1e-6;
-  if (stretched <= 0) return k;
-  const double tau = lone.setup_us * 1e-6 +
-                     std::max(bytes / (lone.stream_GBps * 1e9), macs / (lone.TMACps * 1e12));
+  if (tau <= 0 || p.sat_sms <= 0 || k.blocks <= 0 || k.tiles > k.blocks || stretched <= 0) return k;
   const double g = std::min<double>(k.blocks, sm_count);
   const double rho = tau / stretched;
   // Θ(G) = ρ·G·b(1): (1 + (x/a_sat)^p)^(1/p) = b(G) / (ρ·b(1)) = q, x = G·b(G).

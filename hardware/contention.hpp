@@ -60,10 +60,12 @@
 //     one tile each (one round alone, near the top clock the lone CTAs ran at; longer launches
 //     run lower) whose time alone is t (t_f of it fixed) gives a lone CTA the share ρ = τ/(t −
 //     t_f) of its round. In Θ's units a lone CTA takes ρ of a full round when Θ(G) = ρ·G·b(1):
-//     solved for a_sat (none where ρ·b(1) ≥ b(G)), the launch
-//     saturates at the smaller of that and its load intensity's (own_saturation()). Measured with a
-//     probe that lands on each SM as a CTA leaves it (cta_end_probe.py, file cta-ends): a full
-//     round's CTAs end within ~2 µs of each other, a late round of lone CTAs runs ~τ past them.
+//     solved for a_sat (none where ρ·b(1) ≥ b(G)), the launch saturates at the smaller of that
+//     and its load intensity's (own_saturation()). Measured with a probe that lands on each SM
+//     as a CTA leaves it (cta_end_probe.py, file cta-ends): a full round's CTAs end within 1–4
+//     µs of each other, a late round of lone CTAs runs about τ past them; held out on the 70
+//     small-row launches (files l, p, q), the worst miss per launch fell from up to +148% to
+//     within −37…+23%.
 //  4. Scheduling. grid: the hardware dispatches blocks as slots free, u·o at a time; full waves
 //     run on u SMs; the last r = B mod u·o blocks start as slots free, spread over a_t =
 //     min(r, u) SMs. A block alone reaches β of its SM's throughput (at least its share 1/o: a
@@ -252,12 +254,12 @@ struct ContentionModel {
   // The HBM bandwidth (a device copy's) of the GPU the elementwise families' a_sat were fitted
   // on, and this GPU's over it: their a_sat scale by hbm_scale (mechanism 3; 0: not given, 1).
   double sat_hbm_GBps = 0;
+  double hbm_scale = 1;
   // A lone CTA of a cuBLAS tile (mechanism 3): τ = t_s + max(bytes / r, multiply-adds / F);
   // stream_GBps 0: not known (launches saturate by their load intensity alone).
   struct LoneCta {
     double setup_us = 0, stream_GBps = 0, TMACps = 0;  // t_s, r, F
   } lone_cta;
-  double hbm_scale = 1;
 
   const FamilyParams& of(Family f) const { return family[static_cast<int>(f)]; }
   // T(held)/T(0) for one launch (mechanisms 1–5 above).
@@ -271,6 +273,13 @@ struct ContentionModel {
   // The launch with its a_sat from its lone CTA where that is the lower (mechanism 3), as a load
   // intensity; cta_bytes and cta_macs cleared (applied). Unchanged if they are 0.
   KernelShape own_saturation(KernelShape k, double alone_s) const;
+  // τ of a launch's lone CTA (lone_cta's form over the shape's cta_bytes and cta_macs), 0 if
+  // not known.
+  double lone_cta_s(const KernelShape& k) const;
+  // a_sat of a launch: its family's scaled by its load intensity (mechanism 3), 0: none.
+  double sat_sms(const KernelShape& k) const {
+    return of(k.family).sat_sms * sat_scale(k) * (k.family >= Family::ew_add ? hbm_scale : 1.0);
+  }
   // A run of kernels back to back: Σ t_i·slowdown_i / Σ t_i (as the engine runs a fused task).
   double slowdown(std::span<const KernelPart> parts, int held) const {
     double alone = 0, slowed = 0;

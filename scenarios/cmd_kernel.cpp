@@ -92,6 +92,23 @@ hardware::CollectiveSpec collective_spec(const std::string& text, const Scenario
   return spec;
 }
 
+// How cuBLAS launches a bf16 GEMM and where the launch saturates (contention.hpp, mechanism 3):
+// its load intensity's a_sat, and its lone CTA's where that is the lower.
+Json gemm_launch_json(const KernelArgs& k, const hardware::KernelCost& cost, const KernelWork& w,
+                      const hardware::ContentionModel& m) {
+  const auto l = hardware::gemm_launch(cost.sm_count(), k.shape[0], k.shape[1], k.shape[2]);
+  const auto own = m.own_saturation(w.shape, w.alone_s);
+  return {{"tile", {l.tile_m, l.tile_n}},
+          {"cluster", l.cluster},
+          {"ctas", l.ctas},
+          {"tiles", l.tiles},
+          {"split_k", l.split_k},
+          {"load_intensity", hardware::load_intensity(l)},
+          {"load_intensity_sat_sms", m.sat_sms(w.shape)},
+          {"lone_cta_us", m.lone_cta_s(w.shape) * 1e6},
+          {"sat_sms", m.sat_sms(own)}};
+}
+
 struct Times {
   double kernel_s, collective_s;
 };
@@ -150,6 +167,7 @@ int cmd_kernel(const CommonArgs& args, const KernelArgs& k, std::ostream& out) {
       {"kernel", k.kernel},      {"shape", k.shape},
       {"profile", s.hw.name},    {"family", std::string(hardware::family_name(w.shape.family))},
       {"alone_ms", alone * 1e3}, {"points", rows}};
+  if (k.kernel == "gemm") doc["launch"] = gemm_launch_json(k, cost, w, s.hw.contention);
   if (beside) {
     const auto both = engine_s(s, w, 0, &*beside);
     const auto coll = engine_s(s, {}, 0, &*beside);
@@ -165,6 +183,16 @@ int cmd_kernel(const CommonArgs& args, const KernelArgs& k, std::ostream& out) {
   }
   fmt::print(out, "{} [{}] on {}: {:.4f} ms alone (family {})\n", k.kernel, fmt::join(k.shape, ","),
              s.hw.name, alone * 1e3, doc["family"].get<std::string>());
+  if (doc.contains("launch")) {
+    const auto& l = doc["launch"];
+    fmt::print(out,
+               "  cuBLAS launch: {}×{} tiles in clusters of {}, {} CTAs for {} tiles (split-K {}); "
+               "a lone CTA {:.1f} µs; saturates at {:.0f} SMs (its load intensity's: {:.0f})\n",
+               l["tile"][0].get<int>(), l["tile"][1].get<int>(), l["cluster"].get<int>(),
+               l["ctas"].get<double>(), l["tiles"].get<double>(), l["split_k"].get<int>(),
+               l["lone_cta_us"].get<double>(), l["sat_sms"].get<double>(),
+               l["load_intensity_sat_sms"].get<double>());
+  }
   fmt::print(out, "  {:>9} {:>12} {:>9}\n", "SMs held", "time ms", "slowdown");
   for (const auto& r : rows)
     if (r.contains("blocked"))
