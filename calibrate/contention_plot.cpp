@@ -53,10 +53,12 @@ std::string contention_svg(const std::string& group,
   for (const auto* c : cases)
     for (const auto& p : c->points) top = std::max(top, p.measured);
   const Axes a{std::min(40.0, top * 1.1)};
+  // Taller than the axes where the legend (one line per case) needs it.
+  const double height = std::max(kH, kTop + 14.0 * static_cast<double>(cases.size()));
   std::string s = fmt::format(
       "<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' "
       "font-family='sans-serif'>\n<rect width='100%' height='100%' fill='white'/>\n",
-      kW, kH);
+      kW, height);
   s += axes_svg(a, group);
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const auto& c = *cases[i];

@@ -109,6 +109,21 @@ Json profile_section(const hardware::ContentionModel& m, const std::string& data
   return s;
 }
 
+// One SVG per family of `cases` in `dir`, named <family><suffix>.svg.
+void write_plots(const std::vector<calibrate::ContentionCase>& cases,
+                 const hardware::ContentionModel& m, const std::string& dir,
+                 const std::string& suffix) {
+  std::map<std::string, std::vector<const calibrate::ContentionCase*>> groups;
+  for (const auto& c : cases)
+    if (c.group.find(':') == std::string::npos) groups[c.group].push_back(&c);
+  for (const auto& [g, cs] : groups) {
+    const std::string file = dir + "/" + g + suffix + ".svg";
+    std::ofstream f(file);
+    f << calibrate::contention_svg(g, cs, calibrate::model_for(g, m));
+    if (!f) throw std::runtime_error(file + ": cannot write");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -116,6 +131,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> files;
   std::vector<std::string> clock_files;
   std::string out, svg_dir, clusters, lone_cta;
+  std::vector<std::string> held_out_files;
   app.add_option("files", files, "measurement files (a later file's classes replace an earlier's)")
       ->required();
   app.add_option("--clusters", clusters,
@@ -127,6 +143,9 @@ int main(int argc, char** argv) {
   app.add_option("--lone-cta", lone_cta,
                  "contention_bench.py --only lone_cta's result: a lone cuBLAS CTA's set-up and "
                  "rates (mechanism 3), measured rather than fitted");
+  app.add_option("--held-out", held_out_files,
+                 "measurement files taken after the fit: their residuals per family, and with "
+                 "--svg one plot per family (<family>_held_out.svg), every point held out");
   app.add_option("--out", out, "write the fitted section and residuals here (JSON)");
   app.add_option("--svg", svg_dir, "write one plot per family into this folder (SVG)");
   CLI11_PARSE(app, argc, argv);
@@ -153,16 +172,23 @@ int main(int argc, char** argv) {
           g, r["cases"].get<int>(), 100 * r["held_out_worst_median"].get<double>(),
           100 * r["held_out_worst"].get<double>(), 100 * r["fitted_worst"].get<double>());
     fmt::print("{}\n", doc["contention"].dump(2));
+    auto held_out = held_out_files.empty() ? std::vector<calibrate::ContentionCase>{}
+                                           : calibrate::read_contention_cases(held_out_files);
+    for (auto& c : held_out)
+      for (auto& p : c.points) p.fitted = false;
+    if (!held_out.empty()) {
+      doc["held_out_residuals"] = calibrate::contention_residuals(held_out, m);
+      for (const auto& [g, r] : doc["held_out_residuals"].items())
+        fmt::print(
+            "{:16s} cases {:2d}  held-out files ({}): worst median over cases {:5.1f}%, worst "
+            "point {:5.1f}%\n",
+            g, r["cases"].get<int>(), file_names(held_out_files),
+            100 * r["held_out_worst_median"].get<double>(),
+            100 * r["held_out_worst"].get<double>());
+    }
     if (!svg_dir.empty()) {
-      std::map<std::string, std::vector<const calibrate::ContentionCase*>> groups;
-      for (const auto& c : cases)
-        if (c.group.find(':') == std::string::npos) groups[c.group].push_back(&c);
-      for (const auto& [g, cs] : groups) {
-        const std::string file = svg_dir + "/" + g + ".svg";
-        std::ofstream f(file);
-        f << calibrate::contention_svg(g, cs, calibrate::model_for(g, m));
-        if (!f) throw std::runtime_error(file + ": cannot write");
-      }
+      write_plots(cases, m, svg_dir, "");
+      write_plots(held_out, m, svg_dir, "_held_out");
     }
     if (!out.empty()) {
       std::ofstream f(out + ".tmp");
