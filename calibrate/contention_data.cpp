@@ -366,9 +366,11 @@ void apply_case_clock_gains(std::vector<ContentionCase>& cases,
 std::vector<LoneCtaTile> lone_cta_tiles(const std::string& file,
                                         const hardware::ContentionModel& m) {
   const Json doc = read_measurement(file);
+  if (!doc.contains("cases") || !doc["cases"].is_array())
+    throw std::runtime_error(file + ": expected a contention_bench.py result (cases)");
   std::map<std::string, LoneCtaTile> tiles;
   std::map<std::string, std::vector<std::pair<double, double>>> rounds;  // tile → (k, s)
-  for (const auto& c : doc.at("cases")) {
+  for (const auto& c : doc["cases"]) {
     const Json* l = major_launch(c);
     if (!l) throw std::runtime_error(file + ": a lone_cta case without launch records");
     const double k = c["shape"].value("k", 0.0);
@@ -391,11 +393,16 @@ std::vector<LoneCtaTile> lone_cta_tiles(const std::string& file,
     double mk = 0, mt = 0, sxy = 0, sxx = 0, syy = 0;
     for (const auto& [k, s] : v) mk += k / v.size(), mt += s / v.size();
     for (const auto& [k, s] : v) sxy += (k - mk) * (s - mt), sxx += (k - mk) * (k - mk);
+    if (sxx <= 0) continue;  // one k only: no line
     t.per_k_s = sxy / sxx, t.setup_s = mt - t.per_k_s * mk, t.mean_s = mt;
     for (const auto& [k, s] : v) syy += std::pow(s - t.setup_s - t.per_k_s * k, 2);
     t.rms_s = std::sqrt(syy / v.size()), t.points = static_cast<int>(v.size());
     out.push_back(t);
   }
+  if (out.empty())
+    throw std::runtime_error(file +
+                             ": no tile with lone rounds at two k or more (cases of "
+                             "contention_bench.py --only lone_cta, 124 or 112 SMs held)");
   return out;
 }
 
