@@ -33,7 +33,8 @@ TEST_CASE("ladder: published figures within their error budget") {
       // HybridEP-style dispatcher), its all-to-alls hide behind compute at rung 9 (README,
       // Validation).
       {{"09-bf16-grad-all-to-all", "exposed_comm_s"}, {-65, -45}},
-      {{"09-bf16-grad-all-to-all", "gpu_time_s.expert_grad_reduce+dense_reduce_scatter"}, {20, 35}},
+      // +29% since cuBLAS's refit with the lone CTA's saturation (2026-12-04; +33% before).
+      {{"09-bf16-grad-all-to-all", "gpu_time_s.expert_grad_reduce+dense_reduce_scatter"}, {20, 32}},
   };
   // Rung 4's optimizer step (1.6 s) is not a prediction: the GH200 profile's cpu_stream_fraction
   // is fitted to it ([fit], hardware/profiles/jupiter-gh200.json); within ±10% it says the fit
