@@ -1,7 +1,5 @@
 #include "calibrate/contention_data.hpp"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -11,6 +9,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "calibrate/launch_records.hpp"
 #include "hardware/kernel_shapes.hpp"
 
 namespace twin::calibrate {
@@ -20,9 +19,6 @@ using hardware::KernelShape;
 using hardware::Schedule;
 using Json = nlohmann::json;
 
-namespace {
-
-// The launch that took longest: the kernel that decides the curve.
 const Json* major_launch(const Json& c) {
   const Json* best = nullptr;
   for (const auto& l : c["launches"])
@@ -37,6 +33,38 @@ double product(const Json& v) {
   for (const auto& x : v) p *= x.get<double>();
   return p;
 }
+
+hardware::GemmLaunch nvjet_launch(const Json& l, const hardware::GemmDims& d, double batch) {
+  const std::string kernel = l.value("name", ""), prefix = "nvjet_sm90_tst_";
+  // The first three "<a>x<b>" fields after the prefix: tile, k tile × stages, cluster.
+  int v[3][2] = {};
+  std::size_t at = kernel.rfind(prefix, 0) == 0 ? prefix.size() : std::string::npos;
+  for (auto& f : v) {
+    int x = 0, y = 0, used = 0;
+    if (at == std::string::npos ||
+        std::sscanf(kernel.c_str() + at, "%dx%d_%n", &x, &y, &used) != 2 || used == 0)
+      throw std::runtime_error("not an nvjet kernel name: " + kernel);
+    f[0] = x, f[1] = y, at += static_cast<std::size_t>(used);
+  }
+  hardware::GemmLaunch g{v[0][0], v[0][1], v[2][0] * v[2][1]};
+  g.cluster_m = v[2][0];
+  g.k = d.k;
+  g.tiles = std::ceil(d.n / g.tile_m) * std::ceil(d.m / g.tile_n) * std::max(1.0, batch);
+  g.ctas = std::min(product(l["grid"]), g.tiles);
+  return g;
+}
+
+Json read_measurement(const std::string& file) {
+  std::ifstream in(file);
+  if (!in) throw std::runtime_error(file + ": cannot open");
+  try {
+    return Json::parse(in);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(file + ": invalid JSON: " + e.what());
+  }
+}
+
+namespace {
 
 hardware::BlockResources block_of(const Json& l) {
   return {static_cast<int>(product(l["block"])), l.value("registers", 0), l.value("smem_bytes", 0)};
@@ -118,29 +146,6 @@ const std::map<std::string, Family>& elementwise_families() {
   return m;
 }
 
-// A measured nvjet launch of an (m×k)·(k×n) GEMM, `batch` of them: its tile and cluster from
-// the kernel's name (nvjet_sm90_tst_<tile_m>x<tile_n>_<k tile>x<stages>_<cluster x>x<cluster y>_…),
-// its CTAs from the grid, its tiles from the output (tile_m over n, tile_n over m).
-hardware::GemmLaunch nvjet_launch(const Json& l, const hardware::GemmDims& d, double batch) {
-  const std::string kernel = l.value("name", ""), prefix = "nvjet_sm90_tst_";
-  // The first three "<a>x<b>" fields after the prefix: tile, k tile × stages, cluster.
-  int v[3][2] = {};
-  std::size_t at = kernel.rfind(prefix, 0) == 0 ? prefix.size() : std::string::npos;
-  for (auto& f : v) {
-    int x = 0, y = 0, used = 0;
-    if (at == std::string::npos ||
-        std::sscanf(kernel.c_str() + at, "%dx%d_%n", &x, &y, &used) != 2 || used == 0)
-      throw std::runtime_error("not an nvjet kernel name: " + kernel);
-    f[0] = x, f[1] = y, at += static_cast<std::size_t>(used);
-  }
-  hardware::GemmLaunch g{v[0][0], v[0][1], v[2][0] * v[2][1]};
-  g.cluster_m = v[2][0];
-  g.k = d.k;
-  g.tiles = std::ceil(d.n / g.tile_m) * std::ceil(d.m / g.tile_n) * std::max(1.0, batch);
-  g.ctas = std::min(product(l["grid"]), g.tiles);
-  return g;
-}
-
 // Newton–Schulz's launches (one call's profiler records): its GEMMs (kernel_shapes.hpp:
 // newton_schulz_gemms, in launch order) as nvjet launched them, its elementwise kernels as
 // PyTorch did, each with its measured time. (The twin's own cuBLAS launch choice, gemm_launch,
@@ -190,17 +195,6 @@ std::pair<std::string, KernelShape> classify(const Json& c,
     return {kernel.rfind("twin_", 0) == 0 ? "twin_grouped" : "grouped_gemm", s};
   }
   return {"", {}};
-}
-
-// A measurement file's JSON (std::runtime_error naming the file if it cannot be read).
-Json read_measurement(const std::string& file) {
-  std::ifstream in(file);
-  if (!in) throw std::runtime_error(file + ": cannot open");
-  try {
-    return Json::parse(in);
-  } catch (const std::exception& e) {
-    throw std::runtime_error(file + ": invalid JSON: " + e.what());
-  }
 }
 
 std::string case_name(const Json& c) {
@@ -361,67 +355,6 @@ void apply_case_clock_gains(std::vector<ContentionCase>& cases,
       if (const auto it = by_name.find(c.name);
           it != by_name.end() && c.group.find(':') == std::string::npos)
         c.shape.clock_gain = static_cast<float>(it->second);
-}
-
-std::vector<LoneCtaTile> lone_cta_tiles(const std::string& file,
-                                        const hardware::ContentionModel& m) {
-  const Json doc = read_measurement(file);
-  if (!doc.contains("cases") || !doc["cases"].is_array())
-    throw std::runtime_error(file + ": expected a contention_bench.py result (cases)");
-  std::map<std::string, LoneCtaTile> tiles;
-  std::map<std::string, std::vector<std::pair<double, double>>> rounds;  // tile → (k, s)
-  for (const auto& c : doc["cases"]) {
-    const Json* l = major_launch(c);
-    if (!l) throw std::runtime_error(file + ": a lone_cta case without launch records");
-    const double k = c["shape"].value("k", 0.0);
-    const auto g = nvjet_launch(*l, {c["shape"].value("m", 0.0), c["shape"].value("n", 0.0), k}, 1);
-    const int held = g.cluster == 2 ? 124 : 112;  // a few lone clusters at a time
-    const int usable = m.usable_sms(Family::gemm, held, g.cluster);
-    for (const auto& p : c["points"]) {
-      if (p.value("held_sms", -1) != held || !p.contains("median_ms") || usable <= 0) continue;
-      const std::string key = fmt::format("{}x{} in {} (n={})", g.tile_m, g.tile_n, g.cluster,
-                                          c["shape"].value("n", 0));
-      rounds[key].emplace_back(
-          k, p["median_ms"].get<double>() * 1e-3 / std::ceil(product((*l)["grid"]) / usable));
-      tiles[key] = {key, 0, 0, double(g.tile_m) * g.tile_n, 2.0 * (g.tile_m + g.tile_n)};
-    }
-  }
-  std::vector<LoneCtaTile> out;
-  for (auto& [key, t] : tiles) {  // least squares: time = t_s + k·s
-    const auto& v = rounds[key];
-    if (v.size() < 2) continue;
-    double mk = 0, mt = 0, sxy = 0, sxx = 0, syy = 0;
-    for (const auto& [k, s] : v) mk += k / v.size(), mt += s / v.size();
-    for (const auto& [k, s] : v) sxy += (k - mk) * (s - mt), sxx += (k - mk) * (k - mk);
-    if (sxx <= 0) continue;  // one k only: no line
-    t.per_k_s = sxy / sxx, t.setup_s = mt - t.per_k_s * mk, t.mean_s = mt;
-    for (const auto& [k, s] : v) syy += std::pow(s - t.setup_s - t.per_k_s * k, 2);
-    t.rms_s = std::sqrt(syy / v.size()), t.points = static_cast<int>(v.size());
-    out.push_back(t);
-  }
-  if (out.empty())
-    throw std::runtime_error(file +
-                             ": no tile with lone rounds at two k or more (cases of "
-                             "contention_bench.py --only lone_cta, 124 or 112 SMs held)");
-  return out;
-}
-
-hardware::ContentionModel::LoneCta fit_lone_cta(const std::vector<LoneCtaTile>& tiles) {
-  constexpr double kTensorBound = 3.5e12;  // MAC/s: a tile this fast is bound by its SM
-  const auto median = [](std::vector<double> v) {
-    if (v.empty()) return 0.0;
-    std::sort(v.begin(), v.end());
-    const std::size_t h = v.size() / 2;
-    return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
-  };
-  std::vector<double> setup, macs, bytes;
-  for (const auto& t : tiles) {
-    setup.push_back(t.setup_s);
-    const double rate = t.macs_per_k / t.per_k_s;
-    (rate >= kTensorBound ? macs : bytes)
-        .push_back(rate >= kTensorBound ? rate : t.bytes_per_k / t.per_k_s);
-  }
-  return {median(setup) * 1e6, median(bytes) * 1e-9, median(macs) * 1e-12};
 }
 
 KernelShape recorded_gemm_shape(const Json& c) {

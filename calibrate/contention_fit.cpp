@@ -6,6 +6,8 @@
 #include <set>
 #include <tuple>
 
+#include "calibrate/lone_cta.hpp"
+
 namespace twin::calibrate {
 
 using hardware::Family;

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "calibrate/contention_data.hpp"
+#include "calibrate/lone_cta.hpp"
 #include "hardware/kernel_shapes.hpp"
 #include "tests/calibrate_rig.hpp"
 

@@ -1,0 +1,25 @@
+// The measurement files' launch records (PyTorch profiler: each kernel's name, grid, block,
+// registers, shared memory, duration), read alike by the contention fit and the lone-CTA fit.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "hardware/kernel_shapes.hpp"
+
+namespace twin::calibrate {
+
+// A measurement file's JSON (std::runtime_error naming the file if it cannot be read).
+nlohmann::json read_measurement(const std::string& file);
+// The launch that took longest: the kernel that decides the curve (nullptr: none recorded).
+const nlohmann::json* major_launch(const nlohmann::json& c);
+// The product of a JSON array of numbers (a grid's CTAs).
+double product(const nlohmann::json& v);
+// A measured nvjet launch of an (m×k)·(k×n) GEMM, `batch` of them: its tile and cluster from
+// the kernel's name (nvjet_sm90_tst_<tile_m>x<tile_n>_<k tile>x<stages>_<cluster x>x<cluster y>_…),
+// its CTAs from the grid, its tiles from the output (tile_m over n, tile_n over m); throws
+// std::runtime_error if the name is not nvjet's.
+hardware::GemmLaunch nvjet_launch(const nlohmann::json& l, const hardware::GemmDims& d,
+                                  double batch);
+
+}  // namespace twin::calibrate
