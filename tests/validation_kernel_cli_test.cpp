@@ -21,16 +21,22 @@ struct Agreement {
   double worst = 0;  // |twin / measured − 1| over the points that ran
 };
 
+// `twin kernel` on the H200 profile, JSON out.
+CommonArgs h200_args() {
+  CommonArgs args;
+  args.scenario = std::string(TWIN_SOURCE_DIR) + "/tests/golden/small.json";
+  args.sets = {"hardware.profile=h200"};
+  args.data_dir = TWIN_SOURCE_DIR;
+  args.json = true;
+  return args;
+}
+
 // Every cuBLAS case of a contention_bench.py file through `twin kernel --alone-us` on the H200
 // profile, each point checked against `budget`.
 Agreement cli_against(const std::string& file, double budget) {
-  const std::string root = TWIN_SOURCE_DIR;
-  const Json doc = read_json_file(root + "/reports/calibration/contention/" + file);
-  CommonArgs args;
-  args.scenario = root + "/tests/golden/small.json";
-  args.sets = {"hardware.profile=h200"};
-  args.data_dir = root;
-  args.json = true;
+  const Json doc =
+      read_json_file(std::string(TWIN_SOURCE_DIR) + "/reports/calibration/contention/" + file);
+  const CommonArgs args = h200_args();
   Agreement a;
   for (const auto& c : doc["cases"]) {
     if (c["class"] != "gemm") continue;
@@ -91,19 +97,13 @@ TEST_CASE("twin kernel: small-row launches saturate where their lone CTA says (f
   // the worst point was +110% (now 30%); the CLI shows why a launch saturates early.
   const auto a = cli_against("h200-2026-12-03-contention-p.json", 0.35);
   CHECK(a.cases == 32);
-  const std::string root = TWIN_SOURCE_DIR;
-  CommonArgs args;
-  args.scenario = root + "/tests/golden/small.json";
-  args.sets = {"hardware.profile=h200"};
-  args.data_dir = root;
-  args.json = true;
   KernelArgs k;
   k.kernel = "gemm";
   k.shape = {32, 8192, 4096};
   k.alone_us = 21.2;  // file p
   k.held_sms = {4, 100};
   std::ostringstream out;
-  REQUIRE(cmd_kernel(args, k, out) == 0);
+  REQUIRE(cmd_kernel(h200_args(), k, out) == 0);
   const Json twin = Json::parse(out.str());
   const auto& l = twin["launch"];
   CHECK(l["ctas"].get<double>() == 128);
