@@ -61,7 +61,7 @@ extern "C" __global__ void land(unsigned long long* out, long long spin_ns) {
 """
 SMS = 132  # H100/H200 SXM
 SMEM = 200 * 1024  # one CTA per SM: no GEMM CTA fits beside it, nor it beside one
-HIDDEN, EXPERT_HIDDEN = 7168, 2048  # contention_bench.py's model shapes
+HIDDEN, EXPERT_HIDDEN = 6144, 1792  # contention_bench.py's model shapes (its HIDDEN, EXPERT_HIDDEN)
 
 # (name, m, n, k): file p's small-row launches (weights n × k) at four row counts, the fitted
 # 128-row expert projections and the 16,384-token router (file a), one large GEMM, and two
