@@ -22,18 +22,28 @@ sim::Task& at_time(Rig& r, double t) {
   return d;
 }
 
+struct Pair {
+  sim::Task &a, &b;
+};
+// Kernel a from 0 and kernel b arriving at b_at seconds (0: with a) on GPU 0, run to the end.
+Pair run_pair(Rig& r, KernelWork a, KernelWork b, double b_at = 0) {
+  auto& ta = r.graph.add("a");
+  auto& tb = r.graph.add("b");
+  run_kernel(ta, r.cluster, 0, a);
+  run_kernel(tb, r.cluster, 0, b);
+  if (b_at > 0) tb.after(at_time(r, b_at));
+  r.graph.start();
+  r.engine.run();
+  return {ta, tb};
+}
+
 }  // namespace
 
 TEST_SUITE("hardware.arbitration") {
   TEST_CASE(
       "two grid kernels of one priority run in arrival order; the second's interval starts late") {
     Rig r(4);
-    auto& a = r.graph.add("a");
-    auto& b = r.graph.add("b");
-    run_kernel(a, r.cluster, 0, {1.0});
-    run_kernel(b, r.cluster, 0, {1.0});
-    r.graph.start();
-    r.engine.run();
+    auto [a, b] = run_pair(r, {1.0}, {1.0});
     CHECK(a.end_time().to_s() == doctest::Approx(1.0));
     CHECK(b.start_time().to_s() == doctest::Approx(1.0));  // its first block, as a profiler has it
     CHECK(b.end_time().to_s() == doctest::Approx(2.0));
@@ -42,13 +52,7 @@ TEST_SUITE("hardware.arbitration") {
     for (auto cls : {KernelClass::grid, KernelClass::persistent_static}) {
       CAPTURE(static_cast<int>(cls));
       Rig r(4);
-      auto& a = r.graph.add("a");
-      auto& b = r.graph.add("b");
-      run_kernel(a, r.cluster, 0, {1.0});
-      run_kernel(b, r.cluster, 0, {1.0, 0, cls, {}, Gpu::Priority::high});
-      b.after(at_time(r, 0.5));
-      r.graph.start();
-      r.engine.run();
+      auto [a, b] = run_pair(r, {1.0}, {1.0, 0, cls, {}, Gpu::Priority::high}, 0.5);
       CHECK(b.start_time().to_s() == doctest::Approx(0.5));
       CHECK(b.end_time().to_s() == doctest::Approx(1.5));
       CHECK(a.end_time().to_s() == doctest::Approx(2.0));  // it waited while b ran
@@ -56,13 +60,7 @@ TEST_SUITE("hardware.arbitration") {
   }
   TEST_CASE("a persistent kernel of normal priority waits for the grid kernel that arrived first") {
     Rig r(4);
-    auto& a = r.graph.add("a");
-    auto& b = r.graph.add("b");
-    run_kernel(a, r.cluster, 0, {1.0});
-    run_kernel(b, r.cluster, 0, {1.0, 0, KernelClass::persistent_static});
-    b.after(at_time(r, 0.25));
-    r.graph.start();
-    r.engine.run();
+    auto [a, b] = run_pair(r, {1.0}, {1.0, 0, KernelClass::persistent_static}, 0.25);
     CHECK(a.end_time().to_s() == doctest::Approx(1.0));
     CHECK(b.start_time().to_s() == doctest::Approx(1.0));
     CHECK(b.end_time().to_s() == doctest::Approx(2.0));
@@ -76,13 +74,7 @@ TEST_SUITE("hardware.arbitration") {
     auto& g = r.cluster.gpu(0);
     g.request(32, Gpu::Holder::persistent, [](int) {});
     r.engine.at(Time::s(0.5), [&g] { g.release(32, Gpu::Holder::persistent); });
-    auto& a = r.graph.add("a");
-    auto& b = r.graph.add("b");
-    run_kernel(a, r.cluster, 0, {1.0, 0, KernelClass::persistent_static});
-    run_kernel(b, r.cluster, 0, {1.0});
-    b.after(at_time(r, 0.1));
-    r.graph.start();
-    r.engine.run();
+    auto [a, b] = run_pair(r, {1.0, 0, KernelClass::persistent_static}, {1.0}, 0.1);
     CHECK(a.end_time().to_s() == doctest::Approx(1.5));
     CHECK(b.start_time().to_s() == doctest::Approx(1.0));
   }
@@ -95,25 +87,15 @@ TEST_SUITE("hardware.arbitration") {
       CAPTURE(static_cast<int>(p));
       Rig r(4);
       hold_sms(r, 0, 32, Time::s(10));
-      auto& a = r.graph.add("a");
-      auto& b = r.graph.add("b");
-      run_kernel(a, r.cluster, 0, {1.0, 0, KernelClass::persistent_static});
-      run_kernel(b, r.cluster, 0, {1.0, 0, KernelClass::grid, {}, p});
-      b.after(at_time(r, 0.1));
-      r.graph.start();
-      r.engine.run();
+      auto [a, b] = run_pair(r, {1.0, 0, KernelClass::persistent_static},
+                             {1.0, 0, KernelClass::grid, {}, p}, 0.1);
       CHECK(b.start_time().to_s() == doctest::Approx(p == Gpu::Priority::high ? 0.1 : 1.0));
     }
   }
   TEST_CASE("a grid kernel finding every SM held by a persistent kernel waits, then runs") {
     Rig r(4);
-    auto& a = r.graph.add("a");
-    auto& b = r.graph.add("b");
-    run_kernel(a, r.cluster, 0, {1.0, 0, KernelClass::persistent_static});
-    run_kernel(b, r.cluster, 0, {1.0, 0, KernelClass::grid, {}, Gpu::Priority::high});
-    b.after(at_time(r, 0.5));
-    r.graph.start();
-    r.engine.run();
+    auto [a, b] = run_pair(r, {1.0, 0, KernelClass::persistent_static},
+                           {1.0, 0, KernelClass::grid, {}, Gpu::Priority::high}, 0.5);
     CHECK(b.start_time().to_s() == doctest::Approx(1.0));
     CHECK(b.end_time().to_s() == doctest::Approx(2.0));
   }
