@@ -48,7 +48,7 @@ hardware::GemmLaunch nvjet_launch(const Json& l, const hardware::GemmDims& d, do
   }
   hardware::GemmLaunch g{v[0][0], v[0][1], v[2][0] * v[2][1]};
   g.cluster_m = v[2][0];
-  g.k = d.k;
+  g.k = d.k, g.m = d.m, g.n = d.n;
   g.tiles = std::ceil(d.n / g.tile_m) * std::ceil(d.m / g.tile_n) * std::max(1.0, batch);
   g.ctas = std::min(product(l["grid"]), g.tiles);
   return g;

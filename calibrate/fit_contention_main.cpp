@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -43,6 +44,17 @@ void lone_cta_keys(Json& s, const hardware::ContentionModel::LoneCta& l,
   s["lone_cta_setup_us"] = {{"value", tidy(l.setup_us)}, {"source", src}};
   s["lone_cta_stream_GBps"] = {{"value", std::round(l.stream_GBps)}, {"source", src}};
   s["lone_cta_TMACps"] = {{"value", tidy(l.TMACps)}, {"source", src}};
+}
+
+void split_k_keys(Json& s, const hardware::ContentionModel::SplitKReduce& r,
+                  const std::string& files) {
+  const std::string src =
+      "[meas] cuBLASLt's splitKreduce_kernel after nvjet's split-K slices, as recorded by the "
+      "PyTorch profiler: least squares of its time against the bytes it reads (fp32 slices) "
+      "and writes (bf16) (calibrate::fit_split_k_reduce, " +
+      files + ")";
+  s["split_k_reduce_setup_us"] = {{"value", tidy(r.setup_us)}, {"source", src}};
+  s["split_k_reduce_GBps"] = {{"value", std::round(r.GBps)}, {"source", src}};
 }
 
 Json profile_section(const hardware::ContentionModel& m, const std::string& data,
@@ -131,7 +143,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> files;
   std::vector<std::string> clock_files;
   std::string out, svg_dir, clusters, lone_cta;
-  std::vector<std::string> held_out_files;
+  std::vector<std::string> held_out_files, split_k_files;
   app.add_option("files", files, "measurement files (a later file's classes replace an earlier's)")
       ->required();
   app.add_option("--clusters", clusters,
@@ -143,6 +155,9 @@ int main(int argc, char** argv) {
   app.add_option("--lone-cta", lone_cta,
                  "contention_bench.py --only lone_cta's result: a lone cuBLAS CTA's set-up and "
                  "rates (mechanism 3), measured rather than fitted");
+  app.add_option("--split-k", split_k_files,
+                 "contention_bench.py results with split-K GEMMs: cuBLASLt's reduction's time "
+                 "alone against its bytes (a split-K launch as two kernels), measured");
   app.add_option("--held-out", held_out_files,
                  "measurement files taken after the fit: their residuals per family, and with "
                  "--svg one plot per family (<family>_held_out.svg), every point held out");
@@ -153,13 +168,15 @@ int main(int argc, char** argv) {
     const auto cases = calibrate::read_contention_cases(files);
     const auto gains = clock_files.empty() ? std::map<std::string, double>{}
                                            : calibrate::measured_clock_gains(clock_files);
-    const auto base = calibrate::fit_base(clusters, lone_cta);
+    const auto base = calibrate::fit_base(clusters, lone_cta, split_k_files);
     const auto m = calibrate::fit_contention(cases, base, gains);
     Json doc;
     doc["contention"] =
         profile_section(m, file_names(files), clusters.substr(clusters.find_last_of('/') + 1),
                         gains, file_names(clock_files));
     if (!lone_cta.empty()) lone_cta_keys(doc["contention"], m.lone_cta, file_names({lone_cta}));
+    if (!split_k_files.empty())
+      split_k_keys(doc["contention"], m.split_k_reduce, file_names(split_k_files));
     doc["clock_gains"] = gains;
     if (!clock_files.empty())
       doc["clock_plateau_MHz"] = calibrate::measured_clock_plateau_MHz(clock_files);
@@ -187,6 +204,7 @@ int main(int argc, char** argv) {
             100 * r["held_out_worst"].get<double>());
     }
     if (!svg_dir.empty()) {
+      std::filesystem::create_directories(svg_dir);
       write_plots(cases, m, svg_dir, "");
       write_plots(held_out, m, svg_dir, "_held_out");
     }

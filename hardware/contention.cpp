@@ -5,6 +5,8 @@
 #include <cstring>
 #include <utility>
 
+#include "hardware/kernel_shapes.hpp"
+
 namespace twin::hardware {
 
 namespace {
@@ -265,13 +267,34 @@ KernelShape ContentionModel::own_saturation(KernelShape k, double alone_s) const
   // Θ(G) = ρ·G·b(1): (1 + (x/a_sat)^p)^(1/p) = b(G) / (ρ·b(1)) = q, x = G·b(G).
   const double bg = boost(k.family, g, k.clock_gain),
                q = bg / (rho * boost(k.family, 1, k.clock_gain));
+  // τ at least the full round's share (q ≤ 1): the lone CTA's form, fitted on other tiles, says
+  // nothing Θ can follow (a round slower than unsaturated); the load intensity's a_sat stands.
   if (q <= 1) return k;
-  const double sat = g * bg / std::pow(std::pow(q, p.knee) - 1, 1 / p.knee);
-  const double own = sat / p.sat_sms * kReferenceLoadIntensity;
-  const double intensity = k.load_intensity > 0 ? k.load_intensity : kReferenceLoadIntensity;
-  if (own < intensity)
-    k.load_intensity = static_cast<std::uint8_t>(std::clamp(std::round(own), 1.0, 255.0));
+  const double own =
+      g * bg / std::pow(std::pow(q, p.knee) - 1, 1 / p.knee) / p.sat_sms * kReferenceLoadIntensity;
+  k.load_intensity = static_cast<std::uint8_t>(std::clamp(std::round(own), 1.0, 255.0));
   return k;
+}
+
+std::optional<ContentionModel::SplitK> ContentionModel::split_k(const KernelShape& k,
+                                                                double alone_s) const {
+  if (k.reduce_bytes <= 0 || split_k_reduce.GBps <= 0 || alone_s <= 0) return std::nullopt;
+  // A cost model's time alone shorter than twice the reduction's is not split further: the
+  // reduction takes at most half of it.
+  const double reduce_s = std::min(
+      0.5 * alone_s, split_k_reduce.setup_us * 1e-6 + k.reduce_bytes / (split_k_reduce.GBps * 1e9));
+  KernelShape slices = k;
+  slices.reduce_bytes = 0;
+  return SplitK{{slices, alone_s - reduce_s},
+                {elementwise_shape(Family::ew_widen, k.reduce_bytes), reduce_s, k.reduce_bytes}};
+}
+
+double ContentionModel::slowdown(const KernelShape& k, int held, double alone_s) const {
+  if (const auto s = split_k(k, alone_s)) {
+    const KernelPart parts[] = {s->slices, s->reduce};
+    return slowdown(parts, held);
+  }
+  return stretch(k.family, slowdown(own_saturation(k, alone_s), held), alone_s);
 }
 
 double ContentionModel::time_units(const KernelShape& k, int held, int lending) const {

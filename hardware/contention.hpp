@@ -60,12 +60,22 @@
 //     one tile each (one round alone, near the top clock the lone CTAs ran at; longer launches
 //     run lower) whose time alone is t (t_f of it fixed) gives a lone CTA the share ρ = τ/(t −
 //     t_f) of its round. In Θ's units a lone CTA takes ρ of a full round when Θ(G) = ρ·G·b(1):
-//     solved for a_sat (none where ρ·b(1) ≥ b(G)), the launch saturates at the smaller of that
-//     and its load intensity's (own_saturation()). Measured with a probe that lands on each SM
-//     as a CTA leaves it (cta_end_probe.py, file cta-ends): a full round's CTAs end within 1–4
-//     µs of each other, a late round of lone CTAs runs about τ past them; held out on the 70
-//     small-row launches (files l, p, q), the worst miss per launch fell from up to +148% to
-//     within −37…+23%.
+//     solved for a_sat, the launch saturates there (own_saturation()): its lone CTA replaces its
+//     load intensity's estimate, unless ρ·b(1) ≥ b(G) (τ no shorter than the full round: no a_sat
+//     gives that, the load intensity's stands). (Until the sixth session of 2026-12-04 it took
+//     the smaller of the two; where the load intensity's was the smaller, a CTA ran its tile
+//     faster beside 64 others than τ allows alone — nvjet's 1×2 pairs of 64×32 tiles at 64 rows:
+//     −37% at 124 SMs held, −24% at 64.)
+//     A split-K launch is two kernels (split_k()): nvjet's slices of k, then cuBLASLt's
+//     reduction of their fp32 partial sums, an elementwise grid kernel (its time alone t_r =
+//     setup + bytes / rate, measured: calibrate/split_k_reduce.hpp); ρ is the slices' alone, and
+//     the launch slows as the engine runs a fused pair, Σ t_i·slowdown_i / Σ t_i. Read as one
+//     kernel, the reduction's 1.6–3.5 µs of a 12–23 µs launch lowered ρ and the model saturated
+//     the slices too early: every split-K launch of file p missed low (−9…−20%). Measured with a
+//     probe that lands on each SM as a CTA leaves it (cta_end_probe.py, file cta-ends): a full
+//     round's CTAs end within 1–4 µs of each other, a late round of lone CTAs runs about τ past
+//     them; held out on the 70 small-row launches (files l, p, q), the worst miss per launch fell
+//     from up to +148% to within −37…+23%.
 //  4. Scheduling. grid: the hardware dispatches blocks as slots free, u·o at a time; full waves
 //     run on u SMs; the last r = B mod u·o blocks start as slots free, spread over a_t =
 //     min(r, u) SMs. A block alone reaches β of its SM's throughput (at least its share 1/o: a
@@ -119,6 +129,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -211,6 +222,9 @@ struct KernelShape {
   // What one CTA streams (bytes) and computes (multiply-adds) per tile, for a lone CTA's time
   // (mechanism 3: own_saturation); 0: not known (the load intensity alone).
   float cta_bytes = 0, cta_macs = 0;
+  // A split-K launch's reduction (cuBLASLt's splitKreduce_kernel after nvjet's slices of k): the
+  // bytes it reads (the slices' fp32 partial sums) and writes (bf16); 0: no reduction.
+  float reduce_bytes = 0;
 };
 // The load intensity at which a family's a_sat is fitted: nvjet's 192×192 tiles in clusters of
 // 2 (192·192 / (192/2 + 192) = 128 multiply-adds per element loaded), cuBLAS's tile for most
@@ -260,18 +274,29 @@ struct ContentionModel {
   struct LoneCta {
     double setup_us = 0, stream_GBps = 0, TMACps = 0;  // t_s, r, F
   } lone_cta;
+  // A split-K launch's reduction alone: t_r = setup + bytes / rate (GBps 0: not known, the launch
+  // one kernel as before).
+  struct SplitKReduce {
+    double setup_us = 0, GBps = 0;
+  } split_k_reduce;
+  // A split-K launch as the two kernels it is: the slices (the launch's shape, its time alone
+  // less the reduction's) and the reduction, an elementwise grid kernel of the widening family
+  // (it reads fp32 and writes bf16).
+  struct SplitK {
+    KernelPart slices, reduce;
+  };
+  std::optional<SplitK> split_k(const KernelShape& k, double alone_s) const;
 
   const FamilyParams& of(Family f) const { return family[static_cast<int>(f)]; }
   // T(held)/T(0) for one launch (mechanisms 1–5 above).
   double slowdown(const KernelShape& k, int held) const {
     return held <= 0 ? 1.0 : time_units(k, held) / time_units(k, 0);
   }
-  // The slowdown of a launch whose time alone is alone_s (mechanism 6 on top of 1–5).
-  double slowdown(const KernelShape& k, int held, double alone_s) const {
-    return stretch(k.family, slowdown(own_saturation(k, alone_s), held), alone_s);
-  }
-  // The launch with its a_sat from its lone CTA where that is the lower (mechanism 3), as a load
-  // intensity; cta_bytes and cta_macs cleared (applied). Unchanged if they are 0.
+  // The slowdown of a launch whose time alone is alone_s (mechanism 6 on top of 1–5; a split-K
+  // launch as its two kernels, split_k()).
+  double slowdown(const KernelShape& k, int held, double alone_s) const;
+  // The launch with its a_sat from its lone CTA (mechanism 3), as a load intensity; cta_bytes and
+  // cta_macs cleared (applied). Unchanged if they are 0 or it runs more than one tile per CTA.
   KernelShape own_saturation(KernelShape k, double alone_s) const;
   // τ of a launch's lone CTA (lone_cta's form over the shape's cta_bytes and cta_macs), 0 if
   // not known.

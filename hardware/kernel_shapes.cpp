@@ -159,7 +159,7 @@ GemmLaunch launch_of(int sms, double m, double n, double k, double batch) {
 
 GemmLaunch gemm_launch(int sms, double m, double n, double k, double batch) {
   GemmLaunch l = launch_of(sms, m, n, k, batch);
-  l.k = k;
+  l.k = k, l.m = m, l.n = n;
   return l;
 }
 
@@ -181,6 +181,8 @@ KernelShape gemm_shape(const GemmLaunch& l) {
     k.cta_bytes = static_cast<float>(2.0 * (l.tile_m + l.tile_n) * slice);
     k.cta_macs = static_cast<float>(double(l.tile_m) * l.tile_n * slice);
   }
+  // The reduction reads each slice's fp32 partial sums and writes the bf16 result.
+  if (l.split_k > 1) k.reduce_bytes = static_cast<float>(l.m * l.n * (4.0 * l.split_k + 2));
   return k;
 }
 

@@ -18,9 +18,10 @@ namespace twin::hardware {
 struct GemmLaunch {
   int tile_m = 192, tile_n = 192, cluster = 2;
   double tiles = 0, ctas = 0;  // tiles: output tiles × split-K slices (a CTA's unit of work)
-  int cluster_m = 1;  // the cluster's CTAs along M (nvjet's "<cluster_m>x<cluster / cluster_m>")
-  int split_k = 1;    // slices of k, each a CTA's (nvjet's "splitK" kernels, a reduction after)
-  double k = 0;       // the GEMM's k (0: unknown; a tile's work, for a lone CTA's time)
+  int cluster_m = 1;    // the cluster's CTAs along M (nvjet's "<cluster_m>x<cluster / cluster_m>")
+  int split_k = 1;      // slices of k, each a CTA's (nvjet's "splitK" kernels, a reduction after)
+  double k = 0;         // the GEMM's k (0: unknown; a tile's work, for a lone CTA's time)
+  double m = 0, n = 0;  // its rows and columns (0: unknown; a split-K reduction's bytes)
 };
 // Multiply-adds per element a CTA of the launch loads: its CTAs along N share (multicast) their
 // A tile, those along M their B tile, so a CTA loads tile_m / cluster_n + tile_n / cluster_m

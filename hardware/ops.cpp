@@ -1,6 +1,7 @@
 #include "hardware/ops.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <new>
@@ -177,6 +178,12 @@ struct CopyCall {
 // The calls live in the cluster's arena: a capture of one pointer fits std::function's inline
 // buffer, so a task costs no allocation of its own (a step has about a million).
 void run_kernel(sim::Task& t, Cluster& c, int gpu, KernelWork w) {
+  if (w.cls == KernelClass::grid)
+    if (const auto s = c.contention().split_k(w.shape, w.alone_s)) {  // two kernels
+      auto* parts = c.make<std::array<KernelPart, 2>>(s->slices, s->reduce);
+      (*parts)[0].hbm_bytes += w.hbm_bytes;
+      return run_fused(t, c, gpu, *parts, w.priority);
+    }
   w.shape = c.contention().own_saturation(w.shape, w.alone_s);  // once, not at every change
   t.on_ready = [k = c.make<KernelCall>(&c, gpu, w)](sim::Task& task) {
     if (k->w.alone_s <= 0) return task.finish();

@@ -124,7 +124,16 @@ sim::Schema<ContentionModel> contention_schema() {
       .real(
           "lone_cta_TMACps", "TMACps", 0, 1e3, 0.0,
           "a lone CTA's multiply-adds per second (F: its SM's tensor cores at its clock)",
-          [](auto& c) -> auto& { return c.lone_cta.TMACps; });
+          [](auto& c) -> auto& { return c.lone_cta.TMACps; })
+      .real(
+          "split_k_reduce_setup_us", "us", 0, 1e3, 0.0,
+          "cuBLASLt's split-K reduction alone: its fixed time (t_r = this + bytes / rate)",
+          [](auto& c) -> auto& { return c.split_k_reduce.setup_us; })
+      .real(
+          "split_k_reduce_GBps", "GBps", 0, 1e5, 0.0,
+          "the split-K reduction's rate over the bytes it reads and writes (0: a split-K launch "
+          "is one kernel)",
+          [](auto& c) -> auto& { return c.split_k_reduce.GBps; });
   add_cluster_keys(s);
   add_compute_family_keys(s);
   add_elementwise_family_keys(s);

@@ -93,16 +93,20 @@ hardware::CollectiveSpec collective_spec(const std::string& text, const Scenario
 }
 
 // How cuBLAS launches a bf16 GEMM and where the launch saturates (contention.hpp, mechanism 3):
-// its load intensity's a_sat, and its lone CTA's where that is the lower.
+// its load intensity's a_sat, and, with one tile per CTA, its lone CTA's, which it then takes;
+// split-K: the slices' (the reduction after them is its own kernel, split_k()).
 Json gemm_launch_json(const KernelArgs& k, const hardware::KernelCost& cost, const KernelWork& w,
                       const hardware::ContentionModel& m) {
   const auto l = hardware::gemm_launch(cost.sm_count(), k.shape[0], k.shape[1], k.shape[2]);
-  const auto own = m.own_saturation(w.shape, w.alone_s);
+  const auto split = m.split_k(w.shape, w.alone_s);
+  const auto own = split ? m.own_saturation(split->slices.shape, split->slices.alone_s)
+                         : m.own_saturation(w.shape, w.alone_s);
   return {{"tile", {l.tile_m, l.tile_n}},
           {"cluster", l.cluster},
           {"ctas", l.ctas},
           {"tiles", l.tiles},
           {"split_k", l.split_k},
+          {"split_k_reduce_us", split ? split->reduce.alone_s * 1e6 : 0.0},
           {"load_intensity", hardware::load_intensity(l)},
           {"load_intensity_sat_sms", m.sat_sms(w.shape)},
           {"lone_cta_us", m.lone_cta_s(w.shape) * 1e6},
@@ -185,13 +189,17 @@ int cmd_kernel(const CommonArgs& args, const KernelArgs& k, std::ostream& out) {
              s.hw.name, alone * 1e3, doc["family"].get<std::string>());
   if (doc.contains("launch")) {
     const auto& l = doc["launch"];
-    fmt::print(out,
-               "  cuBLAS launch: {}×{} tiles in clusters of {}, {} CTAs for {} tiles (split-K {}); "
-               "a lone CTA {:.1f} µs; saturates at {:.0f} SMs (its load intensity's: {:.0f})\n",
-               l["tile"][0].get<int>(), l["tile"][1].get<int>(), l["cluster"].get<int>(),
-               l["ctas"].get<double>(), l["tiles"].get<double>(), l["split_k"].get<int>(),
-               l["lone_cta_us"].get<double>(), l["sat_sms"].get<double>(),
-               l["load_intensity_sat_sms"].get<double>());
+    fmt::print(
+        out,
+        "  cuBLAS launch: {}×{} tiles in clusters of {}, {} CTAs for {} tiles (split-K {}{}); "
+        "a lone CTA {:.1f} µs; saturates at {:.0f} SMs (its load intensity's: {:.0f})\n",
+        l["tile"][0].get<int>(), l["tile"][1].get<int>(), l["cluster"].get<int>(),
+        l["ctas"].get<double>(), l["tiles"].get<double>(), l["split_k"].get<int>(),
+        l["split_k_reduce_us"].get<double>() > 0
+            ? fmt::format(", then a reduction of {:.1f} µs", l["split_k_reduce_us"].get<double>())
+            : "",
+        l["lone_cta_us"].get<double>(), l["sat_sms"].get<double>(),
+        l["load_intensity_sat_sms"].get<double>());
   }
   fmt::print(out, "  {:>9} {:>12} {:>9}\n", "SMs held", "time ms", "slowdown");
   for (const auto& r : rows)

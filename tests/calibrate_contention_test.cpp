@@ -10,6 +10,7 @@
 #include <set>
 
 #include "calibrate/contention_fit.hpp"
+#include "calibrate/split_k_reduce.hpp"
 #include "hardware/kernel_shapes.hpp"
 #include "hardware/profile.hpp"
 #include "tests/calibrate_rig.hpp"
@@ -38,7 +39,8 @@ std::map<std::string, double> clock_gains() {
 hardware::ContentionModel fit_base() {
   return calibrate::fit_base(
       (kRoot / "reports/calibration/clusters/h200-2026-12-01-clusters.json").string(),
-      (kRoot / "reports/calibration/contention/h200-2026-12-04-contention-y.json").string());
+      (kRoot / "reports/calibration/contention/h200-2026-12-04-contention-y.json").string(),
+      {(kRoot / "reports/calibration/contention/h200-2026-12-03-contention-s.json").string()});
 }
 
 }  // namespace
@@ -52,6 +54,8 @@ TEST_CASE("the H200 profile's contention section is the fit of the committed mea
   CHECK(prof.lone_cta.setup_us == doctest::Approx(fit.lone_cta.setup_us).epsilon(0.01));
   CHECK(prof.lone_cta.stream_GBps == doctest::Approx(fit.lone_cta.stream_GBps).epsilon(0.01));
   CHECK(prof.lone_cta.TMACps == doctest::Approx(fit.lone_cta.TMACps).epsilon(0.01));
+  CHECK(prof.split_k_reduce.setup_us == doctest::Approx(fit.split_k_reduce.setup_us).epsilon(0.01));
+  CHECK(prof.split_k_reduce.GBps == doctest::Approx(fit.split_k_reduce.GBps).epsilon(0.01));
   for (int i = 0; i < hardware::kFamilies; ++i) {
     CAPTURE(hardware::family_name(static_cast<hardware::Family>(i)));
     CHECK(prof.family[i].boost_max == doctest::Approx(fit.family[i].boost_max).epsilon(0.01));
@@ -63,6 +67,33 @@ TEST_CASE("the H200 profile's contention section is the fit of the committed mea
     CHECK(prof.family[i].block.threads == fit.family[i].block.threads);
     CHECK(prof.family[i].block.registers == fit.family[i].block.registers);
   }
+}
+
+TEST_CASE("cuBLASLt's split-K reduction: its time alone is a line in its bytes (file s)") {
+  const std::string dir = (kRoot / "reports/calibration/contention").string();
+  const auto r = calibrate::split_k_reduce_records({dir + "/h200-2026-12-03-contention-s.json"});
+  REQUIRE(r.size() == 14);  // file p's 12 split-K GEMMs and the 64- and 96-row up projections
+  const auto fit = calibrate::fit_split_k_reduce(r);
+  CHECK(fit.setup_us > 0.5);  // a kernel's launch inside the GPU, ~1 µs
+  CHECK(fit.setup_us < 2.5);
+  CHECK(fit.GBps > 1000);  // partial sums just written: mostly from L2
+  CHECK(fit.GBps < 5000);
+  for (const auto& x : r) {
+    CAPTURE(x.bytes);
+    CHECK(fit.setup_us * 1e-6 + x.bytes / (fit.GBps * 1e9) ==
+          doctest::Approx(x.seconds).epsilon(0.12));
+  }
+  // Held out: the same kernels in files p and l.
+  for (const char* f : {"/h200-2026-12-03-contention-p.json", "/h200-2026-12-03-contention-l.json"})
+    for (const auto& x : calibrate::split_k_reduce_records({dir + f})) {
+      CAPTURE(f);
+      CAPTURE(x.bytes);
+      CHECK(fit.setup_us * 1e-6 + x.bytes / (fit.GBps * 1e9) ==
+            doctest::Approx(x.seconds).epsilon(0.12));
+    }
+  // A file without them is refused by name.
+  CHECK_THROWS_WITH(calibrate::split_k_reduce_records({dir + "/h200-2026-12-04-contention-y.json"}),
+                    doctest::Contains("split-K"));
 }
 
 TEST_CASE("measured clocks: elementwise kernels keep their top clock, compute kernels gain some") {

@@ -171,17 +171,17 @@ TEST_CASE("held-out cuBLAS launches (files l, o): the mechanisms on the launches
     worst.merge(recorded_worst(file));
   CHECK(worst.size() == 25);
   // Within the issue's 15%: every launch but these, budgeted at today's misses so that they
-  // cannot grow unseen — the expert up projection at 64–192 rows (nvjet's clusters of 4 with one
-  // tile per CTA, split-K at 64 and 96: 17–18% under, where the lone CTA's saturation, mechanism
-  // 3, took them from 24–62% over); B·X's clusters of 8 at 2.8 tiles per CTA (static lists, as the
+  // cannot grow unseen — the expert up projection at 64 and 192 rows (nvjet's clusters of 4 with
+  // one tile per CTA, split-K at 64: 16–17% under, where the lone CTA's saturation, mechanism 3,
+  // took them from 24–62% over; at 96 rows split-K's reduction as its own kernel took it from
+  // −17.6% to within 15%); B·X's clusters of 8 at 2.8 tiles per CTA (static lists, as the
   // fitted Newton–Schulz case wants; alone it runs first-static: 3.0%); 224 tiles on 132 CTAs
   // (1.7 per CTA, which no list order fits, like the 20,480-token router). The router at 28,672
   // and 36,864 tokens and B·X at 2,048, 3,072 and 1,792 × 8,192 (2.8–3.9 tiles per CTA in pairs)
   // miss by 16–31% on static lists and 2.5–6.8% on first-static ones (kernel_shapes.cpp, the
   // switch).
-  const std::map<std::string, double> known = {{"expert_up[m=64,n=3584]", 0.18},
-                                               {"expert_up[m=96,n=3584]", 0.19},
-                                               {"expert_up[m=192,n=3584]", 0.19},
+  const std::map<std::string, double> known = {{"expert_up[m=64,n=3584]", 0.17},
+                                               {"expert_up[m=192,n=3584]", 0.18},
                                                {"square_rows[m=1792,n=6144]", 0.18},
                                                {"square_rows[m=1792,n=4096]", 0.39}};
   for (const auto& [name, w] : worst) {
@@ -196,16 +196,18 @@ TEST_CASE("held-out small-row cuBLAS launches (files p, q): a lone CTA's saturat
   // any change for them; q after a flush of L2 (README, "Held-out small-row launches"). Their
   // full round is bound by what its CTAs stream, so beside held SMs it costs little more while
   // a late round of lone CTAs costs a lone CTA's time (mechanism 3's own saturation: before it,
-  // the rounds overcharged them by up to +110% and +148%). Known gaps, held at today's misses:
-  // nvjet's split-K launches and its 1x2_h pairs at 64 rows run slower than the model gives (to
-  // −37%), the 160-row 64×96 tiles faster (+23%).
+  // the rounds overcharged them by up to +110% and +148%; taking it where the load intensity's
+  // a_sat was lower, nvjet's 1x2_h pairs at 64 rows −37% → −13%, and split-K's reduction as a
+  // kernel of its own, those launches −9…−20% → −9…+10%). Known gaps, held at today's misses:
+  // the 96×64 tiles of 129–132 CTAs run slower than the model gives (to −27%), the 160-row 64×96
+  // tiles faster (+23%).
   struct Budget {
     std::string file;
     double median, worst;
     int within;  // launches within the issue's 15%
   };
-  for (const auto& b : {Budget{"h200-2026-12-03-contention-p.json", 0.13, 0.38, 24},
-                        Budget{"h200-2026-12-03-contention-q.json", 0.11, 0.30, 23}}) {
+  for (const auto& b : {Budget{"h200-2026-12-03-contention-p.json", 0.11, 0.28, 29},
+                        Budget{"h200-2026-12-03-contention-q.json", 0.10, 0.27, 27}}) {
     CAPTURE(b.file);
     const auto worst = recorded_worst(b.file.c_str());
     REQUIRE(worst.size() == 32);

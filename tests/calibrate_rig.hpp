@@ -45,6 +45,7 @@ inline hardware::ContentionModel profile_model(const std::string& name) {
     return j.contains(key) ? j[key]["value"].get<double>() : 0.0;
   };
   m.lone_cta = {lone("lone_cta_setup_us"), lone("lone_cta_stream_GBps"), lone("lone_cta_TMACps")};
+  m.split_k_reduce = {lone("split_k_reduce_setup_us"), lone("split_k_reduce_GBps")};
   m.prepare();
   return m;
 }

