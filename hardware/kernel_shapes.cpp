@@ -76,10 +76,13 @@ KernelShape persistent_shape(Family f, double tiles, double ctas, int cluster) {
 // splits only slices of at least kMinSplitK: [fit] to the recorded launches, any value in (896,
 // 1,792] sorts them (k = 1,792 never split, 7,168 in 4); the middle. Clusters: 4 along the
 // columns up to 120 CTAs (the most the H200 runs in clusters of 4) — 4×2 (8) over two rows up to
-// 112 —, else pairs. This gives nvjet's cluster size on all 38 recorded launches, its CTAs on 36
-// (two launches of three rows of tiles take the 120 and 132 CTAs a wave holds where the rule
-// gives 116 and 130: CTAs without a tile end at once) and its tile on 32 (test_calibrate); it
-// was read off these launches, none held out.
+// 112 —, else pairs. At 64 rows, where one row of tiles would need pairs and a split of k, two
+// rows of 32 in pairs over the rows and one split fewer (nvjet's 64×32 1x2 launches at 2,048
+// and 4,096 columns; at 3,584 it kept one row in clusters of 4, at 8,192 one row unsplit). This
+// gives nvjet's cluster size on all 38 recorded launches, its CTAs on 36 (two launches of three
+// rows of tiles take the 120 and 132 CTAs a wave holds where the rule gives 116 and 130: CTAs
+// without a tile end at once) and its tile on 34 (test_calibrate); it was read off these
+// launches, none held out.
 constexpr double kSmallRows = 192, kMinSplitK = 1344, kCluster4Ctas = 120;
 constexpr int kSmallRowTileWidths[] = {64, 96, 128, 160};
 constexpr int kSplits[] = {1, 2, 4};
@@ -88,13 +91,11 @@ std::optional<GemmLaunch> small_row_launch(int sms, double m, double n, double k
   if (m > kSmallRows) return std::nullopt;
   std::optional<GemmLaunch> best;
   std::tuple<double, int, double, int> best_key;  // larger is better: see above
-  const int one_row = static_cast<int>(std::ceil(m / 16) * 16);
-  for (const int tile_n : {one_row, 64}) {
-    if (tile_n == 64 && std::fmod(m, 64) != 0) continue;  // rows of 64 only where they divide m
+  const auto consider = [&](int tile_n, int max_split) {
     const double rows = std::ceil(m / tile_n);
     for (const int tile_m : kSmallRowTileWidths)
       for (const int split : kSplits) {
-        if (split > 1 && k / split < kMinSplitK) continue;
+        if (split > max_split || (split > 1 && k / split < kMinSplitK)) continue;
         const double tiles = std::ceil(n / tile_m) * rows * split;
         if (tiles > sms) continue;
         const double padded = std::ceil(n / tile_m) * tile_m * rows * tile_n;
@@ -103,6 +104,16 @@ std::optional<GemmLaunch> small_row_launch(int sms, double m, double n, double k
         best = GemmLaunch{tile_m, tile_n, 2, tiles, tiles, 1, split};
         best_key = key;
       }
+  };
+  const int one_row = static_cast<int>(std::ceil(m / 16) * 16);
+  consider(one_row, kSplits[2]);
+  if (std::fmod(m, 64) == 0) consider(64, kSplits[2]);  // rows of 64 only where they divide m
+  // 64 rows whose one row of tiles needs pairs (more CTAs than clusters of 4 hold) and a split
+  // of k: two rows of 32 in pairs over the rows, one split fewer (nvjet's 64×32 1x2 launches).
+  if (best && m == 64 && best->tile_n == 64 && best->tiles > kCluster4Ctas && best->split_k > 1) {
+    const int fewer = best->split_k / 2;
+    best.reset();
+    consider(32, fewer);
   }
   if (!best) return std::nullopt;
   const double rows = std::ceil(m / best->tile_n);

@@ -127,8 +127,9 @@ TEST_CASE("small-row cuBLAS launches as the twin chooses them (files l, p)") {
   // Every GEMM of at most 192 rows in files l and p (38): nvjet's one row of tiles, split-K and
   // clusters of 4 (kernel_shapes.cpp, small_row_launch, read off these launches). Its cluster
   // size on all, its CTAs on 36 (two three-row launches take the whole wave's 120 and 132), its
-  // tile on 32; and the twin's own launch then never finds no room where nvjet ran (before:
-  // clusters of 8, "blocked" from 88 SMs held on file l's 64-row launches).
+  // tile on 34 (32 before two rows of 32 at 64 rows); and the twin's own launch then never finds no
+  // room where nvjet ran (before: clusters of 8, "blocked" from 88 SMs held on file l's 64-row
+  // launches).
   const auto model = profile_model("h200");
   int launches = 0, same_cluster = 0, same_ctas = 0, same_tile = 0;
   for (const char* f : {"h200-2026-12-03-contention-l.json", "h200-2026-12-03-contention-p.json"}) {
@@ -155,7 +156,7 @@ TEST_CASE("small-row cuBLAS launches as the twin chooses them (files l, p)") {
   CHECK(launches == 38);
   CHECK(same_cluster == 38);
   CHECK(same_ctas >= 36);
-  CHECK(same_tile >= 32);
+  CHECK(same_tile >= 34);
 }
 
 TEST_CASE("held-out cuBLAS launches (files l, o): the mechanisms on the launches nvjet made") {

@@ -259,11 +259,11 @@ TEST_SUITE("hardware.contention") {
     gemm.sat_sms = 360, gemm.knee = 2, gemm.fixed_us = 2;
     m.family[static_cast<int>(Family::ew_widen)].sat_sms = 30;
     m.family[static_cast<int>(Family::ew_widen)].knee = 200;
-    // 64 × 4,096 × 4,096: 64×64 tiles in pairs, k split in two (hardware/kernel_shapes.cpp).
-    const auto l = gemm_launch(132, 64, 4096, 4096);
-    REQUIRE(l.split_k == 2);
+    // 32 × 2,048 × 7,168: 64×32 tiles in pairs, k split in four (hardware/kernel_shapes.cpp).
+    const auto l = gemm_launch(132, 32, 2048, 7168);
+    REQUIRE(l.split_k == 4);
     const KernelShape k = gemm_shape(l);
-    CHECK(k.reduce_bytes == doctest::Approx(64 * 4096 * (4.0 * 2 + 2)));  // fp32 in, bf16 out
+    CHECK(k.reduce_bytes == doctest::Approx(32 * 2048 * (4.0 * 4 + 2)));  // fp32 in, bf16 out
     const double alone = 20e-6;
     CHECK_FALSE(m.split_k(k, alone));  // no reduction measured: one kernel, as before
     m.split_k_reduce = {1.0, 1000};
