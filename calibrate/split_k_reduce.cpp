@@ -35,10 +35,13 @@ std::vector<ReduceRecord> split_k_reduce_records(const std::vector<std::string>&
       out.push_back({m * n * (4 * split + 2), reduce->value("dur_us", 0.0) * 1e-6});
     }
   }
-  if (out.size() < 2)
-    throw std::runtime_error(
-        "no two split-K reductions (cublasLt::splitKreduce_kernel launch records) in the "
-        "--split-k files");
+  if (out.size() < 2) {
+    std::string names;
+    for (const auto& f : files) names += (names.empty() ? "" : ", ") + f;
+    throw std::runtime_error(names +
+                             ": fewer than two split-K reductions (cases whose launches "
+                             "include cublasLt::splitKreduce_kernel)");
+  }
   return out;
 }
 
