@@ -82,11 +82,9 @@ class Cluster {
   double contention_slowdown(const KernelShape& k, int held, double alone_s, int lending) {
     if (held <= 0) return 1.0;
     if (const auto s = contention_.split_k(k, alone_s))
-      return (s->slices.alone_s *
-                  contention_slowdown(s->slices.shape, held, s->slices.alone_s, lending) +
-              s->reduce.alone_s *
-                  contention_slowdown(s->reduce.shape, held, s->reduce.alone_s, lending)) /
-             alone_s;
+      return s->slowdown([&](const KernelPart& p) {
+        return contention_slowdown(p.shape, held, p.alone_s, lending);
+      });
     const KernelShape own = contention_.own_saturation(k, alone_s);
     return contention_.stretch(
         k.family, memo_.time_units(own, held, lending) / memo_.time_units(own, 0), alone_s);

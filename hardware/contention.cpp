@@ -290,10 +290,8 @@ std::optional<ContentionModel::SplitK> ContentionModel::split_k(const KernelShap
 }
 
 double ContentionModel::slowdown(const KernelShape& k, int held, double alone_s) const {
-  if (const auto s = split_k(k, alone_s)) {
-    const KernelPart parts[] = {s->slices, s->reduce};
-    return slowdown(parts, held);
-  }
+  if (const auto s = split_k(k, alone_s))
+    return s->slowdown([&](const KernelPart& p) { return slowdown(p.shape, held, p.alone_s); });
   return stretch(k.family, slowdown(own_saturation(k, alone_s), held), alone_s);
 }
 

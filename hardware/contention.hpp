@@ -65,17 +65,17 @@
 //     gives that, the load intensity's stands). (Until the sixth session of 2026-12-04 it took
 //     the smaller of the two; where the load intensity's was the smaller, a CTA ran its tile
 //     faster beside 64 others than τ allows alone — nvjet's 1×2 pairs of 64×32 tiles at 64 rows:
-//     −37% at 124 SMs held, −24% at 64.)
+//     −37% at 124 SMs held, −24% at 64.) Measured with a probe that lands on each SM as a CTA
+//     leaves it (cta_end_probe.py, file cta-ends): a full round's CTAs end within 1–4 µs of each
+//     other, a late round of lone CTAs runs about τ past them.
 //     A split-K launch is two kernels (split_k()): nvjet's slices of k, then cuBLASLt's
 //     reduction of their fp32 partial sums, an elementwise grid kernel (its time alone t_r =
-//     setup + bytes / rate, measured: calibrate/split_k_reduce.hpp); ρ is the slices' alone, and
-//     the launch slows as the engine runs a fused pair, Σ t_i·slowdown_i / Σ t_i. Read as one
-//     kernel, the reduction's 1.6–3.5 µs of a 12–23 µs launch lowered ρ and the model saturated
-//     the slices too early: every split-K launch of file p missed low (−9…−20%). Measured with a
-//     probe that lands on each SM as a CTA leaves it (cta_end_probe.py, file cta-ends): a full
-//     round's CTAs end within 1–4 µs of each other, a late round of lone CTAs runs about τ past
-//     them; held out on the 70 small-row launches (files l, p, q), the worst miss per launch fell
-//     from up to +148% to within −37…+23%.
+//     setup + bytes / rate, measured: calibrate/split_k_reduce.hpp); ρ is the slices', and the
+//     launch slows as the engine runs a fused pair, Σ t_i·slowdown_i / Σ t_i. Read as one kernel,
+//     the reduction's 1.6–3.5 µs of a 12–23 µs launch lowered ρ and the model saturated the
+//     slices too early: every split-K launch of file p missed low (−9…−20%). Held out on the 70
+//     small-row launches (files l, p, q), the worst miss per launch fell from up to +148% to
+//     within −27…+23%.
 //  4. Scheduling. grid: the hardware dispatches blocks as slots free, u·o at a time; full waves
 //     run on u SMs; the last r = B mod u·o blocks start as slots free, spread over a_t =
 //     min(r, u) SMs. A block alone reaches β of its SM's throughput (at least its share 1/o: a
@@ -284,6 +284,12 @@ struct ContentionModel {
   // (it reads fp32 and writes bf16).
   struct SplitK {
     KernelPart slices, reduce;
+    // Σ t_i·slowdown_i / Σ t_i over the two, slowdown_of(part) giving a part's.
+    template <class F>
+    double slowdown(F&& slowdown_of) const {
+      return (slices.alone_s * slowdown_of(slices) + reduce.alone_s * slowdown_of(reduce)) /
+             (slices.alone_s + reduce.alone_s);
+    }
   };
   std::optional<SplitK> split_k(const KernelShape& k, double alone_s) const;
 

@@ -29,6 +29,19 @@ TEST_SUITE("hardware.contention") {
     e.sat_sms = 50, e.knee = 200;  // nearly a hard minimum
     return m;
   }
+  // The engine's end time of one kernel on GPU 0 of a machine with model m, `held` SMs taken by
+  // NCCL throughout.
+  double engine_s(const ContentionModel& m, int held, const KernelWork& w) {
+    Profile p = test_profile();
+    p.contention = m;
+    Rig r(4, p);
+    if (held > 0) r.cluster.gpu(0).request(held, Gpu::Holder::nccl, [](int) {});
+    auto& t = r.graph.add("k");
+    run_kernel(t, r.cluster, 0, w);
+    r.graph.start();
+    r.engine.run();
+    return t.end_time().to_s();
+  }
   TEST_CASE("compute-bound dynamic kernel: SMs held and the clock they free") {
     const ContentionModel m = model();
     const KernelShape dyn{Family::attention, Schedule::persistent_dynamic, 1, 132};
@@ -71,18 +84,8 @@ TEST_SUITE("hardware.contention") {
     CHECK(m.slowdown(dyn, 66, 10e-6) == doctest::Approx(1.5));
     CHECK(m.slowdown(dyn, 66, 1e-6) == doctest::Approx(1.0));  // all fixed
     // The engine: the same launch beside 66 held SMs ends at 15 µs.
-    Profile p = test_profile();
-    p.contention = m;
-    sim::Engine e;
-    sim::Fluid f(e);
-    sim::TaskGraph g(e);
-    Cluster c(e, f, p, 4, {});
-    c.gpu(0).request(66, Gpu::Holder::nccl, [](int) {});
-    auto& t = g.add("k");
-    run_kernel(t, c, 0, {10e-6, 0, KernelClass::grid, dyn});
-    g.start();
-    e.run();
-    CHECK(t.end_time().to_s() == doctest::Approx(15e-6).epsilon(1e-6));
+    CHECK(engine_s(m, 66, {10e-6, 0, KernelClass::grid, dyn}) ==
+          doctest::Approx(15e-6).epsilon(1e-6));
   }
   TEST_CASE("static tile lists: late CTAs start when the first lists end") {
     const ContentionModel m = model();  // gemm: no boost, no cluster
@@ -212,8 +215,7 @@ TEST_SUITE("hardware.contention") {
     CHECK(gemm_shape(l).load_intensity == 128);
   }
   TEST_CASE("the engine follows the model at a constant number of held SMs") {
-    Profile p = test_profile();
-    p.contention = model();
+    const ContentionModel m = model();
     for (const auto& [shape, cls] :
          {std::pair{KernelShape{Family::ew_add, Schedule::grid, 16, 1e6}, KernelClass::grid},
           std::pair{KernelShape{Family::grouped_gemm, Schedule::persistent_dynamic, 1, 132},
@@ -221,18 +223,9 @@ TEST_SUITE("hardware.contention") {
           std::pair{KernelShape{Family::attention, Schedule::persistent_dynamic, 1, 132},
                     KernelClass::persistent_dynamic}}) {
       for (const int held : {8, 40, 100}) {
-        sim::Engine e;
-        sim::Fluid f(e);
-        sim::TaskGraph g(e);
-        Cluster c(e, f, p, 4, {});
-        c.gpu(0).request(held, Gpu::Holder::nccl, [](int) {});
-        auto& t = g.add("k");
-        run_kernel(t, c, 0, {1.0, 0, cls, shape});
-        g.start();
-        e.run();
         CAPTURE(held);
-        CHECK(t.end_time().to_s() ==
-              doctest::Approx(c.contention().slowdown(shape, held)).epsilon(1e-6));
+        CHECK(engine_s(m, held, {1.0, 0, cls, shape}) ==
+              doctest::Approx(m.slowdown(shape, held)).epsilon(1e-6));
       }
     }
   }
@@ -285,18 +278,8 @@ TEST_SUITE("hardware.contention") {
           alone;
       CHECK(m.slowdown(k, held, alone) == doctest::Approx(pair));
       // The engine runs it so.
-      Profile p = test_profile();
-      p.contention = m;
-      sim::Engine e;
-      sim::Fluid f(e);
-      sim::TaskGraph g(e);
-      Cluster c(e, f, p, 4, {});
-      c.gpu(0).request(held, Gpu::Holder::nccl, [](int) {});
-      auto& t = g.add("split-K GEMM");
-      run_kernel(t, c, 0, {alone, 0, KernelClass::grid, k});
-      g.start();
-      e.run();
-      CHECK(t.end_time().to_s() == doctest::Approx(alone * pair).epsilon(1e-6));
+      CHECK(engine_s(m, held, {alone, 0, KernelClass::grid, k}) ==
+            doctest::Approx(alone * pair).epsilon(1e-6));
     }
     // Read as one kernel (the reduction stretched as a GEMM is), it slows otherwise.
     CHECK(m.slowdown(k, 100, alone) != doctest::Approx(m.slowdown(one, 100, alone)));
