@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <optional>
 #include <tuple>
 #include <utility>
@@ -85,7 +86,7 @@ KernelShape persistent_shape(Family f, double tiles, double ctas, int cluster) {
 // launches, none held out.
 constexpr double kSmallRows = 192, kMinSplitK = 1344, kCluster4Ctas = 120;
 constexpr int kSmallRowTileWidths[] = {64, 96, 128, 160};
-constexpr int kSplits[] = {1, 2, 4};
+constexpr int kSplits[] = {1, 2, 4}, kMaxSplit = kSplits[std::size(kSplits) - 1];
 
 std::optional<GemmLaunch> small_row_launch(int sms, double m, double n, double k) {
   if (m > kSmallRows) return std::nullopt;
@@ -106,8 +107,8 @@ std::optional<GemmLaunch> small_row_launch(int sms, double m, double n, double k
       }
   };
   const int one_row = static_cast<int>(std::ceil(m / 16) * 16);
-  consider(one_row, kSplits[2]);
-  if (std::fmod(m, 64) == 0) consider(64, kSplits[2]);  // rows of 64 only where they divide m
+  consider(one_row, kMaxSplit);
+  if (std::fmod(m, 64) == 0) consider(64, kMaxSplit);  // rows of 64 only where they divide m
   // 64 rows whose one row of tiles needs pairs (more CTAs than clusters of 4 hold) and a split
   // of k: two rows of 32 in pairs over the rows, one split fewer (nvjet's 64×32 1x2 launches).
   if (best && m == 64 && best->tile_n == 64 && best->tiles > kCluster4Ctas && best->split_k > 1) {
