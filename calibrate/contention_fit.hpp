@@ -20,11 +20,13 @@ namespace twin::calibrate {
 
 // What the fit starts from: the clustered families' cluster size (2: nvjet's _1x2_/_2x1_ names;
 // QuACK/CUTLASS grouped GEMMs assumed alike), the measured cluster tables of `clusters_file` and,
-// if `lone_cta_file` is given, a lone cuBLAS CTA measured there (fit_lone_cta, mechanism 3), and
-// if `split_k_files` are, the split-K reduction recorded in them (fit_split_k_reduce).
+// if `lone_cta_files` are given, a lone cuBLAS CTA measured there (fit_lone_cta, mechanism 3;
+// leaving out the shapes `held_out_files` measure), and if `split_k_files` are, the split-K
+// reduction recorded in them (fit_split_k_reduce).
 hardware::ContentionModel fit_base(const std::string& clusters_file,
-                                   const std::string& lone_cta_file = "",
-                                   const std::vector<std::string>& split_k_files = {});
+                                   const std::vector<std::string>& lone_cta_files = {},
+                                   const std::vector<std::string>& split_k_files = {},
+                                   const std::vector<std::string>& held_out_files = {});
 
 // Fits the model's parameters; `base` supplies what the data does not decide (cluster sizes and
 // tables). A compute family with a measured clock gain takes it as its b_max (mechanism 2)

@@ -33,17 +33,33 @@ std::string file_names(const std::vector<std::string>& files) {
   return s;
 }
 
-// A lone CTA's keys (mechanism 3), fitted on `lone_data`.
+// A lone CTA's keys (mechanism 3), fitted on `lone_data` without the shapes of `held_out`.
 void lone_cta_keys(Json& s, const hardware::ContentionModel::LoneCta& l,
-                   const std::string& lone_data) {
+                   const std::string& lone_data, const std::string& held_out) {
+  const std::string how =
+      "on rounds of lone CTAs of nvjet's small-row tiles (124 SMs held for pairs, 112 for "
+      "clusters of 4), least squares per kernel (tile, cluster) over its k "
+      "(calibrate::lone_cta_tiles, " +
+      lone_data + (held_out.empty() ? "" : "; the shapes of " + held_out + " left out") + ")";
   const std::string src =
-      "[meas] a lone CTA of nvjet's small-row tiles: t_s + k·max(bytes/r, MACs/F) fitted per tile "
-      "on rounds of lone CTAs, the median over the tiles (F: those at 3.5 TMAC/s or more; r: "
-      "the others; calibrate::fit_lone_cta, " +
-      lone_data + ")";
+      "[meas] the form t_s + k·max(bytes/r, MACs/F) for kernels not measured: "
+      "the medians over the measured kernels' lines (F: those at 3.5 TMAC/s or "
+      "more; r: the others) " +
+      how;
   s["lone_cta_setup_us"] = {{"value", tidy(l.setup_us)}, {"source", src}};
   s["lone_cta_stream_GBps"] = {{"value", std::round(l.stream_GBps)}, {"source", src}};
   s["lone_cta_TMACps"] = {{"value", tidy(l.TMACps)}, {"source", src}};
+  const std::string tile_src = "[meas] each kernel's line t = setup_us + k·per_k_ns " + how;
+  auto& t = s["lone_cta_tiles"];
+  const auto ints = [](const std::vector<double>& v) {
+    return std::vector<int>(v.begin(), v.end());
+  };
+  t["tile_m"] = {{"value", ints(l.tile_m)}, {"source", tile_src}};
+  t["tile_n"] = {{"value", ints(l.tile_n)}, {"source", tile_src}};
+  t["cluster_m"] = {{"value", ints(l.tile_cluster_m)}, {"source", tile_src}};
+  t["cluster_n"] = {{"value", ints(l.tile_cluster_n)}, {"source", tile_src}};
+  t["setup_us"] = {{"value", l.tile_setup_us}, {"source", tile_src}};
+  t["per_k_ns"] = {{"value", l.tile_per_k_ns}, {"source", tile_src}};
 }
 
 void split_k_keys(Json& s, const hardware::ContentionModel::SplitKReduce& r,
@@ -142,8 +158,8 @@ int main(int argc, char** argv) {
   CLI::App app{"twin-fit-contention: fit the SM-contention model to contention_bench.py's curves"};
   std::vector<std::string> files;
   std::vector<std::string> clock_files;
-  std::string out, svg_dir, clusters, lone_cta;
-  std::vector<std::string> held_out_files, split_k_files;
+  std::string out, svg_dir, clusters;
+  std::vector<std::string> held_out_files, split_k_files, lone_cta;
   app.add_option("files", files, "measurement files (a later file's classes replace an earlier's)")
       ->required();
   app.add_option("--clusters", clusters,
@@ -153,8 +169,9 @@ int main(int argc, char** argv) {
                  "contention_bench.py --clock results: the compute families' clock "
                  "gain b_max, measured rather than fitted");
   app.add_option("--lone-cta", lone_cta,
-                 "contention_bench.py --only lone_cta's result: a lone cuBLAS CTA's set-up and "
-                 "rates (mechanism 3), measured rather than fitted");
+                 "contention_bench.py --only lone_cta (lone_cta_wide) results: a lone cuBLAS "
+                 "CTA's set-up and rates per tile (mechanism 3), measured rather than fitted; "
+                 "shapes of the --held-out files are left out");
   app.add_option("--split-k", split_k_files,
                  "contention_bench.py results with split-K GEMMs: cuBLASLt's reduction's time "
                  "alone against its bytes (a split-K launch as two kernels), measured");
@@ -168,13 +185,15 @@ int main(int argc, char** argv) {
     const auto cases = calibrate::read_contention_cases(files);
     const auto gains = clock_files.empty() ? std::map<std::string, double>{}
                                            : calibrate::measured_clock_gains(clock_files);
-    const auto base = calibrate::fit_base(clusters, lone_cta, split_k_files);
+    const auto base = calibrate::fit_base(clusters, lone_cta, split_k_files, held_out_files);
     const auto m = calibrate::fit_contention(cases, base, gains);
     Json doc;
     doc["contention"] =
         profile_section(m, file_names(files), clusters.substr(clusters.find_last_of('/') + 1),
                         gains, file_names(clock_files));
-    if (!lone_cta.empty()) lone_cta_keys(doc["contention"], m.lone_cta, file_names({lone_cta}));
+    if (!lone_cta.empty())
+      lone_cta_keys(doc["contention"], m.lone_cta, file_names(lone_cta),
+                    file_names(held_out_files));
     if (!split_k_files.empty())
       split_k_keys(doc["contention"], m.split_k_reduce, file_names(split_k_files));
     doc["clock_gains"] = gains;

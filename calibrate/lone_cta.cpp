@@ -1,6 +1,7 @@
 #include "calibrate/lone_cta.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -15,65 +16,105 @@ namespace twin::calibrate {
 using hardware::Family;
 using Json = nlohmann::json;
 
-std::vector<LoneCtaTile> lone_cta_tiles(const std::string& file,
-                                        const hardware::ContentionModel& m) {
-  const Json doc = read_measurement(file);
-  if (!doc.contains("cases") || !doc["cases"].is_array())
-    throw std::runtime_error(file + ": expected a contention_bench.py result (cases)");
-  std::map<std::string, LoneCtaTile> tiles;
-  std::map<std::string, std::vector<std::pair<double, double>>> rounds;  // tile → (k, s)
-  for (const auto& c : doc["cases"]) {
-    const Json* l = major_launch(c);
-    if (!l) throw std::runtime_error(file + ": a lone_cta case without launch records");
-    const double k = c["shape"].value("k", 0.0);
-    const auto g = nvjet_launch(*l, {c["shape"].value("m", 0.0), c["shape"].value("n", 0.0), k}, 1);
-    const int held = g.cluster == 2 ? 124 : 112;  // a few lone clusters at a time
-    const int usable = m.usable_sms(Family::gemm, held, g.cluster);
-    for (const auto& p : c["points"]) {
-      if (p.value("held_sms", -1) != held || !p.contains("median_ms") || usable <= 0) continue;
-      const std::string key = fmt::format("{}x{} in {} (n={})", g.tile_m, g.tile_n, g.cluster,
-                                          c["shape"].value("n", 0));
-      rounds[key].emplace_back(
-          k, p["median_ms"].get<double>() * 1e-3 / std::ceil(product((*l)["grid"]) / usable));
-      tiles[key] = {key, 0, 0, double(g.tile_m) * g.tile_n, 2.0 * (g.tile_m + g.tile_n)};
+std::string LoneCtaTile::name() const {
+  return fmt::format("{}x{} in {}x{}", tile_m, tile_n, cluster_m, cluster_n);
+}
+
+namespace {
+
+std::array<double, 3> shape_of(const Json& c) {
+  const Json& s = c.value("shape", Json::object());
+  return {s.value("m", 0.0), s.value("n", 0.0), s.value("k", 0.0)};
+}
+
+// Least squares time = t_s + k·s over (k, time) rounds; points 0 if fewer than two k.
+LoneCtaTile line(LoneCtaTile t, const std::vector<std::pair<double, double>>& v) {
+  double mk = 0, mt = 0, sxy = 0, sxx = 0, syy = 0;
+  for (const auto& [k, s] : v) mk += k / v.size(), mt += s / v.size();
+  for (const auto& [k, s] : v) sxy += (k - mk) * (s - mt), sxx += (k - mk) * (k - mk);
+  if (sxx <= 0) return t;  // one k only: no line
+  t.per_k_s = sxy / sxx, t.setup_s = mt - t.per_k_s * mk, t.mean_s = mt;
+  for (const auto& [k, s] : v) syy += std::pow(s - t.setup_s - t.per_k_s * k, 2);
+  t.rms_s = std::sqrt(syy / v.size()), t.points = static_cast<int>(v.size());
+  return t;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const std::size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+}
+
+}  // namespace
+
+GemmShapes gemm_shapes(const std::vector<std::string>& files) {
+  GemmShapes shapes;
+  for (const auto& f : files) {
+    const Json doc = read_measurement(f);
+    if (!doc.contains("cases") || !doc["cases"].is_array())
+      throw std::runtime_error(f + ": expected a contention_bench.py result (cases)");
+    for (const auto& c : doc["cases"]) shapes.insert(shape_of(c));
+  }
+  return shapes;
+}
+
+std::vector<LoneCtaTile> lone_cta_tiles(const std::vector<std::string>& files,
+                                        const hardware::ContentionModel& m,
+                                        const GemmShapes& held_out) {
+  std::map<std::array<int, 4>, std::vector<std::pair<double, double>>> rounds;  // → (k, s)
+  for (const auto& file : files) {
+    const Json doc = read_measurement(file);
+    if (!doc.contains("cases") || !doc["cases"].is_array())
+      throw std::runtime_error(file + ": expected a contention_bench.py result (cases)");
+    for (const auto& c : doc["cases"]) {
+      const auto [rows, cols, k] = shape_of(c);
+      if (held_out.count({rows, cols, k})) continue;
+      const Json* l = major_launch(c);
+      if (!l) throw std::runtime_error(file + ": a lone_cta case without launch records");
+      const auto g = nvjet_launch(*l, {rows, cols, k}, 1);
+      const int held = g.cluster == 2 ? 124 : 112;  // a few lone clusters at a time
+      const int usable = m.usable_sms(Family::gemm, held, g.cluster);
+      for (const auto& p : c["points"]) {
+        if (p.value("held_sms", -1) != held || !p.contains("median_ms") || usable <= 0) continue;
+        const int cm = std::max(1, g.cluster_m);
+        rounds[{g.tile_m, g.tile_n, cm, g.cluster / cm}].emplace_back(
+            k / std::max(1, g.split_k),
+            p["median_ms"].get<double>() * 1e-3 / std::ceil(product((*l)["grid"]) / usable));
+      }
     }
   }
   std::vector<LoneCtaTile> out;
-  for (auto& [key, t] : tiles) {  // least squares: time = t_s + k·s
-    const auto& v = rounds[key];
-    if (v.size() < 2) continue;
-    double mk = 0, mt = 0, sxy = 0, sxx = 0, syy = 0;
-    for (const auto& [k, s] : v) mk += k / v.size(), mt += s / v.size();
-    for (const auto& [k, s] : v) sxy += (k - mk) * (s - mt), sxx += (k - mk) * (k - mk);
-    if (sxx <= 0) continue;  // one k only: no line
-    t.per_k_s = sxy / sxx, t.setup_s = mt - t.per_k_s * mk, t.mean_s = mt;
-    for (const auto& [k, s] : v) syy += std::pow(s - t.setup_s - t.per_k_s * k, 2);
-    t.rms_s = std::sqrt(syy / v.size()), t.points = static_cast<int>(v.size());
-    out.push_back(t);
-  }
+  for (const auto& [kernel, v] : rounds)
+    if (const auto t = line({kernel[0], kernel[1], kernel[2], kernel[3]}, v); t.points >= 2)
+      out.push_back(t);
   if (out.empty())
-    throw std::runtime_error(file +
-                             ": no tile with lone rounds at two k or more (cases of "
-                             "contention_bench.py --only lone_cta, 124 or 112 SMs held)");
+    throw std::runtime_error(fmt::format(
+        "{}: no kernel with lone rounds at two k or more (cases of contention_bench.py --only "
+        "lone_cta, 124 or 112 SMs held, not in the held-out files)",
+        fmt::join(files, ", ")));
   return out;
 }
 
 hardware::ContentionModel::LoneCta fit_lone_cta(const std::vector<LoneCtaTile>& tiles) {
   constexpr double kTensorBound = 3.5e12;  // MAC/s: a tile this fast is bound by its SM
-  const auto median = [](std::vector<double> v) {
-    if (v.empty()) return 0.0;
-    std::sort(v.begin(), v.end());
-    const std::size_t h = v.size() / 2;
-    return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
-  };
   std::vector<double> setup, macs, bytes;
+  hardware::ContentionModel::LoneCta lone;
   for (const auto& t : tiles) {
     setup.push_back(t.setup_s);
-    const double rate = t.macs_per_k / t.per_k_s;
-    (rate >= kTensorBound ? macs : bytes)
-        .push_back(rate >= kTensorBound ? rate : t.bytes_per_k / t.per_k_s);
+    const double rate = t.macs_per_k() / t.per_k_s;
+    if (rate >= kTensorBound)
+      macs.push_back(rate);
+    else
+      bytes.push_back(t.bytes_per_k() / t.per_k_s);
+    lone.tile_m.push_back(t.tile_m), lone.tile_n.push_back(t.tile_n);
+    lone.tile_cluster_m.push_back(t.cluster_m), lone.tile_cluster_n.push_back(t.cluster_n);
+    lone.tile_setup_us.push_back(std::round(t.setup_s * 1e8) / 100);   // 0.01 µs
+    lone.tile_per_k_ns.push_back(std::round(t.per_k_s * 1e12) / 1e3);  // 0.001 ns
   }
-  return {median(setup) * 1e6, median(bytes) * 1e-9, median(macs) * 1e-12};
+  lone.setup_us = median(setup) * 1e6, lone.stream_GBps = median(bytes) * 1e-9;
+  lone.TMACps = median(macs) * 1e-12;
+  return lone;
 }
 
 }  // namespace twin::calibrate

@@ -1,5 +1,7 @@
 #include "hardware/contention.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -247,21 +249,48 @@ double time_at(const ContentionModel& m, const KernelShape& k, int held, int len
 
 }  // namespace
 
+int ContentionModel::LoneCta::measured(int m, int n, int cm, int cn) const {
+  for (std::size_t i = 0; i < tile_m.size(); ++i)
+    if (tile_m[i] == m && tile_n[i] == n && tile_cluster_m[i] == cm && tile_cluster_n[i] == cn)
+      return static_cast<int>(i);
+  return -1;
+}
+
+double ContentionModel::LoneCta::seconds(int m, int n, int cm, int cn, double k) const {
+  if (const int i = measured(m, n, cm, cn); i >= 0)
+    return (tile_setup_us[i] * 1e3 + k * tile_per_k_ns[i]) * 1e-9;
+  if (stream_GBps <= 0 || TMACps <= 0) return 0;
+  const double bytes = 2.0 * (m + n) * k, macs = double(m) * n * k;  // bf16 operands
+  return setup_us * 1e-6 + std::max(bytes / (stream_GBps * 1e9), macs / (TMACps * 1e12));
+}
+
+std::string ContentionModel::LoneCta::tile_table_problem() const {
+  const std::size_t n = tile_m.size();
+  for (const auto* v : {&tile_n, &tile_cluster_m, &tile_cluster_n, &tile_setup_us, &tile_per_k_ns})
+    if (v->size() != n)
+      return "lone_cta_tiles.tile_m, tile_n, cluster_m, cluster_n, setup_us and per_k_ns need one "
+             "value per kernel each";
+  for (std::size_t i = 0; i < n; ++i)
+    if (measured(tile_m[i], tile_n[i], tile_cluster_m[i], tile_cluster_n[i]) != int(i))
+      return fmt::format("lone_cta_tiles: the kernel {}x{} in {}x{} is given twice", tile_m[i],
+                         tile_n[i], tile_cluster_m[i], tile_cluster_n[i]);
+  return "";
+}
+
 double ContentionModel::lone_cta_s(const KernelShape& k) const {
-  const auto& lone = lone_cta;
-  if (k.cta_bytes <= 0 || lone.stream_GBps <= 0 || lone.TMACps <= 0) return 0;
-  return lone.setup_us * 1e-6 +
-         std::max(k.cta_bytes / (lone.stream_GBps * 1e9), k.cta_macs / (lone.TMACps * 1e12));
+  const int cm = std::max(1, int(k.cluster_m)), cn = std::max(1, int(k.cluster) / cm);
+  return k.cta_k > 0 ? lone_cta.seconds(k.tile_m, k.tile_n, cm, cn, k.cta_k) : 0.0;
 }
 
 KernelShape ContentionModel::own_saturation(KernelShape k, double alone_s) const {
   const auto& p = of(k.family);
-  const double tau = lone_cta_s(k);
-  k.cta_bytes = k.cta_macs = 0;
+  const bool one_tile = k.blocks > 0 && k.tiles <= k.blocks;
+  const double tau = one_tile ? lone_cta_s(k) : 0.0;
+  k.cta_k = 0;
   // One tile per CTA: a single round alone, near the top clock, so a lone CTA's time compares
   // with its share of the round (longer launches run at a lower clock than t_s, r, F's).
   const double stretched = alone_s - p.fixed_us * 1e-6;
-  if (tau <= 0 || p.sat_sms <= 0 || k.blocks <= 0 || k.tiles > k.blocks || stretched <= 0) return k;
+  if (tau <= 0 || p.sat_sms <= 0 || stretched <= 0) return k;
   const double g = std::min<double>(k.blocks, sm_count);
   const double rho = tau / stretched;
   // Θ(G) = ρ·G·b(1): (1 + (x/a_sat)^p)^(1/p) = b(G) / (ρ·b(1)) = q, x = G·b(G).

@@ -55,8 +55,9 @@
 //     4×1 launches, read as counted, slow as if I were 28–35, not 51–70 (README, "What the GEMMs
 //     load").
 //     A launch whose full round is bound by what it streams, not by its tiles' reuse: a lone
-//     CTA's tile takes τ = t_s + max(B/r, M/F) (B the bytes it streams, M its multiply-adds; t_s,
-//     r, F measured on lone CTAs of nvjet's small-row tiles, file y), and a launch of G CTAs of
+//     CTA's tile takes τ, its kernel's line measured on rounds of lone CTAs (files y, lone-wide:
+//     LoneCta), else the form t_s + max(B/r, M/F) (B the bytes it streams, M its multiply-adds;
+//     the medians over the measured kernels), and a launch of G CTAs of
 //     one tile each (one round alone, near the top clock the lone CTAs ran at; longer launches
 //     run lower) whose time alone is t (t_f of it fixed) gives a lone CTA the share ρ = τ/(t −
 //     t_f) of its round. In Θ's units a lone CTA takes ρ of a full round when Θ(G) = ρ·G·b(1):
@@ -219,9 +220,12 @@ struct KernelShape {
   // Multiply-adds per element a CTA loads into shared memory (its tile's operand reuse after the
   // cluster's multicast, mechanism 3); 0: the family's reference, kReferenceLoadIntensity.
   std::uint8_t load_intensity = 0;
-  // What one CTA streams (bytes) and computes (multiply-adds) per tile, for a lone CTA's time
-  // (mechanism 3: own_saturation); 0: not known (the load intensity alone).
-  float cta_bytes = 0, cta_macs = 0;
+  // A cuBLAS CTA's kernel (nvjet's <tile_m>x<tile_n> tile in <cluster_m>x<cluster / cluster_m>
+  // clusters) and the k it runs per tile (its slice), for a lone CTA's time (mechanism 3:
+  // own_saturation); cta_k 0: not known (the load intensity alone).
+  float cta_k = 0;
+  std::uint16_t tile_m = 0, tile_n = 0;
+  std::uint8_t cluster_m = 1;
   // A split-K launch's reduction (cuBLASLt's splitKreduce_kernel after nvjet's slices of k): the
   // bytes it reads (the slices' fp32 partial sums) and writes (bf16); 0: no reduction.
   float reduce_bytes = 0;
@@ -270,9 +274,22 @@ struct ContentionModel {
   double sat_hbm_GBps = 0;
   double hbm_scale = 1;
   // A lone CTA of a cuBLAS tile (mechanism 3): τ = t_s + max(bytes / r, multiply-adds / F);
-  // stream_GBps 0: not known (launches saturate by their load intensity alone).
+  // stream_GBps 0: not known (launches saturate by their load intensity alone). A kernel
+  // measured on its own (its tile in its cluster shape) takes its own line instead, τ = setup +
+  // k·per_k (the `tile_*` tables, one entry per kernel): nvjet's kernels stream at 94–189 GB/s
+  // and one tile differs by its cluster (96×64 in 2×1 pairs 2.66 ns per k, in 1×2 ~1.9), so the
+  // form is the fallback, not the rule.
   struct LoneCta {
     double setup_us = 0, stream_GBps = 0, TMACps = 0;  // t_s, r, F
+    std::vector<double> tile_m, tile_n, tile_cluster_m, tile_cluster_n, tile_setup_us,
+        tile_per_k_ns;
+    // τ of a lone CTA of a kernel (tile_m × tile_n in cluster_m × cluster_n) running k steps
+    // (0: not known).
+    double seconds(int tile_m, int tile_n, int cluster_m, int cluster_n, double k) const;
+    // The kernel's entry in the tile tables, −1 if it has none (the form).
+    int measured(int tile_m, int tile_n, int cluster_m, int cluster_n) const;
+    // "" if the tile tables are consistent, else what is wrong (for the loader).
+    std::string tile_table_problem() const;
   } lone_cta;
   // A split-K launch's reduction alone: t_r = setup + bytes / rate (GBps 0: not known, the launch
   // one kernel as before).
@@ -301,11 +318,10 @@ struct ContentionModel {
   // The slowdown of a launch whose time alone is alone_s (mechanism 6 on top of 1–5; a split-K
   // launch as its two kernels, split_k()).
   double slowdown(const KernelShape& k, int held, double alone_s) const;
-  // The launch with its a_sat from its lone CTA (mechanism 3), as a load intensity; cta_bytes and
-  // cta_macs cleared (applied). Unchanged if they are 0 or it runs more than one tile per CTA.
+  // The launch with its a_sat from its lone CTA (mechanism 3), as a load intensity; cta_k cleared
+  // (applied). Unchanged if it is 0 or the launch runs more than one tile per CTA.
   KernelShape own_saturation(KernelShape k, double alone_s) const;
-  // τ of a launch's lone CTA (lone_cta's form over the shape's cta_bytes and cta_macs), 0 if
-  // not known.
+  // τ of a launch's lone CTA (lone_cta over the shape's tile and cta_k), 0 if not known.
   double lone_cta_s(const KernelShape& k) const;
   // a_sat of a launch: its family's scaled by its load intensity (mechanism 3), 0: none.
   double sat_sms(const KernelShape& k) const {

@@ -188,10 +188,11 @@ KernelShape gemm_shape(const GemmLaunch& l) {
   KernelShape k = persistent_shape(Family::gemm, l.tiles, l.ctas, l.cluster);
   k.load_intensity =
       static_cast<std::uint8_t>(std::clamp(std::round(load_intensity(l)), 1.0, 255.0));
-  if (l.k > 0) {  // a tile's operands (bf16) and multiply-adds over its slice of k
-    const double slice = l.k / std::max(1, l.split_k);
-    k.cta_bytes = static_cast<float>(2.0 * (l.tile_m + l.tile_n) * slice);
-    k.cta_macs = static_cast<float>(double(l.tile_m) * l.tile_n * slice);
+  if (l.k > 0) {  // a tile and its slice of k, for its lone CTA's time
+    k.cta_k = static_cast<float>(l.k / std::max(1, l.split_k));
+    k.tile_m = static_cast<std::uint16_t>(l.tile_m);
+    k.tile_n = static_cast<std::uint16_t>(l.tile_n);
+    k.cluster_m = static_cast<std::uint8_t>(std::max(1, l.cluster_m));
   }
   // The reduction reads each slice's fp32 partial sums and writes the bf16 result.
   if (l.split_k > 1) k.reduce_bytes = static_cast<float>(l.m * l.n * (4.0 * l.split_k + 2));

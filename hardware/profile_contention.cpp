@@ -125,6 +125,30 @@ sim::Schema<ContentionModel> contention_schema() {
           "lone_cta_TMACps", "TMACps", 0, 1e3, 0.0,
           "a lone CTA's multiply-adds per second (F: its SM's tensor cores at its clock)",
           [](auto& c) -> auto& { return c.lone_cta.TMACps; })
+      .reals(
+          "lone_cta_tiles.tile_m", "", 1, 1024, std::vector<double>{},
+          "kernels whose lone CTA was measured on their own: nvjet's tile_m (with tile_n, "
+          "cluster_m, cluster_n, setup_us, per_k_ns, one value per kernel; a kernel not listed "
+          "takes the form above)",
+          [](auto& c) -> auto& { return c.lone_cta.tile_m; })
+      .reals(
+          "lone_cta_tiles.tile_n", "", 1, 1024, std::vector<double>{}, "their tile_n",
+          [](auto& c) -> auto& { return c.lone_cta.tile_n; })
+      .reals(
+          "lone_cta_tiles.cluster_m", "", 1, 16, std::vector<double>{},
+          "their cluster's CTAs along tile_m (nvjet's <cluster_m>x<cluster_n>)",
+          [](auto& c) -> auto& { return c.lone_cta.tile_cluster_m; })
+      .reals(
+          "lone_cta_tiles.cluster_n", "", 1, 16, std::vector<double>{}, "and along tile_n",
+          [](auto& c) -> auto& { return c.lone_cta.tile_cluster_n; })
+      .reals(
+          "lone_cta_tiles.setup_us", "us", 0, 1e3, std::vector<double>{},
+          "their lone CTA's set-up (τ = setup_us + k · per_k_ns)",
+          [](auto& c) -> auto& { return c.lone_cta.tile_setup_us; })
+      .reals(
+          "lone_cta_tiles.per_k_ns", "ns", 0, 1e3, std::vector<double>{},
+          "their lone CTA's time per step of k",
+          [](auto& c) -> auto& { return c.lone_cta.tile_per_k_ns; })
       .real(
           "split_k_reduce_setup_us", "us", 0, 1e3, 0.0,
           "cuBLASLt's split-K reduction alone: its fixed time (t_r = this + bytes / rate)",

@@ -105,11 +105,14 @@ Json gemm_launch_json(const KernelArgs& k, const hardware::KernelCost& cost, con
           {"cluster", l.cluster},
           {"ctas", l.ctas},
           {"tiles", l.tiles},
+          {"cluster_shape", {std::max(1, l.cluster_m), l.cluster / std::max(1, l.cluster_m)}},
           {"split_k", l.split_k},
           {"split_k_reduce_us", split ? split->reduce.alone_s * 1e6 : 0.0},
           {"load_intensity", hardware::load_intensity(l)},
           {"load_intensity_sat_sms", m.sat_sms(w.shape)},
           {"lone_cta_us", m.lone_cta_s(w.shape) * 1e6},
+          {"lone_cta_measured", m.lone_cta.measured(l.tile_m, l.tile_n, std::max(1, l.cluster_m),
+                                                    l.cluster / std::max(1, l.cluster_m)) >= 0},
           {"sat_sms", m.sat_sms(own)}};
 }
 
@@ -191,15 +194,18 @@ int cmd_kernel(const CommonArgs& args, const KernelArgs& k, std::ostream& out) {
     const auto& l = doc["launch"];
     fmt::print(
         out,
-        "  cuBLAS launch: {}×{} tiles in clusters of {}, {} CTAs for {} tiles (split-K {}{}); "
-        "a lone CTA {:.1f} µs; saturates at {:.0f} SMs (its load intensity's: {:.0f})\n",
+        "  cuBLAS launch: {}×{} tiles in clusters of {} ({}x{}), {} CTAs for {} tiles (split-K "
+        "{}{}); a lone CTA {:.1f} µs ({}); saturates at {:.0f} SMs (its load intensity's: "
+        "{:.0f})\n",
         l["tile"][0].get<int>(), l["tile"][1].get<int>(), l["cluster"].get<int>(),
-        l["ctas"].get<double>(), l["tiles"].get<double>(), l["split_k"].get<int>(),
+        l["cluster_shape"][0].get<int>(), l["cluster_shape"][1].get<int>(), l["ctas"].get<double>(),
+        l["tiles"].get<double>(), l["split_k"].get<int>(),
         l["split_k_reduce_us"].get<double>() > 0
             ? fmt::format(", then a reduction of {:.1f} µs", l["split_k_reduce_us"].get<double>())
             : "",
-        l["lone_cta_us"].get<double>(), l["sat_sms"].get<double>(),
-        l["load_intensity_sat_sms"].get<double>());
+        l["lone_cta_us"].get<double>(),
+        l["lone_cta_measured"].get<bool>() ? "this kernel's, measured" : "the form: not measured",
+        l["sat_sms"].get<double>(), l["load_intensity_sat_sms"].get<double>());
   }
   fmt::print(out, "  {:>9} {:>12} {:>9}\n", "SMs held", "time ms", "slowdown");
   for (const auto& r : rows)

@@ -182,9 +182,9 @@ TEST_CASE("held-out cuBLAS launches (files l, o): the mechanisms on the launches
   // miss by 16–31% on static lists and 2.5–6.8% on first-static ones (kernel_shapes.cpp, the
   // switch).
   const std::map<std::string, double> known = {{"expert_up[m=64,n=3584]", 0.17},
-                                               {"expert_up[m=192,n=3584]", 0.18},
-                                               {"square_rows[m=1792,n=6144]", 0.18},
-                                               {"square_rows[m=1792,n=4096]", 0.39}};
+                                               {"expert_up[m=192,n=3584]", 0.19},
+                                               {"square_rows[m=1792,n=6144]", 0.19},
+                                               {"square_rows[m=1792,n=4096]", 0.40}};
   for (const auto& [name, w] : worst) {
     CAPTURE(name);
     const auto it = known.find(name);
@@ -199,16 +199,18 @@ TEST_CASE("held-out small-row cuBLAS launches (files p, q): a lone CTA's saturat
   // a late round of lone CTAs costs a lone CTA's time (mechanism 3's own saturation: before it,
   // the rounds overcharged them by up to +110% and +148%; taking it where the load intensity's
   // a_sat was lower, nvjet's 1x2_h pairs at 64 rows −37% → −13%, and split-K's reduction as a
-  // kernel of its own, those launches −9…−20% → −9…+10%). Known gaps, held at today's misses:
-  // the 96×64 tiles of 129–132 CTAs run slower than the model gives (to −27%), the 160-row 64×96
-  // tiles faster (+23%).
+  // kernel of its own, those launches −9…−20% → −9…+10%; a lone CTA per nvjet kernel, the
+  // 192-row 96×64 pairs −27% → −10% and −22% → +21%, the worst point 27% → 21%, three launches
+  // more beyond 15% by a point or two). Known gaps, held at today's misses: the 96×64 pairs
+  // overcharged with few SMs held (+21%: a late round starts before the full one ends, not
+  // modelled), the 160-row 64×96 tiles faster (+20%).
   struct Budget {
     std::string file;
     double median, worst;
     int within;  // launches within the issue's 15%
   };
-  for (const auto& b : {Budget{"h200-2026-12-03-contention-p.json", 0.11, 0.28, 29},
-                        Budget{"h200-2026-12-03-contention-q.json", 0.10, 0.27, 27}}) {
+  for (const auto& b : {Budget{"h200-2026-12-03-contention-p.json", 0.11, 0.21, 27},
+                        Budget{"h200-2026-12-03-contention-q.json", 0.105, 0.18, 27}}) {
     CAPTURE(b.file);
     const auto worst = recorded_worst(b.file.c_str());
     REQUIRE(worst.size() == 32);

@@ -44,7 +44,16 @@ inline hardware::ContentionModel profile_model(const std::string& name) {
   const auto lone = [&j](const char* key) {
     return j.contains(key) ? j[key]["value"].get<double>() : 0.0;
   };
-  m.lone_cta = {lone("lone_cta_setup_us"), lone("lone_cta_stream_GBps"), lone("lone_cta_TMACps")};
+  m.lone_cta.setup_us = lone("lone_cta_setup_us");
+  m.lone_cta.stream_GBps = lone("lone_cta_stream_GBps");
+  m.lone_cta.TMACps = lone("lone_cta_TMACps");
+  if (j.contains("lone_cta_tiles")) {
+    const auto& t = j["lone_cta_tiles"];
+    const auto table = [&t](const char* key) { return t[key]["value"].get<std::vector<double>>(); };
+    m.lone_cta.tile_m = table("tile_m"), m.lone_cta.tile_n = table("tile_n");
+    m.lone_cta.tile_cluster_m = table("cluster_m"), m.lone_cta.tile_cluster_n = table("cluster_n");
+    m.lone_cta.tile_setup_us = table("setup_us"), m.lone_cta.tile_per_k_ns = table("per_k_ns");
+  }
   m.split_k_reduce = {lone("split_k_reduce_setup_us"), lone("split_k_reduce_GBps")};
   m.prepare();
   return m;

@@ -131,6 +131,11 @@ TEST_SUITE("scenarios.loader") {
          "per"},
         {R"("hardware": {"contention": {"clusters": {"held_sms": {"value": [2, 8], "source": "x"}}}})",
          "bad.json", "cluster_held_sms must start at 0"},
+        // The lone CTA's kernel table: parallel lists, one value per kernel in each.
+        {R"("hardware": {"contention": {"lone_cta_tiles": {"tile_m": {"value": [64], "source": "x"}}}})",
+         "bad.json",
+         "$.hardware.contention.lone_cta_tiles.tile_m: lone_cta_tiles.tile_m, tile_n, cluster_m, "
+         "cluster_n, setup_us and per_k_ns need one value per kernel each"},
     };
     for (const auto& c : cases) {
       CAPTURE(c.body);
