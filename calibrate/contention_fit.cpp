@@ -61,19 +61,16 @@ std::vector<double> range(double lo, double hi, double step) {
 
 }  // namespace
 
-hardware::ContentionModel fit_base(const std::string& clusters_file,
-                                   const std::vector<std::string>& lone_cta_files,
-                                   const std::vector<std::string>& split_k_files,
-                                   const std::vector<std::string>& held_out_files) {
+hardware::ContentionModel fit_base(const BaseFiles& files) {
   hardware::ContentionModel base;
   for (const auto f : {Family::gemm, Family::grouped_gemm})
     base.family[static_cast<int>(f)].cluster_sms = 2;
   base.gpcs = 8;  // the SM ids of clusters of 8 and 16 (reports/calibration/clusters/README.md)
-  read_cluster_tables(clusters_file, base);
-  if (!lone_cta_files.empty())
-    base.lone_cta = fit_lone_cta(lone_cta_tiles(lone_cta_files, base, gemm_shapes(held_out_files)));
-  if (!split_k_files.empty())
-    base.split_k_reduce = fit_split_k_reduce(split_k_reduce_records(split_k_files));
+  read_cluster_tables(files.clusters, base);
+  if (!files.lone_cta.empty())
+    base.lone_cta = fit_lone_cta(lone_cta_tiles(files.lone_cta, base, gemm_shapes(files.held_out)));
+  if (!files.split_k.empty())
+    base.split_k_reduce = fit_split_k_reduce(split_k_reduce_records(files.split_k));
   return base;
 }
 

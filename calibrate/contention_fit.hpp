@@ -18,15 +18,18 @@
 
 namespace twin::calibrate {
 
+// The measurements the fit reads as measured rather than fitted (all but `clusters` optional).
+struct BaseFiles {
+  std::string clusters;               // cluster_probe.py: the cluster tables
+  std::vector<std::string> lone_cta;  // contention_bench.py --only lone_cta…: lone CTAs
+  std::vector<std::string> split_k;   // contention files with split-K GEMMs: the reduction
+  std::vector<std::string> held_out;  // files held out: their shapes stay out of lone_cta's
+};
 // What the fit starts from: the clustered families' cluster size (2: nvjet's _1x2_/_2x1_ names;
-// QuACK/CUTLASS grouped GEMMs assumed alike), the measured cluster tables of `clusters_file` and,
-// if `lone_cta_files` are given, a lone cuBLAS CTA measured there (fit_lone_cta, mechanism 3;
-// leaving out the shapes `held_out_files` measure), and if `split_k_files` are, the split-K
-// reduction recorded in them (fit_split_k_reduce).
-hardware::ContentionModel fit_base(const std::string& clusters_file,
-                                   const std::vector<std::string>& lone_cta_files = {},
-                                   const std::vector<std::string>& split_k_files = {},
-                                   const std::vector<std::string>& held_out_files = {});
+// QuACK/CUTLASS grouped GEMMs assumed alike), the measured cluster tables and, where given, a
+// lone cuBLAS CTA per kernel (fit_lone_cta, mechanism 3) and the split-K reduction
+// (fit_split_k_reduce).
+hardware::ContentionModel fit_base(const BaseFiles& files);
 
 // Fits the model's parameters; `base` supplies what the data does not decide (cluster sizes and
 // tables). A compute family with a measured clock gain takes it as its b_max (mechanism 2)

@@ -158,8 +158,9 @@ int main(int argc, char** argv) {
   CLI::App app{"twin-fit-contention: fit the SM-contention model to contention_bench.py's curves"};
   std::vector<std::string> files;
   std::vector<std::string> clock_files;
-  std::string out, svg_dir, clusters;
-  std::vector<std::string> held_out_files, split_k_files, lone_cta;
+  std::string out, svg_dir;
+  calibrate::BaseFiles base_files;
+  auto& [clusters, lone_cta, split_k_files, held_out_files] = base_files;
   app.add_option("files", files, "measurement files (a later file's classes replace an earlier's)")
       ->required();
   app.add_option("--clusters", clusters,
@@ -170,7 +171,7 @@ int main(int argc, char** argv) {
                  "gain b_max, measured rather than fitted");
   app.add_option("--lone-cta", lone_cta,
                  "contention_bench.py --only lone_cta (lone_cta_wide) results: a lone cuBLAS "
-                 "CTA's set-up and rates per tile (mechanism 3), measured rather than fitted; "
+                 "CTA's set-up and rate per kernel (mechanism 3), measured rather than fitted; "
                  "shapes of the --held-out files are left out");
   app.add_option("--split-k", split_k_files,
                  "contention_bench.py results with split-K GEMMs: cuBLASLt's reduction's time "
@@ -185,7 +186,7 @@ int main(int argc, char** argv) {
     const auto cases = calibrate::read_contention_cases(files);
     const auto gains = clock_files.empty() ? std::map<std::string, double>{}
                                            : calibrate::measured_clock_gains(clock_files);
-    const auto base = calibrate::fit_base(clusters, lone_cta, split_k_files, held_out_files);
+    const auto base = calibrate::fit_base(base_files);
     const auto m = calibrate::fit_contention(cases, base, gains);
     Json doc;
     doc["contention"] =

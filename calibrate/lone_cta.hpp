@@ -34,8 +34,8 @@ GemmShapes gemm_shapes(const std::vector<std::string>& files);
 std::vector<LoneCtaTile> lone_cta_tiles(const std::vector<std::string>& files,
                                         const hardware::ContentionModel& m,
                                         const GemmShapes& held_out = {});
-// The profile's lone CTA: every tile's line (the table), and the form for tiles not measured —
-// t_s the median over the tiles, F the median multiply-add rate of the tiles at ≥ 3.5 TMAC/s
+// The profile's lone CTA: every kernel's line (the table), and the form for kernels not measured
+// — t_s the median over the kernels, F the median multiply-add rate of those at ≥ 3.5 TMAC/s
 // (bound by their SM's tensor cores), r the median byte rate of the others (operands, bf16).
 hardware::ContentionModel::LoneCta fit_lone_cta(const std::vector<LoneCtaTile>& tiles);
 

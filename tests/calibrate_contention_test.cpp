@@ -37,13 +37,13 @@ std::map<std::string, double> clock_gains() {
 }
 
 hardware::ContentionModel fit_base() {
+  const auto dir = kRoot / "reports/calibration/contention";
   return calibrate::fit_base(
-      (kRoot / "reports/calibration/clusters/h200-2026-12-01-clusters.json").string(),
-      {(kRoot / "reports/calibration/contention/h200-2026-12-04-contention-y.json").string(),
-       (kRoot / "reports/calibration/contention/h200-2026-12-04-contention-lone-wide.json")
-           .string()},
-      {(kRoot / "reports/calibration/contention/h200-2026-12-03-contention-s.json").string()},
-      {(kRoot / "reports/calibration/contention/h200-2026-12-03-contention-p.json").string()});
+      {(kRoot / "reports/calibration/clusters/h200-2026-12-01-clusters.json").string(),
+       {(dir / "h200-2026-12-04-contention-y.json").string(),
+        (dir / "h200-2026-12-04-contention-lone-wide.json").string()},
+       {(dir / "h200-2026-12-03-contention-s.json").string()},
+       {(dir / "h200-2026-12-03-contention-p.json").string()}});
 }
 
 }  // namespace

@@ -28,7 +28,7 @@ const std::filesystem::path kRoot(TWIN_SOURCE_DIR);
 // the last CTAs) and grouped_gemm (on the first) without clock gain, saturation or fixed time.
 hardware::ContentionModel neutral() {
   auto m = calibrate::fit_base(
-      (kRoot / "reports/calibration/clusters/h200-2026-12-01-clusters.json").string());
+      {(kRoot / "reports/calibration/clusters/h200-2026-12-01-clusters.json").string()});
   for (const auto f : {Family::gemm, Family::grouped_gemm}) {
     auto& p = m.family[static_cast<int>(f)];
     p.boost_max = 1, p.sat_sms = 0, p.fixed_us = 0, p.cluster_sms = 2;
