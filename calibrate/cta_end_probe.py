@@ -72,7 +72,16 @@ CASES = ([("small_rows", m, n, k) for n, k in ((8192, 4096), (2048, 7168), (4096
             ("router", 16384, 384, HIDDEN), ("square", 8192, 8192, 8192)]
          # 1.7 tiles per CTA (file o's 224 tiles on 132 CTAs, the 20,480-token router's 240): ×1.0
          # up to 8 SMs held, ×1.44 at 12–24, ×1.84 from 32, which no list order gives.
-         + [("square_rows", 1792, 4096, 1792), ("router_20k", 20480, 384, HIDDEN)])
+         + [("square_rows", 1792, 4096, 1792), ("router_20k", 20480, 384, HIDDEN)]
+         # How unevenly a full round ends, kernel by kernel (`--only spread --held 0`): nvjet's
+         # other small-row kernels — file l's expert rows (clusters of 4, split-K), file
+         # lone-wide's 160- and 192-row tiles, file y's 1×2 pairs at 14,336 columns. One spread
+         # for all (0.5–18% of file p's launches) was tried and not kept (README of
+         # reports/calibration/contention/, "A lone CTA per nvjet kernel").
+         + [("spread", m, 2 * EXPERT_HIDDEN, HIDDEN) for m in (64, 96, 192)]
+         + [("spread", m, HIDDEN, EXPERT_HIDDEN) for m in (64, 96, 192)]
+         + [("spread", m, n, k) for m, n in ((160, 4096), (192, 2048), (192, 4096)) for k in (2048, 3072)]
+         + [("spread", m, 14336, k) for m in (96, 128) for k in (1024, 2048)])
 
 
 def run(torch: object, cp: object, mod: object, gemm: object, held: int, reps: int,
