@@ -284,6 +284,36 @@ TEST_SUITE("hardware.contention") {
     // Read as one kernel (the reduction stretched as a GEMM is), it slows otherwise.
     CHECK(m.slowdown(k, 100, alone) != doctest::Approx(m.slowdown(one, 100, alone)));
   }
+  TEST_CASE("a lone CTA takes its kernel's measured line, else the form") {
+    ContentionModel m = model();
+    m.lone_cta = {2.0, 150, 3.5};  // the form: t_s 2 µs, r 150 GB/s, F 3.5 TMAC/s
+    // 192 × 4,096 × 4,096: nvjet's 96×64 tiles in 2×1 pairs (hardware/kernel_shapes.cpp).
+    const auto l = gemm_launch(132, 192, 4096, 4096);
+    REQUIRE(l.tile_m == 96);
+    REQUIRE(l.tile_n == 64);
+    REQUIRE(l.cluster == 2);
+    REQUIRE(l.cluster_m == 2);
+    const KernelShape k = gemm_shape(l);
+    const double form = 2e-6 + 2.0 * (96 + 64) * 4096 / 150e9;  // bound by what it streams
+    CHECK(m.lone_cta_s(k) == doctest::Approx(form));
+    // The kernel measured: its own line, 1.5 µs + 2.5 ns per step of k.
+    m.lone_cta.tile_m = {96}, m.lone_cta.tile_n = {64};
+    m.lone_cta.tile_cluster_m = {2}, m.lone_cta.tile_cluster_n = {1};
+    m.lone_cta.tile_setup_us = {1.5}, m.lone_cta.tile_per_k_ns = {2.5};
+    CHECK(m.lone_cta.tile_table_problem().empty());
+    CHECK(m.lone_cta_s(k) == doctest::Approx(1.5e-6 + 4096 * 2.5e-9));
+    // The same tile in 1×2 pairs is another kernel: the form.
+    KernelShape h = k;
+    h.cluster_m = 1;
+    CHECK(m.lone_cta_s(h) == doctest::Approx(form));
+    // A table with a kernel twice, or of unequal columns, is refused.
+    m.lone_cta.tile_m = {96, 96}, m.lone_cta.tile_n = {64, 64};
+    m.lone_cta.tile_cluster_m = {2, 2}, m.lone_cta.tile_cluster_n = {1, 1};
+    m.lone_cta.tile_setup_us = {1.5, 1.5}, m.lone_cta.tile_per_k_ns = {2.5, 2.5};
+    CHECK(m.lone_cta.tile_table_problem().find("given twice") != std::string::npos);
+    m.lone_cta.tile_per_k_ns = {2.5};
+    CHECK(m.lone_cta.tile_table_problem().find("one value per kernel") != std::string::npos);
+  }
   TEST_CASE("SMs reserved by another library are never free") {
     Rig r(4, 20);
     CHECK(r.cluster.gpu(0).free_sms() == 112);
