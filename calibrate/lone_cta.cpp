@@ -77,8 +77,8 @@ std::vector<LoneCtaTile> lone_cta_tiles(const std::vector<std::string>& files,
       const int usable = m.usable_sms(Family::gemm, held, g.cluster);
       for (const auto& p : c["points"]) {
         if (p.value("held_sms", -1) != held || !p.contains("median_ms") || usable <= 0) continue;
-        const int cm = std::max(1, g.cluster_m);
-        rounds[{g.tile_m, g.tile_n, cm, g.cluster / cm}].emplace_back(
+        const auto [cm, cn] = g.cluster_shape();
+        rounds[{g.tile_m, g.tile_n, cm, cn}].emplace_back(
             k / std::max(1, g.split_k),
             p["median_ms"].get<double>() * 1e-3 / std::ceil(product((*l)["grid"]) / usable));
       }

@@ -176,7 +176,7 @@ GemmLaunch gemm_launch(int sms, double m, double n, double k, double batch) {
 }
 
 double load_intensity(const GemmLaunch& l) {
-  const int cm = std::max(1, l.cluster_m), cn = std::max(1, l.cluster / cm);
+  const auto [cm, cn] = l.cluster_shape();
   return double(l.tile_m) * l.tile_n / (double(l.tile_m) / cn + double(l.tile_n) / cm);
 }
 
@@ -192,7 +192,7 @@ KernelShape gemm_shape(const GemmLaunch& l) {
     k.cta_k = static_cast<float>(l.k / std::max(1, l.split_k));
     k.tile_m = static_cast<std::uint16_t>(l.tile_m);
     k.tile_n = static_cast<std::uint16_t>(l.tile_n);
-    k.cluster_m = static_cast<std::uint8_t>(std::max(1, l.cluster_m));
+    k.cluster_m = static_cast<std::uint8_t>(l.cluster_shape()[0]);
   }
   // The reduction reads each slice's fp32 partial sums and writes the bf16 result.
   if (l.split_k > 1) k.reduce_bytes = static_cast<float>(l.m * l.n * (4.0 * l.split_k + 2));

@@ -22,6 +22,11 @@ struct GemmLaunch {
   int split_k = 1;      // slices of k, each a CTA's (nvjet's "splitK" kernels, a reduction after)
   double k = 0;         // the GEMM's k (0: unknown; a tile's work, for a lone CTA's time)
   double m = 0, n = 0;  // its rows and columns (0: unknown; a split-K reduction's bytes)
+  // nvjet's <cluster_m>x<cluster_n>: the cluster's CTAs along M and along N.
+  std::array<int, 2> cluster_shape() const {
+    const int cm = std::max(1, cluster_m);
+    return {cm, std::max(1, cluster / cm)};
+  }
 };
 // Multiply-adds per element a CTA of the launch loads: its CTAs along N share (multicast) their
 // A tile, those along M their B tile, so a CTA loads tile_m / cluster_n + tile_n / cluster_m

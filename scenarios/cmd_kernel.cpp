@@ -105,14 +105,14 @@ Json gemm_launch_json(const KernelArgs& k, const hardware::KernelCost& cost, con
           {"cluster", l.cluster},
           {"ctas", l.ctas},
           {"tiles", l.tiles},
-          {"cluster_shape", {std::max(1, l.cluster_m), l.cluster / std::max(1, l.cluster_m)}},
+          {"cluster_shape", l.cluster_shape()},
           {"split_k", l.split_k},
           {"split_k_reduce_us", split ? split->reduce.alone_s * 1e6 : 0.0},
           {"load_intensity", hardware::load_intensity(l)},
           {"load_intensity_sat_sms", m.sat_sms(w.shape)},
           {"lone_cta_us", m.lone_cta_s(w.shape) * 1e6},
-          {"lone_cta_measured", m.lone_cta.measured(l.tile_m, l.tile_n, std::max(1, l.cluster_m),
-                                                    l.cluster / std::max(1, l.cluster_m)) >= 0},
+          {"lone_cta_measured", m.lone_cta.measured(l.tile_m, l.tile_n, l.cluster_shape()[0],
+                                                    l.cluster_shape()[1]) >= 0},
           {"sat_sms", m.sat_sms(own)}};
 }
 
