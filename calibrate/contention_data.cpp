@@ -34,6 +34,10 @@ double product(const Json& v) {
   return p;
 }
 
+bool split_k_launch(const Json& l) {
+  return l.value("name", "").find("splitK") != std::string::npos;
+}
+
 hardware::GemmLaunch nvjet_launch(const Json& l, const hardware::GemmDims& d, double batch) {
   const std::string kernel = l.value("name", ""), prefix = "nvjet_sm90_tst_";
   // The first three "<a>x<b>" fields after the prefix: tile, k tile × stages, cluster.
@@ -362,7 +366,7 @@ KernelShape recorded_gemm_shape(const Json& c) {
   if (!l) throw std::runtime_error("a GEMM case without launch records");
   const Json& s = c["shape"];
   auto g = nvjet_launch(*l, {s.value("m", 0.0), s.value("n", 0.0), s.value("k", 0.0)}, 1);
-  if (l->value("name", "").find("splitK") != std::string::npos) {
+  if (split_k_launch(*l)) {
     const double slices = std::max(1.0, std::round(product((*l)["grid"]) / g.tiles));
     g.tiles = g.ctas = product((*l)["grid"]);  // the output tiles once per slice of k
     g.split_k = static_cast<int>(slices);

@@ -15,6 +15,8 @@ nlohmann::json read_measurement(const std::string& file);
 const nlohmann::json* major_launch(const nlohmann::json& c);
 // The product of a JSON array of numbers (a grid's CTAs).
 double product(const nlohmann::json& v);
+// Whether a launch record is nvjet's split-K kernel (slices of k, cuBLASLt's reduction after).
+bool split_k_launch(const nlohmann::json& l);
 // A measured nvjet launch of an (m×k)·(k×n) GEMM, `batch` of them: its tile and cluster from
 // the kernel's name (nvjet_sm90_tst_<tile_m>x<tile_n>_<k tile>x<stages>_<cluster x>x<cluster y>_…),
 // its CTAs from the grid, its tiles from the output (tile_m over n, tile_n over m); throws

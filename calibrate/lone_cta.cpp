@@ -72,6 +72,7 @@ std::vector<LoneCtaTile> lone_cta_tiles(const std::vector<std::string>& files,
       if (held_out.count({rows, cols, k})) continue;
       const Json* l = major_launch(c);
       if (!l) throw std::runtime_error(file + ": a lone_cta case without launch records");
+      if (split_k_launch(*l)) continue;  // not a tile's lone rounds (header)
       const auto g = nvjet_launch(*l, {rows, cols, k}, 1);
       const int held = g.cluster == 2 ? 124 : 112;  // a few lone clusters at a time
       const int usable = m.usable_sms(Family::gemm, held, g.cluster);
@@ -79,8 +80,7 @@ std::vector<LoneCtaTile> lone_cta_tiles(const std::vector<std::string>& files,
         if (p.value("held_sms", -1) != held || !p.contains("median_ms") || usable <= 0) continue;
         const auto [cm, cn] = g.cluster_shape();
         rounds[{g.tile_m, g.tile_n, cm, cn}].emplace_back(
-            k / std::max(1, g.split_k),
-            p["median_ms"].get<double>() * 1e-3 / std::ceil(product((*l)["grid"]) / usable));
+            k, p["median_ms"].get<double>() * 1e-3 / std::ceil(product((*l)["grid"]) / usable));
       }
     }
   }

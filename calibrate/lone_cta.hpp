@@ -13,10 +13,12 @@
 namespace twin::calibrate {
 
 // A lone CTA of nvjet's tiles (contention.hpp, mechanism 3), from contention_bench.py's
-// `lone_cta` and `lone_cta_wide` cases (files y, lone-wide): with 124 SMs held (pairs) or 112
-// (clusters of 4) a round is a few lone CTAs, so per kernel (nvjet's tile in its cluster shape)
-// the launch's time over its rounds (m's cluster tables) against the k of a CTA's tile is a line
-// t_s + k·s, pooled over the files and the GEMMs' shapes that ran the kernel. A case whose shape
+// `lone_cta`, `lone_cta_wide` and `lone_cta_more` cases (files y, lone-wide, lone-more): with
+// 124 SMs held (pairs) or 112 (clusters of 4) a round is a few lone CTAs, so per kernel (nvjet's
+// tile in its cluster shape) the launch's time over its rounds (m's cluster tables) against k is
+// a line t_s + k·s, pooled over the files and the GEMMs' shapes that ran the kernel. Split-K
+// launches are left out: their time holds fp32 partials and cuBLASLt's reduction, which the
+// model charges apart (ContentionModel::split_k). A case whose shape
 // (m, n, k) is in `held_out` is left out: those files stay held out. Throws std::runtime_error
 // naming the file on bad input.
 struct LoneCtaTile {

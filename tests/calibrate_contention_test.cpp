@@ -41,7 +41,8 @@ hardware::ContentionModel fit_base() {
   return calibrate::fit_base(
       {(kRoot / "reports/calibration/clusters/h200-2026-12-01-clusters.json").string(),
        {(dir / "h200-2026-12-04-contention-y.json").string(),
-        (dir / "h200-2026-12-04-contention-lone-wide.json").string()},
+        (dir / "h200-2026-12-04-contention-lone-wide.json").string(),
+        (dir / "h200-2026-12-05-contention-lone-more.json").string()},
        {(dir / "h200-2026-12-03-contention-s.json").string()},
        {(dir / "h200-2026-12-03-contention-p.json").string()}});
 }

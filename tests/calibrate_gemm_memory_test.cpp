@@ -19,19 +19,25 @@
 using namespace twin;
 using namespace twin::test;  // kRoot, profile_model and the launch-record helpers
 
-TEST_CASE("a lone CTA of nvjet's small-row kernels: set-up, then k steps (files y, lone-wide)") {
-  // Files y and lone-wide (2026-12-04): small-row GEMMs at k = 1,024–8,192 with 124 SMs held
-  // (pairs: two at a time) or 112 (clusters of 4: two at a time); a round there is a few lone
-  // CTAs, so its time (the launch's over its rounds, the cluster table's usable SMs) against k is
-  // a lone CTA's. Per nvjet kernel (tile and cluster shape): linear in k, none faster than an
-  // SM's multiply-adds (F ≤ 3.8 TMAC/s; the large tiles reach 3.56–3.70), none streaming more
-  // than ~190 GB/s. File p's shapes are left out (it stays held out). The profile holds every
-  // kernel's line, and the form's medians for the kernels not measured (mechanism 3).
+TEST_CASE(
+    "a lone CTA of nvjet's small-row kernels: set-up, then k steps (files y, lone-wide, "
+    "lone-more)") {
+  // Files y, lone-wide (2026-12-04) and lone-more (2026-12-05): small-row GEMMs at k =
+  // 1,024–8,192 with 124 SMs held (pairs: two at a time) or 112 (clusters of 4: two at a time); a
+  // round there is a few lone CTAs, so its time (the launch's over its rounds, the cluster table's
+  // usable SMs) against k is a lone CTA's. Split-K launches are left out (their time holds the
+  // fp32 partials and cuBLASLt's reduction, charged apart). Per nvjet kernel (tile and cluster
+  // shape): linear in k, a set-up of 0.9–3.3 µs (the least, 64×32 in 1×2 at 0.91 µs, from three k
+  // that bend upward: rms 2% of its mean), none faster than an SM's multiply-adds (F ≤ 3.8 TMAC/s;
+  // the large tiles reach 3.51–3.72), none streaming more than ~190 GB/s. File p's shapes are
+  // left out (it stays held out). The profile holds every kernel's line, and the form's medians
+  // for the kernels not measured (mechanism 3).
   const auto model = profile_model("h200");
   const auto dir = kRoot / "reports/calibration/contention";
   const auto tiles = calibrate::lone_cta_tiles(
       {(dir / "h200-2026-12-04-contention-y.json").string(),
-       (dir / "h200-2026-12-04-contention-lone-wide.json").string()},
+       (dir / "h200-2026-12-04-contention-lone-wide.json").string(),
+       (dir / "h200-2026-12-05-contention-lone-more.json").string()},
       model, calibrate::gemm_shapes({(dir / "h200-2026-12-03-contention-p.json").string()}));
   double fastest_macs = 0;
   std::map<std::string, calibrate::LoneCtaTile> by_name;
@@ -41,7 +47,7 @@ TEST_CASE("a lone CTA of nvjet's small-row kernels: set-up, then k steps (files 
     MESSAGE(fmt::format(
         "{}: t_s {:.2f} µs, {:.3f} ns per k: {:.2f} TMAC/s, {:.0f} GB/s ({} rounds)", t.name(),
         t.setup_s * 1e6, t.per_k_s * 1e9, macs_rate * 1e-12, bytes_rate * 1e-9, t.points));
-    CHECK(t.setup_s >= 1e-6);
+    CHECK(t.setup_s >= 0.8e-6);
     CHECK(t.setup_s <= 3.5e-6);
     CHECK(macs_rate <= 3.8e12);
     CHECK(bytes_rate <= 2.0e11);
@@ -49,7 +55,7 @@ TEST_CASE("a lone CTA of nvjet's small-row kernels: set-up, then k steps (files 
     fastest_macs = std::max(fastest_macs, macs_rate);
     by_name[t.name()] = t;
   }
-  CHECK(tiles.size() == 13);
+  CHECK(tiles.size() == 21);
   CHECK(fastest_macs >= 3.5e12);
   // One tile, two kernels: the 96×64 tile of the 192-row launches (2×1 pairs over three rows)
   // streams at ~120 GB/s; the 64×96 tile (same bytes and multiply-adds per k) at its SM's
