@@ -312,10 +312,10 @@ std::optional<ContentionModel::SplitK> ContentionModel::split_k(const KernelShap
   // reduction takes at most half of it.
   const double reduce_s = std::min(
       0.5 * alone_s, split_k_reduce.setup_us * 1e-6 + k.reduce_bytes / (split_k_reduce.GBps * 1e9));
-  KernelShape slices = k;
+  KernelShape slices = k, reduce = elementwise_shape(Family::ew_widen, k.reduce_bytes);
   slices.reduce_bytes = 0;
-  return SplitK{{slices, alone_s - reduce_s},
-                {elementwise_shape(Family::ew_widen, k.reduce_bytes), reduce_s, k.reduce_bytes}};
+  if (k.reduce_blocks > 0) reduce.blocks = k.reduce_blocks, reduce.blocks_per_sm = 4;
+  return SplitK{{slices, alone_s - reduce_s}, {reduce, reduce_s, k.reduce_bytes}};
 }
 
 double ContentionModel::slowdown(const KernelShape& k, int held, double alone_s) const {

@@ -76,7 +76,10 @@
 //     the reduction's 1.6–3.5 µs of a 12–23 µs launch lowered ρ and the model saturated the
 //     slices too early: every split-K launch of file p missed low (−9…−20%). Held out on the 70
 //     small-row launches (files l, p, q), the worst miss per launch fell from up to +148% to
-//     within −27…+23%.
+//     within −27…+23%. The reduction runs on its own grid, as every recorded launch did: one
+//     512-thread block per 32 × 16 outputs, four to an SM (2,048 threads) — ~1.5 waves alone,
+//     8–10 on the 20 SMs left beside 112 held, where an elementwise kernel's grid for the same
+//     bytes (16 blocks to an SM) had 2 and the split-K launches missed low with 72–124 held.
 //  4. Scheduling. grid: the hardware dispatches blocks as slots free, u·o at a time; full waves
 //     run on u SMs; the last r = B mod u·o blocks start as slots free, spread over a_t =
 //     min(r, u) SMs. A block alone reaches β of its SM's throughput (at least its share 1/o: a
@@ -229,6 +232,7 @@ struct KernelShape {
   // A split-K launch's reduction (cuBLASLt's splitKreduce_kernel after nvjet's slices of k): the
   // bytes it reads (the slices' fp32 partial sums) and writes (bf16); 0: no reduction.
   float reduce_bytes = 0;
+  float reduce_blocks = 0;  // its grid (0: an elementwise kernel's for its bytes)
 };
 // The load intensity at which a family's a_sat is fitted: nvjet's 192×192 tiles in clusters of
 // 2 (192·192 / (192/2 + 192) = 128 multiply-adds per element loaded), cuBLAS's tile for most

@@ -9,7 +9,9 @@
 #include <regex>
 #include <set>
 
+#include "calibrate/contention_data.hpp"
 #include "calibrate/contention_fit.hpp"
+#include "calibrate/launch_records.hpp"
 #include "calibrate/split_k_reduce.hpp"
 #include "hardware/kernel_shapes.hpp"
 #include "hardware/profile.hpp"
@@ -98,6 +100,29 @@ TEST_CASE("cuBLASLt's split-K reduction: its time alone is a line in its bytes (
   // A file without them is refused by name.
   CHECK_THROWS_WITH(calibrate::split_k_reduce_records({dir + "/h200-2026-12-04-contention-y.json"}),
                     doctest::Contains("split-K"));
+}
+
+TEST_CASE("cuBLASLt's split-K reduction runs one 512-thread block per 32 × 16 outputs (s, p, l)") {
+  // The grid the model gives the reduction (kernel_shapes.cpp, reduce_blocks; contention.cpp,
+  // split_k: four such blocks fill an SM's 2,048 threads) is the one every recorded launch had.
+  const auto dir = kRoot / "reports/calibration/contention";
+  int seen = 0;
+  for (const char* f : {"h200-2026-12-03-contention-s.json", "h200-2026-12-03-contention-p.json",
+                        "h200-2026-12-03-contention-l.json"}) {
+    std::ifstream in(dir / f);
+    const auto doc = nlohmann::json::parse(in);
+    for (const auto& c : doc["cases"])
+      for (const auto& l : c["launches"]) {
+        if (l.value("name", "").find("splitKreduce_kernel") == std::string::npos) continue;
+        CAPTURE(f);
+        CAPTURE(c["shape"].dump());
+        CHECK(calibrate::product(l["block"]) == 512);
+        CHECK(l.value("registers", 0) <= 32);  // 4 blocks: 2,048 threads, 65,536 registers
+        CHECK(calibrate::recorded_gemm_shape(c).reduce_blocks == calibrate::product(l["grid"]));
+        ++seen;
+      }
+  }
+  CHECK(seen >= 14 + 12 + 2);
 }
 
 TEST_CASE("measured clocks: elementwise kernels keep their top clock, compute kernels gain some") {

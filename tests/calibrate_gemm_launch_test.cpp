@@ -172,18 +172,16 @@ TEST_CASE("held-out cuBLAS launches (files l, o): the mechanisms on the launches
     worst.merge(recorded_worst(file));
   CHECK(worst.size() == 25);
   // Within the issue's 15%: every launch but these, budgeted at today's misses so that they
-  // cannot grow unseen — the expert up projection at 64 and 192 rows (nvjet's clusters of 4 with
-  // one tile per CTA, split-K at 64: 16–18% under, where the lone CTA's saturation, mechanism 3,
-  // took them from 24–62% over; at 96 rows split-K's reduction as its own kernel took it from
-  // −17.6% to within 15%; at 192 rows its kernel's own lone line, file lone-more, from −18.0% to
-  // +15.0%); B·X's clusters of 8 at 2.8 tiles per CTA (static lists, as the
-  // fitted Newton–Schulz case wants; alone it runs first-static: 3.0%); 224 tiles on 132 CTAs
-  // (1.7 per CTA, which no list order fits, like the 20,480-token router). The router at 28,672
-  // and 36,864 tokens and B·X at 2,048, 3,072 and 1,792 × 8,192 (2.8–3.9 tiles per CTA in pairs)
-  // miss by 16–31% on static lists and 2.5–6.8% on first-static ones (kernel_shapes.cpp, the
-  // switch).
-  const std::map<std::string, double> known = {{"expert_up[m=64,n=3584]", 0.17},
-                                               {"expert_up[m=192,n=3584]", 0.16},
+  // cannot grow unseen — the expert up projection at 192 rows (nvjet's clusters of 4 with one
+  // tile per CTA: +15.0% with its kernel's own lone line, file lone-more; −18.0% before; at 64
+  // and 96 rows, split-K, the reduction as a kernel of its own and then on cuBLASLt's own grid
+  // took them from −17.6% and −16.6% to within 6%); B·X's clusters of 8 at 2.8 tiles per CTA
+  // (static lists, as the fitted Newton–Schulz case wants; alone it runs first-static: 3.0%);
+  // 224 tiles on 132 CTAs (1.7 per CTA, which no list order fits, like the 20,480-token router).
+  // The router at 28,672 and 36,864 tokens and B·X at 2,048, 3,072 and 1,792 × 8,192 (2.8–3.9
+  // tiles per CTA in pairs) miss by 16–31% on static lists and 2.5–6.8% on first-static ones
+  // (kernel_shapes.cpp, the switch).
+  const std::map<std::string, double> known = {{"expert_up[m=192,n=3584]", 0.16},
                                                {"square_rows[m=1792,n=6144]", 0.19},
                                                {"square_rows[m=1792,n=4096]", 0.40}};
   for (const auto& [name, w] : worst) {
@@ -203,17 +201,18 @@ TEST_CASE("held-out small-row cuBLAS launches (files p, q): a lone CTA's saturat
   // kernel of its own, those launches −9…−20% → −9…+10%; a lone CTA per nvjet kernel, the
   // 192-row 96×64 pairs −27% → −10% and −22% → +21%, the worst point 27% → 21%, three launches
   // more beyond 15% by a point or two; every measured kernel's own lone line, file lone-more,
-  // p's launches beyond 15% five → three, q's five → six: its 80-row launches −14.0% → −16.0% and
-  // −13.6% → −15.1%). Known gaps, held at today's misses: the 96×64 pairs overcharged with few
-  // SMs held (+21%: a late round starts before the full one ends, not modelled), the 160-row
-  // 64×96 tiles faster (+20%).
+  // p's launches beyond 15% five → three, q's five → six; the reduction on cuBLASLt's own grid,
+  // 512-thread blocks four to an SM, many waves on the SMs left: p's median 10.9% → 10.0%, the
+  // split-K launches' −8…−17% with 72–124 held to −8…+11%, q's worst 17.1% → 13.1%). Known gaps,
+  // held at today's misses: the 96×64 pairs overcharged with few SMs held (+21%: a late round
+  // starts before the full one ends, not modelled), the 160-row 64×96 tiles faster (+20%).
   struct Budget {
     std::string file;
     double median, worst;
     int within;  // launches within the issue's 15%
   };
-  for (const auto& b : {Budget{"h200-2026-12-03-contention-p.json", 0.11, 0.21, 29},
-                        Budget{"h200-2026-12-03-contention-q.json", 0.10, 0.18, 26}}) {
+  for (const auto& b : {Budget{"h200-2026-12-03-contention-p.json", 0.10, 0.21, 30},
+                        Budget{"h200-2026-12-03-contention-q.json", 0.085, 0.14, 32}}) {
     CAPTURE(b.file);
     const auto worst = recorded_worst(b.file.c_str());
     REQUIRE(worst.size() == 32);
