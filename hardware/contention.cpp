@@ -314,7 +314,16 @@ std::optional<ContentionModel::SplitK> ContentionModel::split_k(const KernelShap
       0.5 * alone_s, split_k_reduce.setup_us * 1e-6 + k.reduce_bytes / (split_k_reduce.GBps * 1e9));
   KernelShape slices = k, reduce = elementwise_shape(Family::ew_widen, k.reduce_bytes);
   slices.reduce_bytes = 0;
-  if (k.reduce_blocks > 0) reduce.blocks = k.reduce_blocks, reduce.blocks_per_sm = 4;
+  if (k.reduce_blocks > 0) {
+    // cuBLASLt's splitKreduce_kernel as every recorded launch ran it (files s, p, l): 512
+    // threads of 32 registers, no shared memory — four to an SM, and beside a holder only what
+    // its registers leave (none beside NCCL's 96-register CTAs).
+    constexpr BlockResources kReduceBlock{512, 32, 0};
+    reduce.blocks = k.reduce_blocks;
+    reduce.blocks_per_sm = static_cast<std::uint16_t>(blocks_beside(kReduceBlock));
+    reduce.beside =
+        static_cast<std::int8_t>(holder.threads > 0 ? blocks_beside(kReduceBlock, holder) : 0);
+  }
   return SplitK{{slices, alone_s - reduce_s}, {reduce, reduce_s, k.reduce_bytes}};
 }
 

@@ -108,6 +108,7 @@ Json gemm_launch_json(const KernelArgs& k, const hardware::KernelCost& cost, con
           {"cluster_shape", l.cluster_shape()},
           {"split_k", l.split_k},
           {"split_k_reduce_us", split ? split->reduce.alone_s * 1e6 : 0.0},
+          {"split_k_reduce_blocks", split ? split->reduce.shape.blocks : 0.0f},
           {"load_intensity", hardware::load_intensity(l)},
           {"load_intensity_sat_sms", m.sat_sms(w.shape)},
           {"lone_cta_us", m.lone_cta_s(w.shape) * 1e6},
@@ -201,7 +202,9 @@ int cmd_kernel(const CommonArgs& args, const KernelArgs& k, std::ostream& out) {
         l["cluster_shape"][0].get<int>(), l["cluster_shape"][1].get<int>(), l["ctas"].get<double>(),
         l["tiles"].get<double>(), l["split_k"].get<int>(),
         l["split_k_reduce_us"].get<double>() > 0
-            ? fmt::format(", then a reduction of {:.1f} µs", l["split_k_reduce_us"].get<double>())
+            ? fmt::format(", then a reduction of {:.1f} µs on {:.0f} blocks",
+                          l["split_k_reduce_us"].get<double>(),
+                          l["split_k_reduce_blocks"].get<double>())
             : "",
         l["lone_cta_us"].get<double>(),
         l["lone_cta_measured"].get<bool>() ? "this kernel's, measured" : "the form: not measured",

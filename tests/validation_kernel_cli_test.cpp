@@ -117,3 +117,21 @@ TEST_CASE("twin kernel: small-row launches saturate where their lone CTA says (f
   CHECK(twin["points"][0]["slowdown"].get<double>() == doctest::Approx(1.20).epsilon(0.1));
   CHECK(twin["points"][1]["slowdown"].get<double>() == doctest::Approx(1.63).epsilon(0.1));
 }
+
+TEST_CASE("twin kernel: a split-K launch's reduction runs on cuBLASLt's grid (file p, held out)") {
+  // 96 × 4,096 × 4,096: nvjet's 64×96 pairs in two slices of k, then cuBLASLt's reduction, one
+  // 512-thread block per 32 × 16 outputs (768), none beside an NCCL CTA. Measured (file p): ×2.15
+  // with 100 SMs held, ×3.70 with 112; an elementwise grid for the reduction gave ×3.08 at 112.
+  KernelArgs k;
+  k.kernel = "gemm";
+  k.shape = {96, 4096, 4096};
+  k.alone_us = 16.8;  // file p
+  k.held_sms = {100, 112};
+  std::ostringstream out;
+  REQUIRE(cmd_kernel(h200_args(), k, out) == 0);
+  const Json twin = Json::parse(out.str());
+  CHECK(twin["launch"]["split_k"].get<int>() == 2);
+  CHECK(twin["launch"]["split_k_reduce_blocks"].get<double>() == 768);
+  CHECK(twin["points"][0]["slowdown"].get<double>() == doctest::Approx(2.15).epsilon(0.1));
+  CHECK(twin["points"][1]["slowdown"].get<double>() == doctest::Approx(3.70).epsilon(0.1));
+}
