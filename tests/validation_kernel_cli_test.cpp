@@ -81,6 +81,18 @@ Agreement cli_against(const std::string& file, double budget) {
   return a;
 }
 
+// `twin kernel` on a GEMM of shape (m, n, k) timed `alone_us` alone, with `held` SMs held.
+Json gemm_json(std::vector<double> shape, double alone_us, std::vector<int> held) {
+  KernelArgs k;
+  k.kernel = "gemm";
+  k.shape = std::move(shape);
+  k.alone_us = alone_us;
+  k.held_sms = std::move(held);
+  std::ostringstream out;
+  REQUIRE(cmd_kernel(h200_args(), k, out) == 0);
+  return Json::parse(out.str());
+}
+
 }  // namespace
 
 TEST_CASE("twin kernel --alone-us reproduces the measured cuBLAS contention curves") {
@@ -98,14 +110,7 @@ TEST_CASE("twin kernel: small-row launches saturate where their lone CTA says (f
   // measured kernel); the CLI shows why a launch saturates early.
   const auto a = cli_against("h200-2026-12-03-contention-p.json", 0.21);
   CHECK(a.cases == 32);
-  KernelArgs k;
-  k.kernel = "gemm";
-  k.shape = {32, 8192, 4096};
-  k.alone_us = 21.2;  // file p
-  k.held_sms = {4, 100};
-  std::ostringstream out;
-  REQUIRE(cmd_kernel(h200_args(), k, out) == 0);
-  const Json twin = Json::parse(out.str());
+  const Json twin = gemm_json({32, 8192, 4096}, 21.2, {4, 100});  // file p's time alone
   const auto& l = twin["launch"];
   CHECK(l["ctas"].get<double>() == 128);
   // Its kernel (64×32 in 2×1 pairs) has its own measured line: 1.41 µs + 4,096 · 1.406 ns.
@@ -122,14 +127,7 @@ TEST_CASE("twin kernel: a split-K launch's reduction runs on cuBLASLt's grid (fi
   // 96 × 4,096 × 4,096: nvjet's 64×96 pairs in two slices of k, then cuBLASLt's reduction, one
   // 512-thread block per 32 × 16 outputs (768), none beside an NCCL CTA. Measured (file p): ×2.15
   // with 100 SMs held, ×3.70 with 112; an elementwise grid for the reduction gave ×3.08 at 112.
-  KernelArgs k;
-  k.kernel = "gemm";
-  k.shape = {96, 4096, 4096};
-  k.alone_us = 16.8;  // file p
-  k.held_sms = {100, 112};
-  std::ostringstream out;
-  REQUIRE(cmd_kernel(h200_args(), k, out) == 0);
-  const Json twin = Json::parse(out.str());
+  const Json twin = gemm_json({96, 4096, 4096}, 16.8, {100, 112});  // file p's time alone
   CHECK(twin["launch"]["split_k"].get<int>() == 2);
   CHECK(twin["launch"]["split_k_reduce_blocks"].get<double>() == 768);
   CHECK(twin["points"][0]["slowdown"].get<double>() == doctest::Approx(2.15).epsilon(0.1));
