@@ -194,7 +194,8 @@ KernelShape gemm_shape(const GemmLaunch& l) {
     k.tile_n = static_cast<std::uint16_t>(l.tile_n);
     k.cluster_m = static_cast<std::uint8_t>(l.cluster_shape()[0]);
   }
-  // The reduction reads each slice's fp32 partial sums and writes the bf16 result.
+  // The reduction reads each slice's fp32 partial sums and writes the bf16 result, one block
+  // per 32 columns × 16 rows of it (the grid of every recorded splitKreduce_kernel).
   if (l.split_k > 1) {
     k.reduce_bytes = static_cast<float>(l.m * l.n * (4.0 * l.split_k + 2));
     k.reduce_blocks = static_cast<float>(std::ceil(l.n / 32) * std::ceil(l.m / 16));
