@@ -26,7 +26,7 @@ Usage, on a GPU machine with PyTorch and build-device/libtwin_kernels_c.so
 (calibrate/build-device.sh --lib):
   python3 calibrate/contention_bench.py --lib build-device/libtwin_kernels_c.so \
       --out contention.json [--held 0,8,32] [--only gemm,elementwise] [--budget-s 480] [--clock]
-      [--kernels add,mul] [--holder 81920,544,2] [--sustain-ms 300]
+      [--kernels add,mul] [--holder 81920,544,2] [--sustain-ms 300] [--launches-held 64,112]
 """
 from __future__ import annotations
 
@@ -727,18 +727,22 @@ def newton_schulz_cases() -> list[Case]:
 
 
 # --- the driver ---------------------------------------------------------------------------------
-def launch_config(fn: Callable[[], object]) -> list[dict]:
-    """The kernels one call of fn launches, from the PyTorch profiler (CUPTI)."""
+def launch_config(fn: Callable[[], object], then: Callable[[], object] | None = None) -> list[dict]:
+    """The kernels one call of fn launches, from the PyTorch profiler (CUPTI); `then` runs right
+    after fn inside the profile (the holders' stop: the profiler ends with a device synchronize).
+    The holder's own kernels are left out."""
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         fn()
+        if then is not None:
+            then()
         torch.cuda.synchronize()
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         prof.export_chrome_trace(f.name)
         trace = json.load(open(f.name))
     out = []
     for e in trace.get("traceEvents", []):
-        if e.get("cat") != "kernel":
+        if e.get("cat") != "kernel" or any(h in e.get("name", "") for h in ("sm_hold", "wait_count")):
             continue
         a = e.get("args", {})
         out.append({"name": e.get("name", "")[:160], "dur_us": e.get("dur"), "grid": a.get("grid"),
@@ -765,9 +769,21 @@ def clock_pass(fn: Callable[[], object], holder: Holder, clock: ClockObserver, k
     return clock.MHz()
 
 
+def launches_beside(fn: Callable[[], object], holder: Holder, k: int, work: torch.cuda.Stream) -> list[dict]:
+    """One call of fn under the profiler beside k holders, in a pass of its own: each kernel's
+    duration there (e.g. cuBLASLt's split-K reduction apart from nvjet's slices, issue #15)."""
+    holder.hold(k, work)
+    try:
+        with torch.cuda.stream(work):
+            config = launch_config(fn, then=lambda: holder.stop.fill_(1))
+    finally:
+        holder.release(work)
+    return config
+
+
 def measure_case(case: Case, holder: Holder, copier: Copier | None, held: list[int], work: torch.cuda.Stream,
                  log: Callable[[str], None], clock: ClockObserver | None = None, sustain_ms: float = 0,
-                 gap_us: float = 0, one_span: bool = False) -> dict:
+                 gap_us: float = 0, one_span: bool = False, launches_held: tuple[int, ...] = ()) -> dict:
     # Made on the measured stream: autograd runs a backward on the stream of its forward.
     with torch.cuda.stream(work):
         fn = case.make()
@@ -798,6 +814,8 @@ def measure_case(case: Case, holder: Holder, copier: Copier | None, held: list[i
         row = {"held_sms": k, "held_distinct": distinct, "median_ms": ms, "slowdown": ms / alone, "reps": reps}
         if clock is not None:
             row["sm_clock_MHz"] = clock_pass(fn, holder, clock, k, work, reps, lead, sustain)
+        if k in launches_held:
+            row["launches"] = launches_beside(fn, holder, k, work)
         rows.append(row)
     t1 = time.time()
     beside = None
@@ -871,6 +889,9 @@ def main() -> int:
     ap.add_argument("--flush-l2-mib", type=int, default=0,
                     help="write this many MiB before each timed launch (outside its events): operands "
                          "from HBM, not from L2 (0: off)")
+    ap.add_argument("--launches-held", default="",
+                    help="also record each kernel's launch (profiler) beside these held counts, "
+                         "comma-separated (each point's `launches`)")
     ap.add_argument("--sustain-ms", type=float, default=0,
                     help="run the kernel back to back this long before each point's timed launches")
     args = ap.parse_args()
@@ -884,6 +905,7 @@ def main() -> int:
     torch.manual_seed(0)
     lib = load_lib(args.lib)
     held = [int(x) for x in args.held.split(",")]
+    launches_held = tuple(int(x) for x in args.launches_held.split(",") if x)
     groups = {"elementwise": elementwise_cases, "fp8_block": lambda: fp8_block_cases(lib),
               "gemm": gemm_cases, "grouped": lambda: grouped_cases(lib), "attention": attention_cases,
               "newton_schulz": newton_schulz_cases, "gemm_fp8": fp8_gemm_cases, "flex": flex_cases,
@@ -938,7 +960,7 @@ def main() -> int:
                 continue
             try:
                 doc["cases"].append(measure_case(case, holder, copier, held, work, log, clock, args.sustain_ms,
-                                                    args.gap_us, args.one_span))
+                                                    args.gap_us, args.one_span, launches_held))
             except Exception as e:  # noqa: BLE001 — reported; the other cases still run
                 doc["errors"].append(f"{case.name}: {e!r}"[:500])
                 log(f"ERROR {case.name}: {e!r}"[:300])
