@@ -1,8 +1,12 @@
 #include "calibrate/split_k_reduce.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <stdexcept>
+#include <tuple>
 
+#include "calibrate/contention_data.hpp"
 #include "calibrate/launch_records.hpp"
 
 namespace twin::calibrate {
@@ -12,6 +16,18 @@ using Json = nlohmann::json;
 namespace {
 bool is_reduce(const Json& l) {
   return l.value("name", "").find("splitKreduce_kernel") != std::string::npos;
+}
+
+// The durations (s) of a launch list's split-K slices and reduction; {0, 0} if it lacks either.
+std::pair<double, double> split_k_durations(const Json& launches) {
+  double slices = 0, reduce = 0;
+  for (const auto& l : launches) {
+    if (is_reduce(l))
+      reduce += l.value("dur_us", 0.0) * 1e-6;
+    else if (split_k_launch(l))  // nvjet's kernel: "splitK" in its name too
+      slices += l.value("dur_us", 0.0) * 1e-6;
+  }
+  return reduce > 0 ? std::pair{slices, reduce} : std::pair{0.0, 0.0};
 }
 }  // namespace
 
@@ -42,6 +58,34 @@ std::vector<ReduceRecord> split_k_reduce_records(const std::vector<std::string>&
                              ": fewer than two split-K reductions (cases whose launches "
                              "include cublasLt::splitKreduce_kernel)");
   }
+  return out;
+}
+
+std::vector<SplitKBeside> split_k_beside(const std::string& file) {
+  const Json doc = read_measurement(file);
+  if (!doc.contains("cases") || !doc["cases"].is_array())
+    throw std::runtime_error(file + ": expected a contention_bench.py result (cases)");
+  std::vector<SplitKBeside> out;
+  for (const auto& c : doc["cases"]) {
+    if (!c.contains("launches") || !c.contains("points")) continue;
+    const auto [slices_alone, reduce_alone] = split_k_durations(c["launches"]);
+    if (reduce_alone <= 0 || slices_alone <= 0) continue;
+    const Json& s = c["shape"];
+    SplitKBeside r{fmt::format("{}[m={},n={},k={}]", c.value("kernel", ""), s.value("m", 0),
+                               s.value("n", 0), s.value("k", 0)),
+                   recorded_gemm_shape(c), c.value("alone_ms", 0.0) * 1e-3};
+    r.slices_alone_s = slices_alone, r.reduce_alone_s = reduce_alone;
+    for (const auto& p : c["points"]) {
+      if (!p.contains("launches")) continue;
+      std::tie(r.slices_s, r.reduce_s) = split_k_durations(p["launches"]);
+      r.held = p.value("held_sms", 0);
+      if (r.reduce_s > 0 && r.slices_s > 0) out.push_back(r);
+    }
+  }
+  if (out.empty())
+    throw std::runtime_error(file +
+                             ": no split-K case recorded its launches beside held SMs "
+                             "(contention_bench.py --launches-held)");
   return out;
 }
 

@@ -19,6 +19,18 @@ struct ReduceRecord {
 // nvjet launch before it: its CTAs over its output tiles). Throws std::runtime_error naming the
 // file on bad input or when the files hold fewer than two.
 std::vector<ReduceRecord> split_k_reduce_records(const std::vector<std::string>& files);
+// A split-K GEMM's two kernels alone and beside k held SMs, each timed by the PyTorch profiler
+// (contention_bench.py --launches-held): nvjet's slices of k and cuBLASLt's reduction after them.
+struct SplitKBeside {
+  std::string name;             // kernel[m=…,n=…,k=…]
+  hardware::KernelShape shape;  // the launch nvjet made (recorded_gemm_shape)
+  double alone_s = 0;           // the whole GEMM alone (CUDA events)
+  int held = 0;
+  double slices_alone_s = 0, slices_s = 0, reduce_alone_s = 0, reduce_s = 0;
+};
+// Every held point of a split-K case that recorded its launches. Throws std::runtime_error naming
+// the file on bad input or when it holds none.
+std::vector<SplitKBeside> split_k_beside(const std::string& file);
 // Least squares of seconds = setup + bytes / rate.
 hardware::ContentionModel::SplitKReduce fit_split_k_reduce(const std::vector<ReduceRecord>& r);
 
