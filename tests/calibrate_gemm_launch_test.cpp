@@ -191,7 +191,7 @@ TEST_CASE("held-out cuBLAS launches (files l, o): the mechanisms on the launches
   }
 }
 
-TEST_CASE("held-out small-row cuBLAS launches (files p, q): a lone CTA's saturation") {
+TEST_CASE("held-out small-row cuBLAS launches (files p, q, reduce): a lone CTA's saturation") {
   // 32 GEMMs of 32–192 rows on four weight shapes, measured after file l's misses and before
   // any change for them; q after a flush of L2 (README, "Held-out small-row launches"). Their
   // full round is bound by what its CTAs stream, so beside held SMs it costs little more while
@@ -206,20 +206,24 @@ TEST_CASE("held-out small-row cuBLAS launches (files p, q): a lone CTA's saturat
   // split-K launches' −8…−17% with 72–124 held to −8…+11%, q's worst 17.1% → 13.1%). Known gaps,
   // held at today's misses: the 96×64 pairs overcharged with few SMs held (+21%: a late round
   // starts before the full one ends, not modelled), the 160-row 64×96 tiles faster (+20%).
+  // File reduce (2026-12-05) ran p's GEMMs and file l's expert rows again at 0–124 held, for
+  // their split-K reduction's own times (test_calibrate): held out too (32 × 14,336 timed out).
   struct Budget {
     std::string file;
+    std::size_t launches;
     double median, worst;
     int within;  // launches within the issue's 15%
   };
-  for (const auto& b : {Budget{"h200-2026-12-03-contention-p.json", 0.10, 0.21, 30},
-                        Budget{"h200-2026-12-03-contention-q.json", 0.085, 0.14, 32}}) {
+  for (const auto& b : {Budget{"h200-2026-12-03-contention-p.json", 32, 0.10, 0.21, 30},
+                        Budget{"h200-2026-12-03-contention-q.json", 32, 0.085, 0.14, 32},
+                        Budget{"h200-2026-12-05-contention-reduce.json", 43, 0.09, 0.28, 39}}) {
     CAPTURE(b.file);
     const auto worst = recorded_worst(b.file.c_str());
-    REQUIRE(worst.size() == 32);
+    REQUIRE(worst.size() == b.launches);
     std::vector<double> v;
     for (const auto& [name, w] : worst) v.push_back(w);
     std::sort(v.begin(), v.end());
-    CHECK(0.5 * (v[15] + v[16]) <= b.median);
+    CHECK(0.5 * (v[(v.size() - 1) / 2] + v[v.size() / 2]) <= b.median);
     CHECK(v.back() <= b.worst);
     CHECK(std::count_if(v.begin(), v.end(), [](double w) { return w <= 0.15; }) >= b.within);
   }
