@@ -171,6 +171,11 @@ TEST_CASE("cuBLASLt's split-K reduction beside held SMs: its own grid in waves (
   CHECK(*std::max_element(all.begin(), all.end()) <= 0.50);
   CHECK(median(many) <= 0.15);
   CHECK(median(elementwise) >= 3 * median(many));
+  // A file whose points recorded no launches is refused by name.
+  CHECK_THROWS_WITH(
+      calibrate::split_k_beside(
+          (kRoot / "reports/calibration/contention/h200-2026-12-03-contention-s.json").string()),
+      doctest::Contains("contention-s.json: no split-K case recorded its launches"));
 }
 
 TEST_CASE("measured clocks: elementwise kernels keep their top clock, compute kernels gain some") {
