@@ -13,9 +13,11 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <tuple>
 
 #include "calibrate/contention_fit.hpp"
 #include "calibrate/contention_plot.hpp"
+#include "calibrate/split_k_reduce.hpp"
 
 using namespace twin;
 using Json = nlohmann::ordered_json;
@@ -71,6 +73,17 @@ void split_k_keys(Json& s, const hardware::ContentionModel::SplitKReduce& r,
       files + ")";
   s["split_k_reduce_setup_us"] = {{"value", tidy(r.setup_us)}, {"source", src}};
   s["split_k_reduce_GBps"] = {{"value", std::round(r.GBps)}, {"source", src}};
+}
+
+void split_k_wave_keys(Json& s, const hardware::ContentionModel::SplitKReduce& r,
+                       const std::string& file, int columns) {
+  const std::string src = fmt::format(
+      "[meas] the split-K reduction beside held SMs, timed by the PyTorch profiler ({}, the "
+      "GEMMs of {} columns; the others held out): β and the time no wave stretches that bring "
+      "the model's slowdowns closest (calibrate::fit_split_k_waves)",
+      file, columns);
+  s["split_k_reduce_lone_block"] = {{"value", tidy(r.lone_block)}, {"source", src}};
+  s["split_k_reduce_fixed_us"] = {{"value", tidy(r.fixed_us)}, {"source", src}};
 }
 
 Json profile_section(const hardware::ContentionModel& m, const std::string& data,
@@ -158,7 +171,8 @@ int main(int argc, char** argv) {
   CLI::App app{"twin-fit-contention: fit the SM-contention model to contention_bench.py's curves"};
   std::vector<std::string> files;
   std::vector<std::string> clock_files;
-  std::string out, svg_dir;
+  std::string out, svg_dir, waves_file;
+  int waves_columns = 0;
   calibrate::BaseFiles base_files;
   auto& [clusters, lone_cta, split_k_files, held_out_files] = base_files;
   app.add_option("files", files, "measurement files (a later file's classes replace an earlier's)")
@@ -176,6 +190,13 @@ int main(int argc, char** argv) {
   app.add_option("--split-k", split_k_files,
                  "contention_bench.py results with split-K GEMMs: cuBLASLt's reduction's time "
                  "alone against its bytes (a split-K launch as two kernels), measured");
+  app.add_option("--split-k-waves", waves_file,
+                 "contention_bench.py --launches-held result: the split-K reduction's β and "
+                 "unstretched time beside held SMs, fitted on --split-k-waves-columns' GEMMs")
+      ->needs("--split-k");
+  app.add_option("--split-k-waves-columns", waves_columns,
+                 "the columns (n) of the GEMMs --split-k-waves fits on; the others are held out")
+      ->needs("--split-k-waves");
   app.add_option("--held-out", held_out_files,
                  "measurement files taken after the fit: their residuals per family, and with "
                  "--svg one plot per family (<family>_held_out.svg), every point held out");
@@ -187,7 +208,17 @@ int main(int argc, char** argv) {
     const auto gains = clock_files.empty() ? std::map<std::string, double>{}
                                            : calibrate::measured_clock_gains(clock_files);
     const auto base = calibrate::fit_base(base_files);
-    const auto m = calibrate::fit_contention(cases, base, gains);
+    auto m = calibrate::fit_contention(cases, base, gains);
+    if (!waves_file.empty()) {
+      auto rows = calibrate::split_k_beside(waves_file);
+      std::erase_if(rows,
+                    [&](const calibrate::SplitKBeside& r) { return r.shape_n != waves_columns; });
+      if (rows.empty())
+        throw std::runtime_error(
+            fmt::format("{}: no split-K GEMM of {} columns", waves_file, waves_columns));
+      std::tie(m.split_k_reduce.lone_block, m.split_k_reduce.fixed_us) =
+          calibrate::fit_split_k_waves(rows, m);
+    }
     Json doc;
     doc["contention"] =
         profile_section(m, file_names(files), clusters.substr(clusters.find_last_of('/') + 1),
@@ -197,6 +228,9 @@ int main(int argc, char** argv) {
                     file_names(held_out_files));
     if (!split_k_files.empty())
       split_k_keys(doc["contention"], m.split_k_reduce, file_names(split_k_files));
+    if (!waves_file.empty())
+      split_k_wave_keys(doc["contention"], m.split_k_reduce, file_names({waves_file}),
+                        waves_columns);
     doc["clock_gains"] = gains;
     if (!clock_files.empty())
       doc["clock_plateau_MHz"] = calibrate::measured_clock_plateau_MHz(clock_files);

@@ -75,6 +75,7 @@ std::vector<SplitKBeside> split_k_beside(const std::string& file) {
                                s.value("n", 0), s.value("k", 0)),
                    recorded_gemm_shape(c), c.value("alone_ms", 0.0) * 1e-3};
     r.slices_alone_s = slices_alone, r.reduce_alone_s = reduce_alone;
+    r.shape_n = s.value("n", 0);
     for (const auto& p : c["points"]) {
       if (!p.contains("launches")) continue;
       std::tie(r.slices_s, r.reduce_s) = split_k_durations(p["launches"]);
@@ -87,6 +88,27 @@ std::vector<SplitKBeside> split_k_beside(const std::string& file) {
                              ": no split-K case recorded its launches beside held SMs "
                              "(contention_bench.py --launches-held)");
   return out;
+}
+
+std::pair<double, double> fit_split_k_waves(const std::vector<SplitKBeside>& rows,
+                                            hardware::ContentionModel m) {
+  if (rows.empty() || m.split_k_reduce.GBps <= 0)
+    throw std::runtime_error("fit_split_k_waves: no measured reduction or no reduction model");
+  double best = INFINITY, best_beta = 0, best_fixed = 0;
+  for (int b = 5; b <= 20; ++b)  // β = 0.25 … 1: at least a block's share of four to an SM
+    for (int f = 0; f <= static_cast<int>(10 * m.split_k_reduce.setup_us + 1e-9); ++f) {
+      m.split_k_reduce.lone_block = 0.05 * b, m.split_k_reduce.fixed_us = 0.1 * f;
+      double sum = 0;
+      for (const auto& r : rows) {
+        const auto split = m.split_k(r.shape, r.alone_s);
+        if (!split) throw std::runtime_error(r.name + ": not a split-K launch in the model");
+        const double e = std::log(m.slowdown(split->reduce.shape, r.held, split->reduce.alone_s) /
+                                  (r.reduce_s / r.reduce_alone_s));
+        sum += e * e;
+      }
+      if (sum < best) best = sum, best_beta = 0.05 * b, best_fixed = 0.1 * f;
+    }
+  return {best_beta, best_fixed};
 }
 
 hardware::ContentionModel::SplitKReduce fit_split_k_reduce(const std::vector<ReduceRecord>& r) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hardware/contention.hpp"
@@ -26,11 +27,18 @@ struct SplitKBeside {
   hardware::KernelShape shape;  // the launch nvjet made (recorded_gemm_shape)
   double alone_s = 0;           // the whole GEMM alone (CUDA events)
   int held = 0;
+  int shape_n = 0;  // the GEMM's columns
   double slices_alone_s = 0, slices_s = 0, reduce_alone_s = 0, reduce_s = 0;
 };
 // Every held point of a split-K case that recorded its launches. Throws std::runtime_error naming
 // the file on bad input or when it holds none.
 std::vector<SplitKBeside> split_k_beside(const std::string& file);
+// The reduction's β and unstretched time beside held SMs (ContentionModel::SplitKReduce's
+// lone_block, fixed_us) that make model `m`'s reduction slowdowns closest to the measured ones of
+// `rows` (least squares of their log ratio; β 0.25–1 by 0.05, fixed 0 to the set-up by 0.1 µs).
+// Throws std::runtime_error if rows is empty or m knows no reduction.
+std::pair<double, double> fit_split_k_waves(const std::vector<SplitKBeside>& rows,
+                                            hardware::ContentionModel m);
 // Least squares of seconds = setup + bytes / rate.
 hardware::ContentionModel::SplitKReduce fit_split_k_reduce(const std::vector<ReduceRecord>& r);
 

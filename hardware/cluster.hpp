@@ -86,8 +86,8 @@ class Cluster {
         return contention_slowdown(p.shape, held, p.alone_s, lending);
       });
     const KernelShape own = contention_.own_saturation(k, alone_s);
-    return contention_.stretch(
-        k.family, memo_.time_units(own, held, lending) / memo_.time_units(own, 0), alone_s);
+    return contention_.stretch(k, memo_.time_units(own, held, lending) / memo_.time_units(own, 0),
+                               alone_s);
   }
   // Keeps an activity's state alive as long as the cluster (its callbacks hold a raw pointer).
   template <class T>

@@ -155,7 +155,8 @@ double grid_time(const ContentionModel& m, const KernelShape& k, int free, int l
   const double rest = blocks - waves * slots;
   const double full = waves * u * o / m.throughput(k, u);
   if (rest <= 0) return full;
-  const double lone = std::max(m.of(k.family).lone_block, 1 / o), at = std::min(rest, u);
+  const double beta = k.is_reduce ? m.split_k_reduce.lone_block : m.of(k.family).lone_block;
+  const double lone = std::max(beta, 1 / o), at = std::min(rest, u);
   return full + rest / m.throughput_spread(k.family, std::min(rest * lone, at), at, k.clock_gain,
                                            ContentionModel::sat_scale(k));
 }
@@ -320,6 +321,7 @@ std::optional<ContentionModel::SplitK> ContentionModel::split_k(const KernelShap
     // its registers leave (none beside NCCL's 96-register CTAs).
     constexpr BlockResources kReduceBlock{512, 32, 0};
     reduce.blocks = k.reduce_blocks;
+    reduce.is_reduce = true;
     reduce.blocks_per_sm = static_cast<std::uint16_t>(blocks_beside(kReduceBlock));
     reduce.beside =
         static_cast<std::int8_t>(holder.threads > 0 ? blocks_beside(kReduceBlock, holder) : 0);
@@ -330,7 +332,7 @@ std::optional<ContentionModel::SplitK> ContentionModel::split_k(const KernelShap
 double ContentionModel::slowdown(const KernelShape& k, int held, double alone_s) const {
   if (const auto s = split_k(k, alone_s))
     return s->slowdown([&](const KernelPart& p) { return slowdown(p.shape, held, p.alone_s); });
-  return stretch(k.family, slowdown(own_saturation(k, alone_s), held), alone_s);
+  return stretch(k, slowdown(own_saturation(k, alone_s), held), alone_s);
 }
 
 double ContentionModel::time_units(const KernelShape& k, int held, int lending) const {
@@ -351,10 +353,10 @@ double ContentionMemo::time_units(const KernelShape& k, int held, int lending) {
       (std::uint64_t{blocks} << 32) | (std::uint64_t{k.load_intensity} << 24) |
       (std::uint64_t{k.blocks_per_sm} << 16) | (static_cast<std::uint64_t>(k.family) << 10) |
       (static_cast<std::uint64_t>(k.schedule) << 8) | static_cast<std::uint8_t>(held);
-  const std::uint64_t key2 = (std::uint64_t{static_cast<std::uint8_t>(lending)} << 48) |
-                             (std::uint64_t{static_cast<std::uint8_t>(k.beside)} << 40) |
-                             (std::uint64_t{tiles} << 8) | k.cluster |
-                             (static_cast<std::uint64_t>(k.order) << 56);
+  const std::uint64_t key2 =
+      (std::uint64_t{static_cast<std::uint8_t>(lending)} << 48) |
+      (std::uint64_t{static_cast<std::uint8_t>(k.beside)} << 40) | (std::uint64_t{tiles} << 8) |
+      k.cluster | (static_cast<std::uint64_t>(k.order) << 56) | (std::uint64_t{k.is_reduce} << 62);
   Slot& s =
       slots_[((key ^ key2 * 0xC2B2AE3D27D4EB4Full) * 0x9E3779B97F4A7C15ull) >> 52 & (kSlots - 1)];
   if (s.key != key || s.key2 != key2) s = {key, key2, m_.time_units(k, held, lending)};

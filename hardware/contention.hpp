@@ -80,6 +80,12 @@
 //     512-thread block per 32 × 16 outputs, four to an SM (2,048 threads) — ~1.5 waves alone,
 //     8–10 on the 20 SMs left beside 112 held, where an elementwise kernel's grid for the same
 //     bytes (16 blocks to an SM) had 2 and the split-K launches missed low with 72–124 held.
+//     Timed apart beside held SMs (file reduce) the reduction confirms the grid — ~1.4 µs per
+//     wave of four blocks to an SM, whatever the shape — but its partial last waves cost less
+//     than a whole block's time and its ~1 µs launch does not repeat per wave: the reduction takes
+//     its own β (a lone block reaches 0.55 of its SM, not 1/4) and 1.0 µs no wave stretches,
+//     fitted on the 2,048-column GEMMs (held out, 34 points: median miss 8.3% → 4.6%, worst
+//     45.9% → 22.9%).
 //  4. Scheduling. grid: the hardware dispatches blocks as slots free, u·o at a time; full waves
 //     run on u SMs; the last r = B mod u·o blocks start as slots free, spread over a_t =
 //     min(r, u) SMs. A block alone reaches β of its SM's throughput (at least its share 1/o: a
@@ -233,6 +239,7 @@ struct KernelShape {
   // bytes it reads (the slices' fp32 partial sums) and writes (bf16); 0: no reduction.
   float reduce_bytes = 0;
   float reduce_blocks = 0;  // its grid (0: an elementwise kernel's for its bytes)
+  bool is_reduce = false;   // this launch is that reduction (split_k(): its own β and fixed time)
 };
 // The load intensity at which a family's a_sat is fitted: nvjet's 192×192 tiles in clusters of
 // 2 (192·192 / (192/2 + 192) = 128 multiply-adds per element loaded), cuBLAS's tile for most
@@ -297,8 +304,12 @@ struct ContentionModel {
   } lone_cta;
   // A split-K launch's reduction alone: t_r = setup + bytes / rate (GBps 0: not known, the launch
   // one kernel as before).
+  // Beside held SMs, its grid's waves (mechanism 4) with a block's own β and a time no wave
+  // stretches (0, 0: the elementwise family's β and none; fitted on file reduce's 2,048-column
+  // GEMMs by calibrate::fit_split_k_waves).
   struct SplitKReduce {
     double setup_us = 0, GBps = 0;
+    double lone_block = 0, fixed_us = 0;
   } split_k_reduce;
   // A split-K launch as the two kernels it is: the slices (the launch's shape, its time alone
   // less the reduction's) and the reduction, an elementwise grid kernel of the widening family
@@ -339,9 +350,10 @@ struct ContentionModel {
     return alone > 0 ? slowed / alone : 1.0;
   }
   // φ + (1 − φ)·slowdown, φ the family's fixed share of a launch of alone_s.
-  double stretch(Family f, double slowdown, double alone_s) const {
+  double stretch(const KernelShape& k, double slowdown, double alone_s) const {
     if (slowdown == INFINITY) return slowdown;  // blocked: no cluster can start (not 0·∞)
-    const double fixed = alone_s > 0 ? std::min(1.0, of(f).fixed_us * 1e-6 / alone_s) : 0.0;
+    const double fixed_us = k.is_reduce ? split_k_reduce.fixed_us : of(k.family).fixed_us;
+    const double fixed = alone_s > 0 ? std::min(1.0, fixed_us * 1e-6 / alone_s) : 0.0;
     return fixed + (1 - fixed) * slowdown;
   }
   // T(held) in the model's units (only ratios mean anything); held is clamped to [0, S − 1].

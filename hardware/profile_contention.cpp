@@ -157,7 +157,16 @@ sim::Schema<ContentionModel> contention_schema() {
           "split_k_reduce_GBps", "GBps", 0, 1e5, 0.0,
           "the split-K reduction's rate over the bytes it reads and writes (0: a split-K launch "
           "is one kernel)",
-          [](auto& c) -> auto& { return c.split_k_reduce.GBps; });
+          [](auto& c) -> auto& { return c.split_k_reduce.GBps; })
+      .real(
+          "split_k_reduce_lone_block", "", 0, 1, 0.0,
+          "β of the split-K reduction's block beside held SMs: the share of its SM one block "
+          "reaches alone (0: the elementwise family's)",
+          [](auto& c) -> auto& { return c.split_k_reduce.lone_block; })
+      .real(
+          "split_k_reduce_fixed_us", "us", 0, 1e3, 0.0,
+          "the split-K reduction's time that held SMs do not stretch (its launch inside the GPU)",
+          [](auto& c) -> auto& { return c.split_k_reduce.fixed_us; });
   add_cluster_keys(s);
   add_compute_family_keys(s);
   add_elementwise_family_keys(s);

@@ -203,7 +203,8 @@ TEST_CASE("held-out small-row cuBLAS launches (files p, q, reduce): a lone CTA's
   // more beyond 15% by a point or two; every measured kernel's own lone line, file lone-more,
   // p's launches beyond 15% five → three, q's five → six; the reduction on cuBLASLt's own grid,
   // 512-thread blocks four to an SM, many waves on the SMs left: p's median 10.9% → 10.0%, the
-  // split-K launches' −8…−17% with 72–124 held to −8…+11%, q's worst 17.1% → 13.1%). Known gaps,
+  // split-K launches' −8…−17% with 72–124 held to −8…+11%, q's worst 17.1% → 13.1%; its own β
+  // and unstretched launch, file reduce: p's median 10.0% → 8.8%, q's 8.0% → 8.4%). Known gaps,
   // held at today's misses: the 96×64 pairs overcharged with few SMs held (+21%: a late round
   // starts before the full one ends, not modelled), the 160-row 64×96 tiles faster (+20%).
   // File reduce (2026-12-05) ran p's GEMMs and file l's expert rows again at 0–124 held, for
@@ -214,9 +215,9 @@ TEST_CASE("held-out small-row cuBLAS launches (files p, q, reduce): a lone CTA's
     double median, worst;
     int within;  // launches within the issue's 15%
   };
-  for (const auto& b : {Budget{"h200-2026-12-03-contention-p.json", 32, 0.10, 0.21, 30},
+  for (const auto& b : {Budget{"h200-2026-12-03-contention-p.json", 32, 0.09, 0.21, 30},
                         Budget{"h200-2026-12-03-contention-q.json", 32, 0.085, 0.14, 32},
-                        Budget{"h200-2026-12-05-contention-reduce.json", 43, 0.09, 0.28, 39}}) {
+                        Budget{"h200-2026-12-05-contention-reduce.json", 43, 0.09, 0.28, 40}}) {
     CAPTURE(b.file);
     const auto worst = recorded_worst(b.file.c_str());
     REQUIRE(worst.size() == b.launches);

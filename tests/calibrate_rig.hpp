@@ -54,7 +54,8 @@ inline hardware::ContentionModel profile_model(const std::string& name) {
     m.lone_cta.tile_cluster_m = table("cluster_m"), m.lone_cta.tile_cluster_n = table("cluster_n");
     m.lone_cta.tile_setup_us = table("setup_us"), m.lone_cta.tile_per_k_ns = table("per_k_ns");
   }
-  m.split_k_reduce = {lone("split_k_reduce_setup_us"), lone("split_k_reduce_GBps")};
+  m.split_k_reduce = {lone("split_k_reduce_setup_us"), lone("split_k_reduce_GBps"),
+                      lone("split_k_reduce_lone_block"), lone("split_k_reduce_fixed_us")};
   m.prepare();
   return m;
 }

@@ -11,7 +11,8 @@ rm -rf "$out" && mkdir -p "$out/plots"
     "$D/h200-2026-12-01-contention-e.json" "$D/h200-2026-12-01-contention-f.json" \
     --clusters "$root/reports/calibration/clusters/h200-2026-12-01-clusters.json" \
     --lone-cta "$D/h200-2026-12-04-contention-y.json" "$D/h200-2026-12-04-contention-lone-wide.json" \
-    "$D/h200-2026-12-05-contention-lone-more.json" --split-k "$D/h200-2026-12-03-contention-s.json" --held-out "$D/h200-2026-12-03-contention-p.json" \
+    "$D/h200-2026-12-05-contention-lone-more.json" --split-k "$D/h200-2026-12-03-contention-s.json" \
+    --split-k-waves "$D/h200-2026-12-05-contention-reduce.json" --split-k-waves-columns 2048 --held-out "$D/h200-2026-12-03-contention-p.json" \
     --out "$out/fit.json" --svg "$out/plots" > "$out/fit.log"
 status=0
 for f in fit.json fit.log $(cd "$out" && ls plots/*.svg); do
