@@ -553,6 +553,14 @@ def small_rows_cases() -> list[Case]:
             for m in (32, 48, 64, 80, 96, 128, 160, 192)]
 
 
+def split_k_more_cases() -> list[Case]:
+    """Small-row GEMMs on weights none of the fitted files used, long in k (nvjet splits k where
+    its tiles are few): held-out launches for the split-K reduction's β and unstretched time
+    fitted on file reduce (`--launches-held`; issue #15)."""
+    weights = [(1024, 8192), (3072, 6144), (2048, 12288), (1536, 7168)]
+    return [gemm_case("split_k_more", m, n, k) for n, k in weights for m in (32, 64, 96, 128, 192)]
+
+
 def lone_cta_cases() -> list[Case]:
     """Small-row GEMMs at four lengths of k (1,024–8,192) for 32–192 rows of 8,192 and 14,336
     columns: with 124 SMs held (nvjet's pairs: two at a time) or 112 (clusters of 4: two at a
@@ -872,7 +880,7 @@ def main() -> int:
     ap.add_argument("--held", default=",".join(map(str, HELD_DEFAULT)), help="SMs held, comma-separated")
     ap.add_argument("--only", default="", help="classes: elementwise,fp8_block,gemm,gemm_fp8,grouped,"
                                                "attention,flex,newton_schulz,router_tokens,"
-                                               "expert_rows,router_more,square_rows,small_rows,lone_cta,lone_cta_wide,"
+                                               "expert_rows,router_more,square_rows,small_rows,split_k_more,lone_cta,lone_cta_wide,"
                                                "lone_cta_more")
     ap.add_argument("--budget-s", type=float, default=1e9, help="stop starting cases after this")
     ap.add_argument("--no-copy", action="store_true", help="skip the beside-a-copy measurement")
@@ -911,7 +919,7 @@ def main() -> int:
               "newton_schulz": newton_schulz_cases, "gemm_fp8": fp8_gemm_cases, "flex": flex_cases,
               "router_tokens": router_token_cases, "expert_rows": expert_row_cases,
               "router_more": router_more_cases, "square_rows": square_rows_cases,
-              "small_rows": small_rows_cases, "lone_cta": lone_cta_cases,
+              "small_rows": small_rows_cases, "lone_cta": lone_cta_cases, "split_k_more": split_k_more_cases,
               "lone_cta_wide": lone_cta_wide_cases, "lone_cta_more": lone_cta_more_cases}
     only = [g for g in args.only.split(",") if g] or list(groups)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
