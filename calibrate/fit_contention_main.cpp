@@ -209,16 +209,9 @@ int main(int argc, char** argv) {
                                            : calibrate::measured_clock_gains(clock_files);
     const auto base = calibrate::fit_base(base_files);
     auto m = calibrate::fit_contention(cases, base, gains);
-    if (!waves_file.empty()) {
-      auto rows = calibrate::split_k_beside(waves_file);
-      std::erase_if(rows,
-                    [&](const calibrate::SplitKBeside& r) { return r.shape_n != waves_columns; });
-      if (rows.empty())
-        throw std::runtime_error(
-            fmt::format("{}: no split-K GEMM of {} columns", waves_file, waves_columns));
+    if (!waves_file.empty())
       std::tie(m.split_k_reduce.lone_block, m.split_k_reduce.fixed_us) =
-          calibrate::fit_split_k_waves(rows, m);
-    }
+          calibrate::fit_split_k_waves(waves_file, waves_columns, m);
     Json doc;
     doc["contention"] =
         profile_section(m, file_names(files), clusters.substr(clusters.find_last_of('/') + 1),

@@ -111,6 +111,15 @@ std::pair<double, double> fit_split_k_waves(const std::vector<SplitKBeside>& row
   return {best_beta, best_fixed};
 }
 
+std::pair<double, double> fit_split_k_waves(const std::string& file, int columns,
+                                            const hardware::ContentionModel& m) {
+  auto rows = split_k_beside(file);
+  std::erase_if(rows, [&](const SplitKBeside& r) { return r.shape_n != columns; });
+  if (rows.empty())
+    throw std::runtime_error(fmt::format("{}: no split-K GEMM of {} columns", file, columns));
+  return fit_split_k_waves(rows, m);
+}
+
 hardware::ContentionModel::SplitKReduce fit_split_k_reduce(const std::vector<ReduceRecord>& r) {
   double mb = 0, mt = 0, sxy = 0, sxx = 0;
   for (const auto& x : r) mb += x.bytes / r.size(), mt += x.seconds / r.size();

@@ -39,6 +39,11 @@ std::vector<SplitKBeside> split_k_beside(const std::string& file);
 // Throws std::runtime_error if rows is empty or m knows no reduction.
 std::pair<double, double> fit_split_k_waves(const std::vector<SplitKBeside>& rows,
                                             hardware::ContentionModel m);
+// The same on a file's GEMMs of `columns` columns (the others held out), as
+// `twin-fit-contention --split-k-waves FILE --split-k-waves-columns N` fits it; throws
+// std::runtime_error naming the file if it has none.
+std::pair<double, double> fit_split_k_waves(const std::string& file, int columns,
+                                            const hardware::ContentionModel& m);
 // Least squares of seconds = setup + bytes / rate.
 hardware::ContentionModel::SplitKReduce fit_split_k_reduce(const std::vector<ReduceRecord>& r);
 
