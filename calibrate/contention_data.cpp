@@ -54,7 +54,8 @@ hardware::GemmLaunch nvjet_launch(const Json& l, const hardware::GemmDims& d, do
   g.cluster_m = v[2][0];
   g.k = d.k, g.m = d.m, g.n = d.n;
   g.tiles = std::ceil(d.n / g.tile_m) * std::ceil(d.m / g.tile_n) * std::max(1.0, batch);
-  g.ctas = std::min(product(l["grid"]), g.tiles);
+  // In clusters the grid is the tiles padded to whole clusters (kernel_shapes.cpp, padded_grid).
+  g.ctas = g.cluster > 1 ? product(l["grid"]) : std::min(product(l["grid"]), g.tiles);
   return g;
 }
 

@@ -46,14 +46,18 @@ double tiles_of(double m, double n, double batch, int tile_m, int tile_n) {
   return std::ceil(n / tile_m) * std::ceil(m / tile_n) * std::max(1.0, batch);
 }
 
-// nvjet's cluster orientation for a tile: the one whose CTAs load least (the higher load
-// intensity; of two equal, the cluster along N).
-int cluster_m_of(int tile_m, int tile_n, int cluster) {
+// nvjet's cluster orientation for a tile: where it runs one CTA per tile, the one that pads its
+// grid least (256×160 at 1,376 rows: 9 rows of tiles, clusters along M, 126 CTAs where along N
+// would launch 140); then the one whose CTAs load least (the higher load intensity; of two equal,
+// the cluster along N).
+int cluster_m_of(int tile_m, int tile_n, int cluster, double cols = 0, double rows = 0) {
+  const auto key = [&](int cm) {
+    const GemmLaunch l{tile_m, tile_n, cluster, 0, 0, cm};
+    return std::pair{cols > 0 ? -padded_grid(l, cols, rows, 1) : 0.0, load_intensity(l)};
+  };
   int best = 1;
   for (int cm = 1; cm <= cluster; cm *= 2)
-    if (cluster % cm == 0 && load_intensity({tile_m, tile_n, cluster, 0, 0, cm}) >
-                                 load_intensity({tile_m, tile_n, cluster, 0, 0, best}))
-      best = cm;
+    if (cluster % cm == 0 && key(cm) > key(best)) best = cm;
   return best;
 }
 
@@ -124,7 +128,9 @@ std::optional<GemmLaunch> small_row_launch(int sms, double m, double n, double k
     best->cluster = 4, best->cluster_m = 4;
   else
     best->cluster_m = rows == 2 ? 1 : 2;  // a pair over the two rows, else along the columns
-  best->ctas = std::ceil(best->tiles / best->cluster) * best->cluster;
+  // Slices of k lie along the rows of the grid (96 × 1,024 in 4 slices of 3 rows, 2×4 clusters:
+  // 8 × 12 CTAs, file split-k-more).
+  best->ctas = padded_grid(*best, std::ceil(n / best->tile_m), rows * best->split_k, 1);
   return best;
 }
 
@@ -161,9 +167,15 @@ GemmLaunch launch_of(int sms, double m, double n, double k, double batch) {
     if (work < best_work ||
         (work == best_work && (area > best_area || (area == best_area && tiles < best.tiles)))) {
       best_work = work;
-      best = {tm, tn, cluster, tiles, std::min(tiles, wave), cluster_m_of(tm, tn, cluster)};
+      best = {tm, tn, cluster, tiles, std::min(tiles, wave)};
     }
   }
+  // One CTA per tile up to a wave: the grid padded to whole clusters.
+  const double cols = std::ceil(n / best.tile_m), rows = std::ceil(m / best.tile_n);
+  const bool one_tile = best.tiles <= best.ctas;
+  best.cluster_m = one_tile ? cluster_m_of(best.tile_m, best.tile_n, best.cluster, cols, rows)
+                            : cluster_m_of(best.tile_m, best.tile_n, best.cluster);
+  if (one_tile) best.ctas = padded_grid(best, cols, rows, batch);
   return best;
 }
 
@@ -173,6 +185,11 @@ GemmLaunch gemm_launch(int sms, double m, double n, double k, double batch) {
   GemmLaunch l = launch_of(sms, m, n, k, batch);
   l.k = k, l.m = m, l.n = n;
   return l;
+}
+
+double padded_grid(const GemmLaunch& l, double cols, double rows, double batch) {
+  const auto [cm, cn] = l.cluster_shape();
+  return std::ceil(cols / cm) * cm * std::ceil(rows / cn) * cn * std::max(1.0, batch);
 }
 
 double load_intensity(const GemmLaunch& l) {
@@ -185,7 +202,14 @@ KernelShape gemm_shape(int sms, double m, double n, double k, double batch) {
 }
 
 KernelShape gemm_shape(const GemmLaunch& l) {
-  KernelShape k = persistent_shape(Family::gemm, l.tiles, l.ctas, l.cluster);
+  // One tile per CTA in clusters: each cluster is placed whole, the CTAs that pad it (no tile,
+  // they end at once) with it, so a launch's rounds beside held SMs count its whole grid, as
+  // tiles. Measured (an H100, file split-k-more): 96 × 3,072 on nvjet's 128×32 tiles in 2×4
+  // clusters, 72 tiles on 96 CTAs, ran ×1.59 of its time alone beside 16 held SMs, where its 72
+  // tiles alone would fit the 72 SMs clusters of 8 find there (×1.00). What this overstates: the
+  // padded CTAs' load on HBM (mechanism 3's running CTAs), a few percent of such a launch's CTAs.
+  const double tiles = l.cluster > 1 && l.tiles <= l.ctas ? l.ctas : l.tiles;
+  KernelShape k = persistent_shape(Family::gemm, tiles, l.ctas, l.cluster);
   k.load_intensity =
       static_cast<std::uint8_t>(std::clamp(std::round(load_intensity(l)), 1.0, 255.0));
   if (l.k > 0) {  // a tile and its slice of k, for its lone CTA's time

@@ -32,6 +32,10 @@ struct GemmLaunch {
 // A tile, those along M their B tile, so a CTA loads tile_m / cluster_n + tile_n / cluster_m
 // elements per step of k for tile_m · tile_n multiply-adds (contention.hpp, mechanism 3).
 double load_intensity(const GemmLaunch& l);
+// The grid of a launch of one CTA per tile in clusters, cols × rows output tiles (along M, along
+// N) times batch: CUDA launches clusters whole, so the tiles are padded to whole clusters along
+// each side (the grid of every recorded launch of one tile per CTA: test_calibrate).
+double padded_grid(const GemmLaunch& l, double cols, double rows, double batch = 1);
 // Reproduces the launches measured on our H200 (reports/calibration/contention/, profiler records
 // of 65 GEMMs; checked in test_calibrate) of (m×k)·(k×n): a GEMM of at most 192 rows that one
 // wave of CTAs holds runs one row of tiles as high as its rows (or rows of 64 where they divide

@@ -75,6 +75,22 @@ TEST_SUITE("hardware.contention") {
     CHECK(std::isinf(fixed.slowdown(c8, 90, 1e-6)));
     CHECK(m.slowdown(c8, 2) == 1.0);  // 120 usable ≥ 112 CTAs
   }
+  TEST_CASE("one tile per CTA in clusters: each cluster is placed whole, its padding with it") {
+    const ContentionModel m = model();
+    // 96 × 1,024 on 64×32 tiles in 1×4 clusters: 16 × 3 tiles, the 3 rows padded to 4: 64 CTAs.
+    GemmLaunch l{64, 32, 4, 48, 0, 1};
+    l.m = 96, l.n = 1024;
+    l.ctas = padded_grid(l, 16, 3);
+    REQUIRE(l.ctas == 64);
+    const KernelShape k = gemm_shape(l);
+    CHECK(k.blocks == 64);
+    CHECK(k.tiles == 64);  // a padded CTA takes its place in a round like a tile
+    // 64 held: clusters of 4 find 56 SMs (the table), 14 of the 16 clusters, then 2: two rounds,
+    // where 48 CTAs in clusters without padding would run in one.
+    CHECK(m.slowdown(k, 64) == doctest::Approx(2.0));
+    l.n = 768, l.tiles = 36, l.ctas = padded_grid(l, 12, 3);  // 12 × 4 = 48 CTAs: one round
+    CHECK(m.slowdown(gemm_shape(l), 64) == doctest::Approx(1.0));
+  }
   TEST_CASE("a kernel's fixed time is not stretched by held SMs") {
     ContentionModel m = model();
     m.family[static_cast<int>(Family::attention)].fixed_us = 5;
