@@ -561,6 +561,15 @@ def split_k_more_cases() -> list[Case]:
     return [gemm_case("split_k_more", m, n, k) for n, k in weights for m in (32, 64, 96, 128, 192)]
 
 
+def cluster_pad_cases() -> list[Case]:
+    """Small-row GEMMs whose tiles do not fill whole clusters (3 rows of 32 or 64, columns not a
+    multiple of the cluster's): the padded grid is placed cluster by cluster beside held SMs
+    (kernel_shapes.hpp, padded_grid), predicted before the run (issue #15)."""
+    return ([gemm_case("cluster_pad", 96, n, 4096) for n in (2560, 3072, 3584, 4608)]
+            + [gemm_case("cluster_pad", 192, n, 4096) for n in (3584, 4096, 5120, 6144)]
+            + [gemm_case("cluster_pad", 160, n, 4096) for n in (3584, 6144)])
+
+
 def lone_cta_cases() -> list[Case]:
     """Small-row GEMMs at four lengths of k (1,024–8,192) for 32–192 rows of 8,192 and 14,336
     columns: with 124 SMs held (nvjet's pairs: two at a time) or 112 (clusters of 4: two at a
@@ -880,7 +889,8 @@ def main() -> int:
     ap.add_argument("--held", default=",".join(map(str, HELD_DEFAULT)), help="SMs held, comma-separated")
     ap.add_argument("--only", default="", help="classes: elementwise,fp8_block,gemm,gemm_fp8,grouped,"
                                                "attention,flex,newton_schulz,router_tokens,"
-                                               "expert_rows,router_more,square_rows,small_rows,split_k_more,lone_cta,lone_cta_wide,"
+                                               "expert_rows,router_more,square_rows,small_rows,split_k_more,cluster_pad,lone_cta,"
+                                               "lone_cta_wide,"
                                                "lone_cta_more")
     ap.add_argument("--budget-s", type=float, default=1e9, help="stop starting cases after this")
     ap.add_argument("--no-copy", action="store_true", help="skip the beside-a-copy measurement")
@@ -920,6 +930,7 @@ def main() -> int:
               "router_tokens": router_token_cases, "expert_rows": expert_row_cases,
               "router_more": router_more_cases, "square_rows": square_rows_cases,
               "small_rows": small_rows_cases, "lone_cta": lone_cta_cases, "split_k_more": split_k_more_cases,
+              "cluster_pad": cluster_pad_cases,
               "lone_cta_wide": lone_cta_wide_cases, "lone_cta_more": lone_cta_more_cases}
     only = [g for g in args.only.split(",") if g] or list(groups)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
