@@ -128,7 +128,7 @@ TEST_CASE("cuBLAS launches as the twin chooses them are the ones measured") {
 TEST_CASE("a launch of one CTA per tile in clusters has its tiles padded to whole clusters") {
   // Every nvjet launch recorded here (H200 and H100 files) that runs at most one tile per CTA in
   // clusters, split-K's slices aside: its grid is its output tiles padded along M to cluster_m
-  // and along N to cluster_n (kernel_shapes.hpp, padded_grid) — more CTAs than tiles on 20
+  // and along N to cluster_n (kernel_shapes.hpp, padded_grid) — more CTAs than tiles on 23
   // launches (p's 129 tiles of 192 × 4,096 on 132 CTAs; 72 tiles in 2×4 clusters on 96).
   int launches = 0, padded = 0;
   for (const auto& e :
@@ -160,8 +160,8 @@ TEST_CASE("a launch of one CTA per tile in clusters has its tiles padded to whol
     }
   }
   MESSAGE(fmt::format("{} launches of one tile per CTA in clusters, {} padded", launches, padded));
-  CHECK(launches >= 241);
-  CHECK(padded >= 20);
+  CHECK(launches >= 251);
+  CHECK(padded >= 23);
 }
 
 TEST_CASE("small-row cuBLAS launches as the twin chooses them (files l, p)") {
@@ -253,6 +253,9 @@ TEST_CASE("held-out small-row cuBLAS launches (files p, q, reduce): a lone CTA's
   // starts before the full one ends, not modelled), the 160-row 64×96 tiles faster (+20%).
   // File reduce (2026-12-05) ran p's GEMMs and file l's expert rows again at 0–124 held, for
   // their split-K reduction's own times (test_calibrate): held out too (32 × 14,336 timed out).
+  // Files split-k-more and cluster-pad (2026-12-05, an H100: the H200's SMs, clocks and L2, the
+  // model taken as is) ran new small-row shapes, the second after its curves were predicted; on
+  // the launches nvjet made, as the others (README, "Held out on an H100").
   struct Budget {
     std::string file;
     std::size_t launches;
@@ -263,7 +266,8 @@ TEST_CASE("held-out small-row cuBLAS launches (files p, q, reduce): a lone CTA's
        {Budget{"h200-2026-12-03-contention-p.json", 32, 0.09, 0.21, 30},
         Budget{"h200-2026-12-03-contention-q.json", 32, 0.085, 0.14, 32},
         Budget{"h200-2026-12-05-contention-reduce.json", 43, 0.09, 0.28, 40},
-        Budget{"h100-2026-12-05-contention-split-k-more.json", 19, 0.095, 0.16, 18}}) {
+        Budget{"h100-2026-12-05-contention-split-k-more.json", 19, 0.095, 0.16, 18},
+        Budget{"h100-2026-12-05-contention-cluster-pad.json", 10, 0.095, 0.22, 7}}) {
     CAPTURE(b.file);
     const auto worst = recorded_worst(b.file.c_str());
     REQUIRE(worst.size() == b.launches);
