@@ -11,6 +11,7 @@
 
 #include "calibrate/launch_records.hpp"
 #include "hardware/kernel_shapes.hpp"
+#include "hardware/nvjet_name.hpp"
 
 namespace twin::calibrate {
 
@@ -39,24 +40,11 @@ bool split_k_launch(const Json& l) {
 }
 
 hardware::GemmLaunch nvjet_launch(const Json& l, const hardware::GemmDims& d, double batch) {
-  const std::string kernel = l.value("name", ""), prefix = "nvjet_sm90_tst_";
-  // The first three "<a>x<b>" fields after the prefix: tile, k tile × stages, cluster.
-  int v[3][2] = {};
-  std::size_t at = kernel.rfind(prefix, 0) == 0 ? prefix.size() : std::string::npos;
-  for (auto& f : v) {
-    int x = 0, y = 0, used = 0;
-    if (at == std::string::npos ||
-        std::sscanf(kernel.c_str() + at, "%dx%d_%n", &x, &y, &used) != 2 || used == 0)
-      throw std::runtime_error("not an nvjet kernel name: " + kernel);
-    f[0] = x, f[1] = y, at += static_cast<std::size_t>(used);
+  try {
+    return hardware::nvjet_named_launch(l.value("name", ""), d, batch, product(l["grid"]), kSms);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(e.what());
   }
-  hardware::GemmLaunch g{v[0][0], v[0][1], v[2][0] * v[2][1]};
-  g.cluster_m = v[2][0];
-  g.k = d.k, g.m = d.m, g.n = d.n;
-  g.tiles = std::ceil(d.n / g.tile_m) * std::ceil(d.m / g.tile_n) * std::max(1.0, batch);
-  // In clusters the grid is the tiles padded to whole clusters (kernel_shapes.cpp, padded_grid).
-  g.ctas = g.cluster > 1 ? product(l["grid"]) : std::min(product(l["grid"]), g.tiles);
-  return g;
 }
 
 Json read_measurement(const std::string& file) {
@@ -366,13 +354,8 @@ KernelShape recorded_gemm_shape(const Json& c) {
   const Json* l = major_launch(c);
   if (!l) throw std::runtime_error("a GEMM case without launch records");
   const Json& s = c["shape"];
-  auto g = nvjet_launch(*l, {s.value("m", 0.0), s.value("n", 0.0), s.value("k", 0.0)}, 1);
-  if (split_k_launch(*l)) {
-    const double slices = std::max(1.0, std::round(product((*l)["grid"]) / g.tiles));
-    g.tiles = g.ctas = product((*l)["grid"]);  // the output tiles once per slice of k
-    g.split_k = static_cast<int>(slices);
-  }
-  return hardware::gemm_shape(g);
+  return hardware::gemm_shape(
+      nvjet_launch(*l, {s.value("m", 0.0), s.value("n", 0.0), s.value("k", 0.0)}, 1));
 }
 
 }  // namespace twin::calibrate

@@ -17,9 +17,8 @@ const nlohmann::json* major_launch(const nlohmann::json& c);
 double product(const nlohmann::json& v);
 // Whether a launch record is nvjet's split-K kernel (slices of k, cuBLASLt's reduction after).
 bool split_k_launch(const nlohmann::json& l);
-// A measured nvjet launch of an (m×k)·(k×n) GEMM, `batch` of them: its tile and cluster from
-// the kernel's name (nvjet_sm90_tst_<tile_m>x<tile_n>_<k tile>x<stages>_<cluster x>x<cluster y>_…),
-// its CTAs from the grid, its tiles from the output (tile_m over n, tile_n over m); throws
+// A measured nvjet launch of an (m×k)·(k×n) GEMM, `batch` of them, read from its kernel's name
+// and grid (hardware::nvjet_named_launch: a split-K kernel's slices from the grid); throws
 // std::runtime_error if the name is not nvjet's.
 hardware::GemmLaunch nvjet_launch(const nlohmann::json& l, const hardware::GemmDims& d,
                                   double batch);

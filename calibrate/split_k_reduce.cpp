@@ -47,8 +47,7 @@ std::vector<ReduceRecord> split_k_reduce_records(const std::vector<std::string>&
       const Json& s = c["shape"];
       const double m = s.value("m", 0.0), n = s.value("n", 0.0);
       const auto g = nvjet_launch(*slices, {m, n, s.value("k", 0.0)}, 1);
-      const double split = std::round(product((*slices)["grid"]) / g.tiles);
-      out.push_back({m * n * (4 * split + 2), reduce->value("dur_us", 0.0) * 1e-6});
+      out.push_back({m * n * (4.0 * g.split_k + 2), reduce->value("dur_us", 0.0) * 1e-6});
     }
   }
   if (out.size() < 2) {

@@ -365,6 +365,15 @@ Command add_kernel(CLI::App& app, CommonArgs& common) {
                    "the kernel's time alone as measured (µs; default: the cost model's): the "
                    "contention model then slows that time, as the calibration fit does")
       ->check(positive_finite());
+  kernel->add_option("--nvjet", a->nvjet,
+                     "gemm: price the launch cuBLAS made, by its kernel's name in a trace "
+                     "(nvjet_sm90_tst_<tile>_<k tile>x<stages>_<cluster>_…), instead of the twin's "
+                     "choice");
+  kernel
+      ->add_option("--grid", a->grid,
+                   "with --nvjet: the launch's CTAs, as the trace records its grid (needed for "
+                   "split-K kernels; default: one CTA per tile, padded to whole clusters)")
+      ->check(positive_finite());
   kernel->footer(
       "Example: twin kernel scenarios/europa.json --set hardware.profile=h200-measured "
       "--kernel gemm --shape 16384,13568,6144 --held-sms 0,16,40,88");

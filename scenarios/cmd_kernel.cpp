@@ -12,6 +12,7 @@
 #include "hardware/collective.hpp"
 #include "hardware/kernel_cost.hpp"
 #include "hardware/kernel_shapes.hpp"
+#include "hardware/nvjet_name.hpp"
 #include "hardware/ops.hpp"
 #include "scenarios/commands.hpp"
 #include "sim/task.hpp"
@@ -29,15 +30,33 @@ double dim(const KernelArgs& k, std::size_t i, const char* what) {
   return k.shape[i];
 }
 
+// A bf16 GEMM's cuBLAS launch: the one named (--nvjet, --grid), else the twin's choice.
+hardware::GemmLaunch gemm_launch(const KernelArgs& k, int sms) {
+  const char* mnk = "M,N,K";
+  const hardware::GemmDims d{dim(k, 0, mnk), dim(k, 1, mnk), dim(k, 2, mnk)};
+  if (k.nvjet.empty()) {
+    if (k.grid > 0) throw InputError("--grid", "", "expected only with --nvjet");
+    return hardware::gemm_launch(sms, d.m, d.n, d.k);
+  }
+  try {
+    return hardware::nvjet_named_launch(k.nvjet, d, 1, k.grid, sms);
+  } catch (const std::invalid_argument& e) {
+    throw InputError("--nvjet", "", e.what());
+  }
+}
+
 // The kernel's work: time alone (cost model) and contention shape (hardware/kernel_shapes.hpp).
 KernelWork kernel_work(const KernelArgs& k, const hardware::KernelCost& cost, bool equal_rows) {
   const int sms = cost.sm_count();
+  if ((!k.nvjet.empty() || k.grid > 0) && k.kernel != "gemm")
+    throw InputError(k.nvjet.empty() ? "--grid" : "--nvjet", "",
+                     "expected only with --kernel gemm");
   if (k.kernel == "gemm" || k.kernel == "gemm_fp8") {
     const char* mnk = "M,N,K";
     const double m = dim(k, 0, mnk), n = dim(k, 1, mnk), kk = dim(k, 2, mnk);
     const bool fp8 = k.kernel == "gemm_fp8";
     const auto shape =
-        fp8 ? hardware::gemm_fp8_shape(sms, m, n) : hardware::gemm_shape(sms, m, n, kk);
+        fp8 ? hardware::gemm_fp8_shape(sms, m, n) : hardware::gemm_shape(gemm_launch(k, sms));
     return {cost.gemm_s(m, n, kk, fp8), 0, KernelClass::grid, shape};
   }
   if (k.kernel == "grouped_static" || k.kernel == "grouped_dynamic") {
@@ -97,11 +116,12 @@ hardware::CollectiveSpec collective_spec(const std::string& text, const Scenario
 // split-K: the slices' (the reduction after them is its own kernel, split_k()).
 Json gemm_launch_json(const KernelArgs& k, const hardware::KernelCost& cost, const KernelWork& w,
                       const hardware::ContentionModel& m) {
-  const auto l = hardware::gemm_launch(cost.sm_count(), k.shape[0], k.shape[1], k.shape[2]);
+  const auto l = gemm_launch(k, cost.sm_count());
   const auto split = m.split_k(w.shape, w.alone_s);
   const auto own = split ? m.own_saturation(split->slices.shape, split->slices.alone_s)
                          : m.own_saturation(w.shape, w.alone_s);
-  return {{"tile", {l.tile_m, l.tile_n}},
+  return {{"nvjet", k.nvjet.empty() ? Json(nullptr) : Json(k.nvjet)},
+          {"tile", {l.tile_m, l.tile_n}},
           {"cluster", l.cluster},
           {"ctas", l.ctas},
           {"tiles", l.tiles},
@@ -195,12 +215,12 @@ int cmd_kernel(const CommonArgs& args, const KernelArgs& k, std::ostream& out) {
     const auto& l = doc["launch"];
     fmt::print(
         out,
-        "  cuBLAS launch: {}×{} tiles in clusters of {} ({}x{}), {} CTAs for {} tiles (split-K "
+        "  cuBLAS launch{}: {}×{} tiles in clusters of {} ({}x{}), {} CTAs for {} tiles (split-K "
         "{}{}); a lone CTA {:.1f} µs ({}); saturates at {:.0f} SMs (its load intensity's: "
         "{:.0f})\n",
-        l["tile"][0].get<int>(), l["tile"][1].get<int>(), l["cluster"].get<int>(),
-        l["cluster_shape"][0].get<int>(), l["cluster_shape"][1].get<int>(), l["ctas"].get<double>(),
-        l["tiles"].get<double>(), l["split_k"].get<int>(),
+        k.nvjet.empty() ? "" : " (as named)", l["tile"][0].get<int>(), l["tile"][1].get<int>(),
+        l["cluster"].get<int>(), l["cluster_shape"][0].get<int>(), l["cluster_shape"][1].get<int>(),
+        l["ctas"].get<double>(), l["tiles"].get<double>(), l["split_k"].get<int>(),
         l["split_k_reduce_us"].get<double>() > 0
             ? fmt::format(", then a reduction of {:.1f} µs on {:.0f} blocks",
                           l["split_k_reduce_us"].get<double>(),

@@ -137,6 +137,8 @@ struct KernelArgs {
   std::string beside_collective;  // "KIND,BYTES,CTAS": also run it beside this collective
   double alone_us = 0;            // the kernel's measured time alone (0: the cost model's)
   std::string profile;            // short for --set hardware.profile=NAME ("": the scenario's)
+  std::string nvjet;  // gemm: the launch cuBLAS made, by its kernel's name ("": the twin's choice)
+  double grid = 0;    // that launch's CTAs (0: its tiles padded to whole clusters)
 };
 
 // `twin collective`: one collective alone, per size, in nccl-tests' columns (cmd_collective.cpp).

@@ -32,8 +32,9 @@ CommonArgs h200_args() {
 }
 
 // Every cuBLAS case of a contention_bench.py file through `twin kernel --alone-us` on the H200
-// profile, each point checked against `budget`.
-Agreement cli_against(const std::string& file, double budget) {
+// profile, each point checked against `budget`; `named`: on the launch nvjet made (--nvjet,
+// --grid: its longest kernel's name and grid as the file recorded them).
+Agreement cli_against(const std::string& file, double budget, bool named = false) {
   const Json doc =
       read_json_file(std::string(TWIN_SOURCE_DIR) + "/reports/calibration/contention/" + file);
   const CommonArgs args = h200_args();
@@ -45,6 +46,15 @@ Agreement cli_against(const std::string& file, double budget) {
     k.kernel = "gemm";
     k.shape = {s["m"].get<double>(), s["n"].get<double>(), s["k"].get<double>()};
     k.alone_us = c["alone_ms"].get<double>() * 1e3;
+    if (named) {
+      const Json* big = nullptr;
+      for (const auto& l : c["launches"])
+        if (!big || l["dur_us"].get<double>() > (*big)["dur_us"].get<double>()) big = &l;
+      REQUIRE(big);
+      k.nvjet = (*big)["name"];
+      k.grid = 1;
+      for (const auto& g : (*big)["grid"]) k.grid *= g.get<double>();
+    }
     k.held_sms.clear();
     std::vector<double> measured;
     for (const auto& p : c["points"])
@@ -132,4 +142,28 @@ TEST_CASE("twin kernel: a split-K launch's reduction runs on cuBLASLt's grid (fi
   CHECK(twin["launch"]["split_k_reduce_blocks"].get<double>() == 768);
   CHECK(twin["points"][0]["slowdown"].get<double>() == doctest::Approx(2.15).epsilon(0.1));
   CHECK(twin["points"][1]["slowdown"].get<double>() == doctest::Approx(3.70).epsilon(0.1));
+}
+
+TEST_CASE("twin kernel --nvjet prices the launch a trace names (files cluster-pad, split-k-more)") {
+  // Small-row GEMMs an H100 ran on other kernels than the twin's choice (README of
+  // reports/calibration/contention, "Held out on an H100"): given each launch's kernel name and
+  // grid as the profiler recorded them, the CLI reproduces the model's held-out figures on the
+  // launches nvjet made (test_calibrate) — the padded 2×4 clusters of 96 × 3,072 included.
+  const auto pad = cli_against("h100-2026-12-05-contention-cluster-pad.json", 0.22, true);
+  CHECK(pad.cases == 10);
+  const auto split = cli_against("h100-2026-12-05-contention-split-k-more.json", 0.16, true);
+  CHECK(split.cases == 19);
+  KernelArgs k;
+  k.kernel = "gemm";
+  k.shape = {96, 3072, 6144};
+  k.nvjet = "nvjet_sm90_tst_128x32_64x10_2x4_h_bz_NNT";
+  k.alone_us = 19.0;  // file split-k-more's time alone
+  k.held_sms = {16};
+  std::ostringstream out;
+  REQUIRE(cmd_kernel(h200_args(), k, out) == 0);
+  const Json twin = Json::parse(out.str());
+  CHECK(twin["launch"]["ctas"].get<double>() == 96);  // 3 rows of tiles padded to the cluster's 4
+  CHECK(twin["launch"]["tiles"].get<double>() == 72);
+  // Measured ×1.59: a second round of clusters (×1.00 counted without the padding).
+  CHECK(twin["points"][0]["slowdown"].get<double>() == doctest::Approx(1.59).epsilon(0.1));
 }
