@@ -7,11 +7,11 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <string>
 
 #include "hardware/contention.hpp"
 #include "hardware/kernel_shapes.hpp"
+#include "hardware/nvjet_name.hpp"
 
 namespace twin::test {
 
@@ -73,11 +73,9 @@ const nlohmann::json& longest(const nlohmann::json& launches, Time time) {
 // nvjet's tile and cluster from its kernel name
 // (nvjet_sm90_tst_<tile_m>x<tile_n>_<k tile>x<stages>_<cluster x>x<cluster y>_…).
 inline hardware::GemmLaunch nvjet_name_launch(const std::string& kernel) {
-  static const std::regex name(R"(nvjet_sm90_tst_(\d+)x(\d+)_\d+x\d+_(\d)x(\d)_)");
-  std::smatch m;
-  REQUIRE(std::regex_search(kernel, m, name));
-  return {std::stoi(m[1]), std::stoi(m[2]), std::stoi(m[3]) * std::stoi(m[4]), 0, 0,
-          std::stoi(m[3])};
+  hardware::GemmLaunch l;
+  REQUIRE_NOTHROW(l = hardware::nvjet_named_launch(kernel, {}, 1, 1, 132));
+  return l;
 }
 // The CTAs of a launch record: the product of its grid.
 inline double ctas_of(const nlohmann::json& launch) {
