@@ -84,10 +84,9 @@ KernelShape persistent_shape(Family f, double tiles, double ctas, int cluster) {
 // 112 —, else pairs. At 64 rows, where one row of tiles would need pairs and a split of k, two
 // rows of 32 in pairs over the rows and one split fewer (nvjet's 64×32 1x2 launches at 2,048
 // and 4,096 columns; at 3,584 it kept one row in clusters of 4, at 8,192 one row unsplit). This
-// gives nvjet's cluster size on all 38 recorded launches, its CTAs on 36 (two launches of three
-// rows of tiles take the 120 and 132 CTAs a wave holds where the rule gives 116 and 130: CTAs
-// without a tile end at once) and its tile on 34 (test_calibrate); it was read off these
-// launches, none held out.
+// gives nvjet's cluster size and CTAs on all 38 recorded launches (the grid padded to whole
+// clusters along each side: padded_grid) and its tile on 35 (test_calibrate); it was read off
+// these launches, none held out.
 constexpr double kSmallRows = 192, kMinSplitK = 1344, kCluster4Ctas = 120;
 constexpr int kSmallRowTileWidths[] = {64, 96, 128, 160};
 constexpr int kSplits[] = {1, 2, 4}, kMaxSplit = kSplits[std::size(kSplits) - 1];

@@ -45,8 +45,9 @@ double padded_grid(const GemmLaunch& l, double cols, double rows, double batch =
 // whole waves ([fit], kernel_shapes.cpp); another takes the tile of the kernels seen that needs
 // the least padded work in whole waves (ties: the larger tile, then fewer tiles), in clusters of
 // 8 when it fits one wave of them (14 clusters: 112 CTAs), and runs one CTA per tile up to one
-// wave, one per SM beyond; its cluster oriented so that its CTAs load least (the higher load
-// intensity: nvjet's orientation on 19 of the 22 recorded launches whose tile this takes).
+// wave, one per SM beyond (a grid of one tile per CTA padded to whole clusters: padded_grid); its
+// cluster oriented to pad that grid least, then so that its CTAs load least (the higher load
+// intensity: nvjet's orientation on 20 of the 22 recorded launches whose tile this takes).
 GemmLaunch gemm_launch(int sms, double m, double n, double k, double batch = 1);
 // The contention shape of a cuBLAS bf16 GEMM: static tile lists at few tiles per CTA (late CTAs
 // wait: measured ×1.4–1.9 from 4 SMs held at up to 2 per CTA), above a first tile fixed per CTA
