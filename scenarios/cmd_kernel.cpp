@@ -34,10 +34,7 @@ double dim(const KernelArgs& k, std::size_t i, const char* what) {
 hardware::GemmLaunch gemm_launch(const KernelArgs& k, int sms) {
   const char* mnk = "M,N,K";
   const hardware::GemmDims d{dim(k, 0, mnk), dim(k, 1, mnk), dim(k, 2, mnk)};
-  if (k.nvjet.empty()) {
-    if (k.grid > 0) throw InputError("--grid", "", "expected only with --nvjet");
-    return hardware::gemm_launch(sms, d.m, d.n, d.k);
-  }
+  if (k.nvjet.empty()) return hardware::gemm_launch(sms, d.m, d.n, d.k);
   try {
     return hardware::nvjet_named_launch(k.nvjet, d, 1, k.grid, sms);
   } catch (const std::invalid_argument& e) {
@@ -51,6 +48,7 @@ KernelWork kernel_work(const KernelArgs& k, const hardware::KernelCost& cost, bo
   if ((!k.nvjet.empty() || k.grid > 0) && k.kernel != "gemm")
     throw InputError(k.nvjet.empty() ? "--grid" : "--nvjet", "",
                      "expected only with --kernel gemm");
+  if (k.grid > 0 && k.nvjet.empty()) throw InputError("--grid", "", "expected only with --nvjet");
   if (k.kernel == "gemm" || k.kernel == "gemm_fp8") {
     const char* mnk = "M,N,K";
     const double m = dim(k, 0, mnk), n = dim(k, 1, mnk), kk = dim(k, 2, mnk);
