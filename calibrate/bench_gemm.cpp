@@ -62,8 +62,8 @@ void bench_gemm(const Options& o, Json& out) {
   for (const auto& sh : shapes) {
     Bf16Buffer A(std::size_t(sh.m) * sh.k, 1), B(std::size_t(sh.k) * sh.n, 2),
         C(std::size_t(sh.m) * sh.n, 3);
-    const double ms =
-        median_ms(s, 3, o.reps, [&] { blas.gemm(s, sh.m, sh.n, sh.k, A.p, B.p, C.p); });
+    const double ms = median_ms(
+        s, 3, o.reps, [&] { blas.gemm(s, sh.m, sh.n, sh.k, A.p, B.p, C.p); }, {}, o.lead_us);
     rows.push_back({{"shape", sh.name},
                     {"m", sh.m},
                     {"n", sh.n},
@@ -85,7 +85,8 @@ void bench_grouped(const Options& o, Json& out) {
   GroupedCase gc(groups, 1024, 3584, 6144);
   Json r;
   for (bool dyn : {false, true}) {
-    const double ms = median_ms(s, 2, o.reps, [&] { gc.launch(dyn, s); });
+    const double ms = median_ms(
+        s, 2, o.reps, [&] { gc.launch(dyn, s); }, {}, o.lead_us);
     r[dyn ? "dynamic" : "static"] = {{"median_ms", ms},
                                      {"TFLOPs", gc.flops() / (ms * 1e-3) / 1e12}};
     std::printf("grouped gemm %s: %d experts x 1024 rows, %.3f ms, %.1f TFLOP/s\n",

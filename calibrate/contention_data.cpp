@@ -19,40 +19,11 @@ using hardware::KernelShape;
 using hardware::Schedule;
 using Json = nlohmann::json;
 
-const Json* major_launch(const Json& c) {
-  const Json* best = nullptr;
-  for (const auto& l : c["launches"])
-    if (l.contains("grid") && l["grid"].is_array() &&
-        (!best || l.value("dur_us", 0.0) > best->value("dur_us", 0.0)))
-      best = &l;
-  return best;
-}
-
-double product(const Json& v) {
-  double p = 1;
-  for (const auto& x : v) p *= x.get<double>();
-  return p;
-}
-
-bool split_k_launch(const Json& l) {
-  return l.value("name", "").find("splitK") != std::string::npos;
-}
-
 hardware::GemmLaunch nvjet_launch(const Json& l, const hardware::GemmDims& d, double batch) {
   try {
     return hardware::nvjet_named_launch(l.value("name", ""), d, batch, product(l["grid"]), kSms);
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(e.what());
-  }
-}
-
-Json read_measurement(const std::string& file) {
-  std::ifstream in(file);
-  if (!in) throw std::runtime_error(file + ": cannot open");
-  try {
-    return Json::parse(in);
-  } catch (const std::exception& e) {
-    throw std::runtime_error(file + ": invalid JSON: " + e.what());
   }
 }
 

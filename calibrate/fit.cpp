@@ -1,8 +1,10 @@
-// Fits the engine's parameters from twin-calibrate's measurements (Eigen least squares) and
+// Fits the engine's parameters from twin-calibrate's measurements (least squares) and
 // writes them as a hardware-profile overlay, each value with its source.
-#include <Eigen/Dense>
+#include <cstdio>
+#include <optional>
 
 #include "calibrate/benches.hpp"
+#include "calibrate/gemm_fit.hpp"
 
 namespace twin::calibrate {
 
@@ -10,9 +12,15 @@ namespace {
 Json sourced(double v, const std::string& src) {
   return {{"value", v}, {"source", src}};
 }
+
+std::string fmt_number(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", v);
+  return b;
+}
 }  // namespace
 
-Json fit_profile(const Json& m) {
+Json fit_profile(const Json& m, const std::optional<hardware::Profile>& base) {
   Json p;
   const std::string tag = "[meas] twin-calibrate ";
   if (m.contains("copies")) {
@@ -23,26 +31,25 @@ Json fit_profile(const Json& m) {
     p["node"]["host_d2h_GBps"] =
         sourced(c["d2h_pinned"]["GBps"], tag + "pinned device-to-host cudaMemcpyAsync");
   }
-  if (m.contains("gemm_bf16")) {
-    // GEMM efficiency against rows m (kernel_cost.hpp): eff(m) = f·m/(m+h) ⇔ 1/eff = 1/f + (h/f)/m,
-    // linear in 1/m: fit on the expert up-projection sweep.
-    std::vector<std::pair<double, double>> pts;
+  if (m.contains("gemm_bf16") && base) {
+    // The time alone of a cuBLAS GEMM (kernel_cost.hpp) over every shape timed: f and h with the
+    // base's fixed cost per kernel and peak, and the bandwidth measured here where it was.
+    std::vector<GemmAlone> pts;
     for (const auto& r : m["gemm_bf16"])
-      if (r["shape"] == "expert_up")
-        pts.emplace_back(r["m"].get<double>(), r["TFLOPs"].get<double>() / 989.0);
-    if (pts.size() >= 2) {
-      Eigen::MatrixXd X(pts.size(), 2);
-      Eigen::VectorXd y(pts.size());
-      for (std::size_t i = 0; i < pts.size(); ++i)
-        X(i, 0) = 1, X(i, 1) = 1 / pts[i].first, y(i) = 1 / pts[i].second;
-      const Eigen::Vector2d ab = X.colPivHouseholderQr().solve(y);
-      const double f = 1 / ab(0), h = ab(1) / ab(0);
-      const std::string how = tag +
-                              "cuBLAS bf16 expert up-projection (n 3584, k 6144) over rows; least "
-                              "squares of 1/eff = 1/f + (h/f)/rows";
-      p["efficiency"]["gemm_peak_fraction"] = sourced(f, how);
-      p["efficiency"]["gemm_half_rows"] = sourced(h, how);
-    }
+      pts.push_back({r["m"].get<double>(), r["n"].get<double>(), r["k"].get<double>(),
+                     r["median_ms"].get<double>() * 1e-3});
+    hardware::Profile p0 = *base;
+    if (m.contains("copies")) p0.gpu.hbm_bw_GBps = m["copies"]["d2d"]["GBps"];
+    const auto fit = fit_gemm_alone(pts, p0, true);
+    const double lead = m.value("lead_us", 0.0);
+    const std::string how =
+        tag + "cuBLAS bf16 GEMMs (" + std::to_string(pts.size()) + " shapes) timed " +
+        (lead > 0 ? "with the host's enqueue hidden (--lead-us " + fmt_number(lead) + ")"
+                  : "with the host's enqueue (--lead-us 0)") +
+        "; least squares of log(model/measured) of KernelCost::gemm_s over f and h "
+        "(calibrate::fit_gemm_alone)";
+    p["efficiency"]["gemm_peak_fraction"] = sourced(fit.peak_fraction, how);
+    p["efficiency"]["gemm_half_rows"] = sourced(fit.half_rows, how);
   }
   if (m.contains("cpu")) {
     const auto& c = m["cpu"];

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/twin_kernels.cuh"
+
 namespace twin::calibrate {
 
 inline void check(cudaError_t e, const char* what) {
@@ -21,27 +23,42 @@ inline void check(cudaError_t e, const char* what) {
 
 // Median time in milliseconds of `launch` on stream s: `warmup` untimed runs, then `reps`
 // runs each bracketed by events; `before` (untimed) runs ahead of each.
+//
+// lead_us = 0: each run on an idle GPU, the host waiting for it — the events then also time the
+// host's enqueue (cuBLAS's host side: ~10 µs, as long as a small GEMM; 2026-12-05,
+// reports/calibration/README.md, "The host's enqueue"). lead_us > 0: as in the job, where the
+// host runs ahead of the GPU — one GPU sleep of lead_us per run goes first, the host enqueues
+// every run behind it (`before` must not wait for the GPU then), and the runs follow each other
+// on the GPU, as calibrate/contention_bench.py times them.
 inline double median_ms(cudaStream_t s, int warmup, int reps, const std::function<void()>& launch,
-                        const std::function<void()>& before = {}) {
+                        const std::function<void()>& before = {}, double lead_us = 0) {
   for (int i = 0; i < warmup; ++i) {
     if (before) before();
     launch();
   }
   check(cudaStreamSynchronize(s), "warm-up");
-  std::vector<float> ms(static_cast<std::size_t>(reps));
-  cudaEvent_t a, b;
-  check(cudaEventCreate(&a), "event");
-  check(cudaEventCreate(&b), "event");
-  for (auto& m : ms) {
-    if (before) before();
-    check(cudaEventRecord(a, s), "record");
-    launch();
-    check(cudaEventRecord(b, s), "record");
-    check(cudaEventSynchronize(b), "sync");
-    check(cudaEventElapsedTime(&m, a, b), "elapsed");
+  const std::size_t n = static_cast<std::size_t>(reps);
+  std::vector<cudaEvent_t> a(n), b(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    check(cudaEventCreate(&a[i]), "event");
+    check(cudaEventCreate(&b[i]), "event");
   }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
+  if (lead_us > 0)
+    check(kernels::launch_gpu_sleep(static_cast<long long>(lead_us * 1e3 * reps), s), "lead");
+  std::vector<float> ms(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (before) before();
+    check(cudaEventRecord(a[i], s), "record");
+    launch();
+    check(cudaEventRecord(b[i], s), "record");
+    if (lead_us <= 0) check(cudaEventSynchronize(b[i]), "sync");
+  }
+  check(cudaStreamSynchronize(s), "sync");
+  for (std::size_t i = 0; i < n; ++i) {
+    check(cudaEventElapsedTime(&ms[i], a[i], b[i]), "elapsed");
+    cudaEventDestroy(a[i]);
+    cudaEventDestroy(b[i]);
+  }
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
 }

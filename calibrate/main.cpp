@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "calibrate/benches.hpp"
+#include "calibrate/gemm_fit.hpp"
 #include "calibrate/harness.hpp"
 #include "calibrate/nccl_tests_io.hpp"
 
@@ -146,14 +147,23 @@ int main(int argc, char** argv) {
       "Exit codes: 0 measured and written; 3 no CUDA GPU visible (nothing measured or written); "
       "2 bad options; 1 a benchmark or the write failed."};
   std::string out = "h200-measured.json", name = "h200-measured", base = "h200", commit = "unknown";
+  std::string profiles_dir = "hardware/profiles";
   Options o;
   std::vector<std::string> only;
   app.add_option("--out", out, "profile overlay to write");
   app.add_option("--name", name, "profile name");
   app.add_option("--base", base, "profile the overlay is based on (hardware/profiles/<base>.json)");
   app.add_option("--commit", commit, "source commit, recorded in the provenance");
+  app.add_option("--profiles-dir", profiles_dir,
+                 "folder of the base profile, whose fixed cost per kernel and peak the GEMM fit "
+                 "keeps");
   app.add_option("--reps", o.reps, "timed repetitions per measurement (median reported)");
   app.add_flag("--quick", o.quick, "fewer sizes and repetitions (a smoke run)");
+  app.add_option("--lead-us", o.lead_us,
+                 "one GPU's kernels: a GPU sleep this long per timed run goes ahead of the runs, "
+                 "so that the host's enqueue is not timed (0: each run on an idle GPU, the "
+                 "host's enqueue timed too, as before 2026-12-05)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--nccl-ctas", o.nccl_ctas,
                  "maxCTAs values for the NCCL benchmark (0: NCCL's default or $NCCL_MAX_CTAS)")
       ->delimiter(',');
@@ -202,11 +212,16 @@ int main(int argc, char** argv) {
       {"fp8", bench_fp8},
       {"nccl", bench_nccl}};
   Json m;
+  std::optional<twin::hardware::Profile> base_profile;
   try {
     std::vector<std::pair<std::string, void (*)(const Options&, Json&)>> chosen;
     for (const auto& b : benches)
       if (only.empty() || std::find(only.begin(), only.end(), b.first) != only.end())
         chosen.push_back(b);
+    // Read before measuring: a missing base must not cost a run.
+    if (std::any_of(chosen.begin(), chosen.end(), [](const auto& b) { return b.first == "gemm"; }))
+      base_profile = gemm_profile(profiles_dir + "/" + base + ".json");
+    m["lead_us"] = o.lead_us;
     // Each benchmark takes seconds to minutes: say which one runs and how long it took (on
     // stderr; reports/'s progress meter is not calibrate/'s to use, STYLE.md's layering).
     const auto start = std::chrono::steady_clock::now();
@@ -224,7 +239,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "twin-calibrate: error: %s\n", e.what());
     return 1;
   }
-  Json profile = fit_profile(m);
+  Json profile = fit_profile(m, base_profile);
   profile["name"] = name;
   profile["base"] = base;
   profile["description"] =

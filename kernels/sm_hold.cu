@@ -60,6 +60,11 @@ __global__ void wait_count(const volatile int* counter, int target, long long ma
   }
 }
 
+__global__ void sleep_ns(long long ns) {
+  const unsigned long long end = globaltimer() + static_cast<unsigned long long>(ns);
+  while (globaltimer() < end) __nanosleep(1000);
+}
+
 // Reads the SM clock while a measured stream runs (issue #15's mechanism 2: do fewer busy SMs
 // raise the clock?): one thread records (global ns, SM cycles) when *mark turns 1 and again when
 // it turns 2, or gives up after max_ns. clock64 counts cycles of the one graphics clock all SMs
@@ -133,6 +138,11 @@ cudaError_t launch_clock_observe(const int* mark, unsigned long long* out, long 
 
 cudaError_t launch_wait_count(const int* counter, int target, long long max_ns, cudaStream_t s) {
   wait_count<<<1, 1, 0, s>>>(counter, target, max_ns);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_gpu_sleep(long long ns, cudaStream_t s) {
+  sleep_ns<<<1, 1, 0, s>>>(ns);
   return cudaGetLastError();
 }
 

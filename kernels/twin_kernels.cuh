@@ -31,6 +31,10 @@ cudaError_t launch_sm_hold_shaped(int blocks, int* started, int* smids, const in
                                   long long max_ns, int smem_bytes, int threads, int mode,
                                   cudaStream_t s);
 cudaError_t launch_wait_count(const int* counter, int target, long long max_ns, cudaStream_t s);
+// One thread that waits `ns` on the global timer: put ahead of a timed launch, it keeps the GPU
+// busy while the host enqueues the launch, so that the host's enqueue is not timed
+// (calibrate/harness.hpp).
+cudaError_t launch_gpu_sleep(long long ns, cudaStream_t s);
 // One warp that records (global ns, SM clock cycles) in out[0..1] when *mark turns 1 and in
 // out[2..3] when it turns 2 (the SM clock over a measured span; calibrate/contention_bench.py).
 cudaError_t launch_clock_observe(const int* mark, unsigned long long* out, long long max_ns,

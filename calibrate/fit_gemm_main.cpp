@@ -1,0 +1,128 @@
+// twin-fit-gemm: fits the time alone of cuBLAS bf16 GEMMs (calibrate/gemm_fit.hpp) to the
+// GEMMs contention_bench.py timed alone, half of the shapes fitted and half held out, and prints
+// the residuals per band of rows. No GPU needed.
+//
+//   build/twin-fit-gemm reports/calibration/contention/h200-*-contention-*.json
+//       --profile hardware/profiles/h200.json --out reports/calibration/gemm-alone/fit.json
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "calibrate/gemm_fit.hpp"
+
+using namespace twin;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+struct Band {
+  const char* name;
+  double lo, hi;
+};
+constexpr Band kBands[] = {
+    {"32-255 rows", 0, 256}, {"256-4095 rows", 256, 4096}, {"4096+ rows", 4096, INFINITY}};
+
+// Median |error| and the worst error of the points of one band.
+Json band_summary(const std::vector<calibrate::GemmAlone>& pts, const std::vector<double>& err,
+                  const Band& b) {
+  std::vector<double> a;
+  double worst = 0;
+  for (std::size_t i = 0; i < pts.size(); ++i)
+    if (pts[i].m >= b.lo && pts[i].m < b.hi) {
+      a.push_back(std::abs(err[i]));
+      if (std::abs(err[i]) > std::abs(worst)) worst = err[i];
+    }
+  std::sort(a.begin(), a.end());
+  const double med = a.empty() ? 0 : a[a.size() / 2];
+  return {{"rows", b.name},
+          {"points", a.size()},
+          {"median_abs_error", std::round(med * 1e4) / 1e4},
+          {"worst_error", std::round(worst * 1e4) / 1e4}};
+}
+
+Json summary(const std::vector<calibrate::GemmAlone>& pts, const hardware::Profile& p) {
+  const auto err = calibrate::gemm_alone_errors(pts, p);
+  Json out = Json::array();
+  for (const auto& b : kBands) out.push_back(band_summary(pts, err, b));
+  return out;
+}
+
+void print(const char* title, const Json& bands) {
+  fmt::print("{}\n", title);
+  for (const auto& b : bands)
+    fmt::print("  {:<14} {:>4} points  median |error| {:5.1f}%  worst {:+6.1f}%\n",
+               b["rows"].get<std::string>(), b["points"].get<int>(),
+               100 * b["median_abs_error"].get<double>(), 100 * b["worst_error"].get<double>());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"twin-fit-gemm: fit a cuBLAS bf16 GEMM's time alone to GEMMs timed alone"};
+  std::vector<std::string> files;
+  std::string profile_file, out;
+  bool fit_f = false, no_fit = false;
+  app.add_option("files", files,
+                 "contention_bench.py results (their GEMMs' alone_ms) or twin-calibrate results "
+                 "timed with --lead-us > 0")
+      ->required();
+  app.add_option("--profile", profile_file,
+                 "the profile whose o, P, BW (and f) the fit keeps (hardware/profiles/NAME.json)")
+      ->required();
+  app.add_flag("--fit-peak-fraction", fit_f, "fit f as well as h");
+  app.add_flag("--no-fit", no_fit,
+               "only the profile's residuals on these GEMMs (another GPU's files, held out)");
+  app.add_option("--out", out, "the fit and its residuals as JSON");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    const auto pts = calibrate::gemms_alone(files);
+    auto p = calibrate::gemm_profile(profile_file);
+    Json j;
+    j["data"] = files;
+    j["profile"] = profile_file;
+    j["before"] = summary(pts, p);
+    if (no_fit) {
+      fmt::print("{} GEMM shapes timed alone\n", pts.size());
+      print("the profile's f and h, every shape:", j["before"]);
+    } else {
+      const auto split = calibrate::alternate_shapes(pts);
+      const auto fit = calibrate::fit_gemm_alone(split.fitted, p, fit_f);
+      p.efficiency.gemm_peak_fraction = fit.peak_fraction;
+      p.efficiency.gemm_half_rows = fit.half_rows;
+      j["method"] =
+          "t = o + max(2mnk / (P·f·m/(m+h)), bytes / BW) (hardware::KernelCost::gemm_s), o, P, "
+          "BW from the profile; least squares of log(model / measured) over h (0-1000 rows, step "
+          "1)" +
+          std::string(fit_f ? " and f (0.5-0.9975, step 0.0025)" : "") +
+          " on alternate shapes (in order of m, n, k), the others held out";
+      j["gemm_peak_fraction"] = fit.peak_fraction;
+      j["gemm_half_rows"] = fit.half_rows;
+      j["shapes"] = {{"fitted", split.fitted.size()}, {"held_out", split.held_out.size()}};
+      j["fitted"] = summary(split.fitted, p);
+      j["held_out"] = summary(split.held_out, p);
+      fmt::print("{} GEMM shapes timed alone ({} fitted, {} held out); f = {}, h = {} rows\n",
+                 pts.size(), split.fitted.size(), split.held_out.size(), fit.peak_fraction,
+                 fit.half_rows);
+      print("the profile's f and h, every shape:", j["before"]);
+      print("fitted shapes:", j["fitted"]);
+      print("held-out shapes:", j["held_out"]);
+    }
+    if (!out.empty()) {
+      const std::string tmp = out + ".tmp";
+      std::ofstream f(tmp);
+      f << j.dump(2) << "\n";
+      if (!f.flush()) throw std::runtime_error(out + ": cannot write");
+      f.close();
+      std::filesystem::rename(tmp, out);
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "twin-fit-gemm: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

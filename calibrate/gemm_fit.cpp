@@ -1,0 +1,171 @@
+#include "calibrate/gemm_fit.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <stdexcept>
+#include <tuple>
+
+#include "calibrate/launch_records.hpp"
+#include "hardware/kernel_cost.hpp"
+
+namespace twin::calibrate {
+
+using Json = nlohmann::json;
+
+namespace {
+
+double positive(const Json& c, const char* key, const std::string& where) {
+  if (!c.contains(key) || !c[key].is_number() || !(c[key].get<double>() > 0))
+    throw std::runtime_error(where + "." + key + ": expected a positive number");
+  return c[key].get<double>();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double sum_squared_log(const std::vector<GemmAlone>& pts, const hardware::Profile& p) {
+  const hardware::KernelCost cost(p);
+  double s = 0;
+  for (const auto& g : pts) {
+    const double e = std::log(cost.gemm_s(g.m, g.n, g.k) / g.seconds);
+    s += e * e;
+  }
+  return s;
+}
+
+// A profile file's value at section.key, following `base` (a name in the same folder).
+const Json* find_value(const std::filesystem::path& file, const char* section, const char* key,
+                       Json& doc) {
+  for (std::filesystem::path f = file; !f.empty();) {
+    doc = read_measurement(f.string());
+    if (doc.contains(section) && doc[section].contains(key)) {
+      const Json& v = doc[section][key];
+      if (!v.contains("value") || !v["value"].is_number())
+        throw std::runtime_error(f.string() + ": " + section + "." + key +
+                                 ".value: expected a number");
+      return &v["value"];
+    }
+    if (!doc.contains("base")) break;
+    if (!doc["base"].is_string())
+      throw std::runtime_error(f.string() + ": base: expected a profile name");
+    f = f.parent_path() / (doc["base"].get<std::string>() + ".json");
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+namespace {
+
+// twin-calibrate's sweep (`measurements.gemm_bf16`), timed with the host's enqueue hidden.
+std::vector<GemmAlone> calibrate_gemms(const Json& m, const std::string& file) {
+  if (!(m.value("lead_us", 0.0) > 0))
+    throw std::runtime_error(
+        file +
+        ": measurements.lead_us: timed with the host's enqueue (twin-calibrate "
+        "--lead-us 0, or before 2026-12-05), not a GEMM's time alone");
+  std::vector<GemmAlone> out;
+  for (std::size_t i = 0; i < m["gemm_bf16"].size(); ++i) {
+    const Json& r = m["gemm_bf16"][i];
+    const std::string where = file + ": measurements.gemm_bf16[" + std::to_string(i) + "]";
+    out.push_back({positive(r, "m", where), positive(r, "n", where), positive(r, "k", where),
+                   positive(r, "median_ms", where) * 1e-3});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<GemmAlone> recorded_gemms_alone(const Json& doc, const std::string& file) {
+  if (doc.contains("measurements") && doc["measurements"].contains("gemm_bf16"))
+    return calibrate_gemms(doc["measurements"], file);
+  std::vector<GemmAlone> out;
+  if (!doc.contains("cases") || !doc["cases"].is_array())
+    throw std::runtime_error(file +
+                             ": cases: expected contention_bench.py's list of cases (or "
+                             "twin-calibrate's measurements.gemm_bf16)");
+  for (std::size_t i = 0; i < doc["cases"].size(); ++i) {
+    const Json& c = doc["cases"][i];
+    const std::string where = file + ": cases[" + std::to_string(i) + "]";
+    if (c.value("class", "") != "gemm" || !c.contains("alone_ms") || c["alone_ms"].is_null())
+      continue;
+    if (!c.contains("shape") || !c["shape"].is_object())
+      throw std::runtime_error(where + ".shape: expected {m, n, k}");
+    const Json& s = c["shape"];
+    if (s.value("batch", 1) != 1) continue;  // batched (Newton–Schulz): not one GEMM
+    out.push_back({positive(s, "m", where + ".shape"), positive(s, "n", where + ".shape"),
+                   positive(s, "k", where + ".shape"), positive(c, "alone_ms", where) * 1e-3});
+  }
+  return out;
+}
+
+std::vector<GemmAlone> gemms_alone(const std::vector<std::string>& files) {
+  std::map<std::tuple<double, double, double>, std::vector<double>> by_shape;
+  for (const auto& f : files)
+    for (const auto& g : recorded_gemms_alone(read_measurement(f), f))
+      by_shape[{g.m, g.n, g.k}].push_back(g.seconds);
+  std::vector<GemmAlone> out;
+  for (const auto& [mnk, t] : by_shape)
+    out.push_back({std::get<0>(mnk), std::get<1>(mnk), std::get<2>(mnk), median(t)});
+  return out;
+}
+
+GemmSplit alternate_shapes(const std::vector<GemmAlone>& pts) {
+  GemmSplit s;
+  for (std::size_t i = 0; i < pts.size(); ++i) (i % 2 ? s.held_out : s.fitted).push_back(pts[i]);
+  return s;
+}
+
+GemmFit fit_gemm_alone(const std::vector<GemmAlone>& pts, hardware::Profile p,
+                       bool fit_peak_fraction) {
+  if (pts.empty()) throw std::runtime_error("no GEMM timed alone to fit");
+  auto& e = p.efficiency;
+  GemmFit best{e.gemm_peak_fraction, 0};
+  double least = INFINITY;
+  const int fs = fit_peak_fraction ? 200 : 1;  // f from 0.5 to 0.9975
+  for (int i = 0; i < fs; ++i) {
+    if (fit_peak_fraction) e.gemm_peak_fraction = 0.5 + 0.0025 * i;
+    for (int h = 0; h <= 1000; ++h) {
+      e.gemm_half_rows = h;
+      if (const double s = sum_squared_log(pts, p); s < least)
+        least = s, best = {e.gemm_peak_fraction, static_cast<double>(h)};
+    }
+  }
+  return best;
+}
+
+std::vector<double> gemm_alone_errors(const std::vector<GemmAlone>& pts,
+                                      const hardware::Profile& p) {
+  const hardware::KernelCost cost(p);
+  std::vector<double> out;
+  for (const auto& g : pts) out.push_back(cost.gemm_s(g.m, g.n, g.k) / g.seconds - 1);
+  return out;
+}
+
+hardware::Profile gemm_profile(const std::string& profile_file) {
+  hardware::Profile p;
+  Json doc;
+  const auto get = [&](const char* section, const char* key, bool required) {
+    const Json* v = find_value(profile_file, section, key, doc);
+    if (!v && required)
+      throw std::runtime_error(profile_file + ": " + section + "." + key +
+                               ": not in the profile or its bases");
+    return v ? v->get<double>() : 0.0;
+  };
+  p.gpu.sm_count = static_cast<std::int64_t>(get("gpu", "sm_count", true));
+  p.gpu.hbm_bw_GBps = get("gpu", "hbm_bw_GBps", true);
+  p.gpu.bf16_dense_TFLOPs = get("gpu", "bf16_dense_TFLOPs", true);
+  p.gpu.tdp_W = get("gpu", "tdp_W", false);
+  p.gpu.power_limit_W = get("gpu", "power_limit_W", false);
+  p.efficiency.gemm_peak_fraction = get("efficiency", "gemm_peak_fraction", true);
+  p.efficiency.gemm_half_rows = get("efficiency", "gemm_half_rows", true);
+  p.efficiency.kernel_overhead_us = get("efficiency", "kernel_overhead_us", true);
+  return p;
+}
+
+}  // namespace twin::calibrate
