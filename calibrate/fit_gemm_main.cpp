@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <stdexcept>
 
 #include "calibrate/gemm_fit.hpp"
 
@@ -66,7 +67,7 @@ int main(int argc, char** argv) {
   CLI::App app{"twin-fit-gemm: fit a cuBLAS bf16 GEMM's time alone to GEMMs timed alone"};
   std::vector<std::string> files;
   std::string profile_file, out;
-  bool fit_f = false, no_fit = false;
+  bool fit_f = false, no_fit = false, fp8 = false;
   app.add_option("files", files,
                  "contention_bench.py results (their GEMMs' alone_ms) or twin-calibrate results "
                  "timed with --lead-us > 0")
@@ -75,39 +76,48 @@ int main(int argc, char** argv) {
                  "the profile whose o, P, BW (and f) the fit keeps (hardware/profiles/NAME.json)")
       ->required();
   app.add_flag("--fit-peak-fraction", fit_f, "fit f as well as h");
+  app.add_flag("--fp8", fp8,
+               "the FP8 GEMMs (fp8_gemm_bench.py's torch._scaled_mm): gemm_fp8_peak_fraction and "
+               "gemm_fp8_half_rows; without it the bf16 ones");
   app.add_flag("--no-fit", no_fit,
                "only the profile's residuals on these GEMMs (another GPU's files, held out)");
   app.add_option("--out", out, "the fit and its residuals as JSON");
   CLI11_PARSE(app, argc, argv);
   try {
-    const auto pts = calibrate::gemms_alone(files);
+    std::vector<calibrate::GemmAlone> pts;
+    for (const auto& g : calibrate::gemms_alone(files))
+      if (g.fp8 == fp8) pts.push_back(g);
+    if (pts.empty())
+      throw std::runtime_error(std::string("no ") + (fp8 ? "FP8" : "bf16") +
+                               " GEMM timed alone in these files");
     auto p = calibrate::gemm_profile(profile_file);
     Json j;
     j["data"] = files;
     j["profile"] = profile_file;
     j["before"] = summary(pts, p);
     if (no_fit) {
-      fmt::print("{} GEMM shapes timed alone\n", pts.size());
+      fmt::print("{} {} GEMM shapes timed alone\n", pts.size(), fp8 ? "FP8" : "bf16");
       print("the profile's f and h, every shape:", j["before"]);
     } else {
       const auto split = calibrate::alternate_shapes(pts);
       const auto fit = calibrate::fit_gemm_alone(split.fitted, p, fit_f);
-      p.efficiency.gemm_peak_fraction = fit.peak_fraction;
-      p.efficiency.gemm_half_rows = fit.half_rows;
+      (fp8 ? p.efficiency.gemm_fp8_peak_fraction : p.efficiency.gemm_peak_fraction) =
+          fit.peak_fraction;
+      (fp8 ? p.efficiency.gemm_fp8_half_rows : p.efficiency.gemm_half_rows) = fit.half_rows;
       j["method"] =
           "t = o + max(2mnk / (P·f·m/(m+h)), bytes / BW) (hardware::KernelCost::gemm_s), o, P, "
-          "BW from the profile; least squares of log(model / measured) over h (0-1000 rows, step "
+          "BW from the profile; least squares of log(model / measured) over h (0-5000 rows, step "
           "1)" +
           std::string(fit_f ? " and f (0.5-0.9975, step 0.0025)" : "") +
           " on alternate shapes (in order of m, n, k), the others held out";
-      j["gemm_peak_fraction"] = fit.peak_fraction;
-      j["gemm_half_rows"] = fit.half_rows;
+      j[fp8 ? "gemm_fp8_peak_fraction" : "gemm_peak_fraction"] = fit.peak_fraction;
+      j[fp8 ? "gemm_fp8_half_rows" : "gemm_half_rows"] = fit.half_rows;
       j["shapes"] = {{"fitted", split.fitted.size()}, {"held_out", split.held_out.size()}};
       j["fitted"] = summary(split.fitted, p);
       j["held_out"] = summary(split.held_out, p);
-      fmt::print("{} GEMM shapes timed alone ({} fitted, {} held out); f = {}, h = {} rows\n",
-                 pts.size(), split.fitted.size(), split.held_out.size(), fit.peak_fraction,
-                 fit.half_rows);
+      fmt::print("{} {} GEMM shapes timed alone ({} fitted, {} held out); f = {}, h = {} rows\n",
+                 pts.size(), fp8 ? "FP8" : "bf16", split.fitted.size(), split.held_out.size(),
+                 fit.peak_fraction, fit.half_rows);
       print("the profile's f and h, every shape:", j["before"]);
       print("fitted shapes:", j["fitted"]);
       print("held-out shapes:", j["held_out"]);
@@ -122,7 +132,7 @@ int main(int argc, char** argv) {
     }
   } catch (const std::exception& e) {
     std::cerr << "twin-fit-gemm: error: " << e.what() << "\n";
-    return 1;
+    return 2;
   }
   return 0;
 }

@@ -8,7 +8,7 @@ Timing: with --lead-us > 0 (the default) a GPU sleep of lead-us per launch goes 
 launches, which the host enqueues behind it and the GPU runs back to back, so that the host's
 enqueue (PyTorch's and cuBLASLt's host side, tens of µs, as long as a 1,024-row GEMM) is not timed;
 --lead-us 0 times each launch on an idle GPU, the host's enqueue with it, as before 2026-12-05
-(reports/calibration/README.md, "The host's enqueue").
+(reports/calibration/gemm-alone/README.md).
 
 Usage: python3 calibrate/fp8_gemm_bench.py --out fp8-gemm.json [--reps 20] [--lead-us 100]
 """
@@ -89,7 +89,7 @@ def main() -> int:
                 date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                 command=" ".join(sys.argv))
     with open(a.out, "w") as f:
-        json.dump(dict(provenance=prov, rows=rows, errors=errors), f, indent=1)
+        json.dump(dict(provenance=prov, lead_us=a.lead_us, rows=rows, errors=errors), f, indent=1)
     for e in errors:
         print("error:", e, file=sys.stderr)
     return 0

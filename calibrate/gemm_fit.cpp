@@ -32,7 +32,7 @@ double sum_squared_log(const std::vector<GemmAlone>& pts, const hardware::Profil
   const hardware::KernelCost cost(p);
   double s = 0;
   for (const auto& g : pts) {
-    const double e = std::log(cost.gemm_s(g.m, g.n, g.k) / g.seconds);
+    const double e = std::log(cost.gemm_s(g.m, g.n, g.k, g.fp8) / g.seconds);
     s += e * e;
   }
   return s;
@@ -79,16 +79,37 @@ std::vector<GemmAlone> calibrate_gemms(const Json& m, const std::string& file) {
   return out;
 }
 
+// fp8_gemm_bench.py's rows: torch.mm (bf16) and torch._scaled_mm with one scale per tensor (FP8).
+std::vector<GemmAlone> fp8_bench_gemms(const Json& doc, const std::string& file) {
+  if (!(doc.value("lead_us", 0.0) > 0))
+    throw std::runtime_error(file +
+                             ": lead_us: timed with the host's enqueue (fp8_gemm_bench.py "
+                             "--lead-us 0, or before 2026-12-05), not a GEMM's time alone");
+  std::vector<GemmAlone> out;
+  for (std::size_t i = 0; i < doc["rows"].size(); ++i) {
+    const Json& r = doc["rows"][i];
+    const std::string where = file + ": rows[" + std::to_string(i) + "]";
+    const double m = positive(r, "m", where), n = positive(r, "n", where),
+                 k = positive(r, "k", where);
+    out.push_back({m, n, k, positive(r, "bf16_ms", where) * 1e-3});
+    if (r.contains("fp8_tensorwise_ms"))
+      out.push_back({m, n, k, positive(r, "fp8_tensorwise_ms", where) * 1e-3, true});
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<GemmAlone> recorded_gemms_alone(const Json& doc, const std::string& file) {
   if (doc.contains("measurements") && doc["measurements"].contains("gemm_bf16"))
     return calibrate_gemms(doc["measurements"], file);
+  if (doc.contains("rows") && doc["rows"].is_array()) return fp8_bench_gemms(doc, file);
   std::vector<GemmAlone> out;
   if (!doc.contains("cases") || !doc["cases"].is_array())
-    throw std::runtime_error(file +
-                             ": cases: expected contention_bench.py's list of cases (or "
-                             "twin-calibrate's measurements.gemm_bf16)");
+    throw std::runtime_error(
+        file +
+        ": cases: expected contention_bench.py's list of cases (or "
+        "twin-calibrate's measurements.gemm_bf16, or fp8_gemm_bench.py's rows)");
   for (std::size_t i = 0; i < doc["cases"].size(); ++i) {
     const Json& c = doc["cases"][i];
     const std::string where = file + ": cases[" + std::to_string(i) + "]";
@@ -105,13 +126,15 @@ std::vector<GemmAlone> recorded_gemms_alone(const Json& doc, const std::string& 
 }
 
 std::vector<GemmAlone> gemms_alone(const std::vector<std::string>& files) {
-  std::map<std::tuple<double, double, double>, std::vector<double>> by_shape;
+  std::map<std::tuple<bool, double, double, double>, std::vector<double>> by_shape;
   for (const auto& f : files)
     for (const auto& g : recorded_gemms_alone(read_measurement(f), f))
-      by_shape[{g.m, g.n, g.k}].push_back(g.seconds);
+      by_shape[{g.fp8, g.m, g.n, g.k}].push_back(g.seconds);
   std::vector<GemmAlone> out;
-  for (const auto& [mnk, t] : by_shape)
-    out.push_back({std::get<0>(mnk), std::get<1>(mnk), std::get<2>(mnk), median(t)});
+  for (const auto& [key, t] : by_shape) {
+    const auto& [fp8, m, n, k] = key;
+    out.push_back({m, n, k, median(t), fp8});
+  }
   return out;
 }
 
@@ -124,16 +147,21 @@ GemmSplit alternate_shapes(const std::vector<GemmAlone>& pts) {
 GemmFit fit_gemm_alone(const std::vector<GemmAlone>& pts, hardware::Profile p,
                        bool fit_peak_fraction) {
   if (pts.empty()) throw std::runtime_error("no GEMM timed alone to fit");
+  const bool fp8 = pts.front().fp8;
+  if (std::any_of(pts.begin(), pts.end(), [fp8](const GemmAlone& g) { return g.fp8 != fp8; }))
+    throw std::runtime_error("bf16 and FP8 GEMMs are fitted apart");
   auto& e = p.efficiency;
-  GemmFit best{e.gemm_peak_fraction, 0};
+  double& f = fp8 ? e.gemm_fp8_peak_fraction : e.gemm_peak_fraction;
+  double& h = fp8 ? e.gemm_fp8_half_rows : e.gemm_half_rows;
+  GemmFit best{f, 0};
   double least = INFINITY;
   const int fs = fit_peak_fraction ? 200 : 1;  // f from 0.5 to 0.9975
   for (int i = 0; i < fs; ++i) {
-    if (fit_peak_fraction) e.gemm_peak_fraction = 0.5 + 0.0025 * i;
-    for (int h = 0; h <= 1000; ++h) {
-      e.gemm_half_rows = h;
+    if (fit_peak_fraction) f = 0.5 + 0.0025 * i;
+    for (int rows = 0; rows <= 5000; ++rows) {
+      h = rows;
       if (const double s = sum_squared_log(pts, p); s < least)
-        least = s, best = {e.gemm_peak_fraction, static_cast<double>(h)};
+        least = s, best = {f, static_cast<double>(rows)};
     }
   }
   return best;
@@ -143,7 +171,7 @@ std::vector<double> gemm_alone_errors(const std::vector<GemmAlone>& pts,
                                       const hardware::Profile& p) {
   const hardware::KernelCost cost(p);
   std::vector<double> out;
-  for (const auto& g : pts) out.push_back(cost.gemm_s(g.m, g.n, g.k) / g.seconds - 1);
+  for (const auto& g : pts) out.push_back(cost.gemm_s(g.m, g.n, g.k, g.fp8) / g.seconds - 1);
   return out;
 }
 
@@ -165,6 +193,9 @@ hardware::Profile gemm_profile(const std::string& profile_file) {
   p.efficiency.gemm_peak_fraction = get("efficiency", "gemm_peak_fraction", true);
   p.efficiency.gemm_half_rows = get("efficiency", "gemm_half_rows", true);
   p.efficiency.kernel_overhead_us = get("efficiency", "kernel_overhead_us", true);
+  p.gpu.fp8_dense_TFLOPs = get("gpu", "fp8_dense_TFLOPs", false);
+  p.efficiency.gemm_fp8_peak_fraction = get("efficiency", "gemm_fp8_peak_fraction", false);
+  p.efficiency.gemm_fp8_half_rows = get("efficiency", "gemm_fp8_half_rows", false);
   return p;
 }
 

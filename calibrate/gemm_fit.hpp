@@ -6,7 +6,7 @@
 // twin-calibrate's `gemm_bf16` with --lead-us > 0): least squares of log(model / measured) on a
 // grid (f in steps of 0.0025, h of 1 row). Until 2026-12-05 h came from twin-calibrate's sweep
 // timed with the host's enqueue, ~10 µs per launch, which made small GEMMs look inefficient
-// (h = 327; reports/calibration/README.md, "The host's enqueue").
+// (h = 327; reports/calibration/gemm-alone/README.md).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -20,14 +20,16 @@ namespace twin::calibrate {
 struct GemmAlone {
   double m = 0, n = 0, k = 0;
   double seconds = 0;  // measured alone
+  bool fp8 = false;    // an FP8 GEMM (torch._scaled_mm, one scale per tensor): gemm_s(…, true)
 };
 
-// The single cuBLAS bf16 GEMMs of a measurement file, each with its time alone: the cases of
-// class "gemm" (batch 1) of a contention_bench.py file, or twin-calibrate's `gemm_bf16` sweep
-// when it was timed with the host's enqueue hidden (measurements.lead_us > 0). Throws
-// std::runtime_error naming `file` and the JSON path on bad input.
+// The single cuBLAS GEMMs of a measurement file, each with its time alone: the cases of class
+// "gemm" (batch 1) of a contention_bench.py file, or, when timed with the host's enqueue hidden
+// (lead_us > 0), twin-calibrate's `gemm_bf16` sweep or fp8_gemm_bench.py's rows (bf16 and FP8).
+// Throws std::runtime_error naming `file` and the JSON path on bad input.
 std::vector<GemmAlone> recorded_gemms_alone(const nlohmann::json& doc, const std::string& file);
-// One point per shape over several files: the median of its times alone, shapes in order.
+// One point per shape (and type) over several files: the median of its times alone, bf16 shapes
+// in order, then FP8 ones.
 std::vector<GemmAlone> gemms_alone(const std::vector<std::string>& files);
 
 // The shapes fitted and held out: alternate ones, in order of (m, n, k).
@@ -39,7 +41,8 @@ GemmSplit alternate_shapes(const std::vector<GemmAlone>& pts);
 struct GemmFit {
   double peak_fraction = 0, half_rows = 0;
 };
-// Fits h (and f where fit_peak_fraction; else the profile's f) with the profile's o, P and BW.
+// Fits h (0–5,000 rows; and f where fit_peak_fraction, else the profile's f) with the profile's
+// o, P and BW: the bf16 GEMM's, or the FP8 one's (gemm_fp8_*) when the points are FP8.
 GemmFit fit_gemm_alone(const std::vector<GemmAlone>& pts, hardware::Profile p,
                        bool fit_peak_fraction);
 
@@ -48,9 +51,10 @@ std::vector<double> gemm_alone_errors(const std::vector<GemmAlone>& pts,
                                       const hardware::Profile& p);
 
 // The few numbers of a profile file the GEMM cost reads (gpu: sm_count, hbm_bw_GBps,
-// bf16_dense_TFLOPs, tdp_W, power_limit_W; efficiency: gemm_peak_fraction, gemm_half_rows,
-// kernel_overhead_us), following its `base` chain in the same folder. The full profile is the
-// scenario loader's; this reads a calibration's base without it (STYLE.md's layering).
+// bf16_dense_TFLOPs, fp8_dense_TFLOPs, tdp_W, power_limit_W; efficiency: gemm_peak_fraction,
+// gemm_half_rows, gemm_fp8_*, kernel_overhead_us), following its `base` chain in the same folder.
+// The full profile is the scenario loader's; this reads a calibration's base without it (STYLE.md's
+// layering).
 hardware::Profile gemm_profile(const std::string& profile_file);
 
 }  // namespace twin::calibrate

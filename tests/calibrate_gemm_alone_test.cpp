@@ -65,6 +65,9 @@ TEST_CASE("GEMMs timed alone: bad files are refused with the file and the JSON p
   CHECK_THROWS_WITH(
       calibrate::recorded_gemms_alone(enqueue, "z.json"),
       doctest::Contains("z.json: measurements.lead_us: timed with the host's enqueue"));
+  const json fp8_enqueue = {{"rows", json::array()}};
+  CHECK_THROWS_WITH(calibrate::recorded_gemms_alone(fp8_enqueue, "f.json"),
+                    doctest::Contains("f.json: lead_us: timed with the host's enqueue"));
   const json batched = {{"cases",
                          {{{"class", "gemm"},
                            {"alone_ms", 0.1},
@@ -115,4 +118,24 @@ TEST_CASE("a GEMM's time alone, fitted and held out, per band of rows (H200; an 
       calibrate::gemm_alone_errors(h100, calibrate::gemm_profile(profile_file("h100-sxm")));
   CHECK(median_abs(h100, e, 0, 256) < 0.25);
   CHECK(median_abs(h100, e, 256, INFINITY) < 0.12);
+}
+
+TEST_CASE("FP8 GEMMs timed alone on an H100: the profile's fit, and the enqueue it replaced") {
+  std::vector<calibrate::GemmAlone> fp8;
+  for (const auto& g : calibrate::gemms_alone(
+           {(kRoot / "reports/calibration/gemm-alone/h100-2026-12-05-fp8-lead100.json").string()}))
+    if (g.fp8) fp8.push_back(g);
+  REQUIRE(fp8.size() == 13);
+  const auto split = calibrate::alternate_shapes(fp8);
+  const auto p = calibrate::gemm_profile(profile_file("h200-measured"));
+  const auto fit = calibrate::fit_gemm_alone(split.fitted, p, true);
+  CHECK(fit.peak_fraction == doctest::Approx(p.efficiency.gemm_fp8_peak_fraction));
+  CHECK(fit.half_rows == p.efficiency.gemm_fp8_half_rows);
+  const auto held = calibrate::gemm_alone_errors(split.held_out, p);
+  CHECK(median_abs(split.held_out, held, 0, 4096) < 0.15);
+  CHECK(median_abs(split.held_out, held, 4096, INFINITY) < 0.08);
+  // The H200's sweep of 2026-11-29, timed with the enqueue: f 0.7025, h 1,620 rows.
+  auto old = p;
+  old.efficiency.gemm_fp8_peak_fraction = 0.7025, old.efficiency.gemm_fp8_half_rows = 1620;
+  CHECK(median_abs(fp8, calibrate::gemm_alone_errors(fp8, old), 0, 4096) > 0.5);
 }
