@@ -58,10 +58,6 @@ const Json* find_value(const std::filesystem::path& file, const char* section, c
   return nullptr;
 }
 
-}  // namespace
-
-namespace {
-
 // twin-calibrate's sweep (`measurements.gemm_bf16`), timed with the host's enqueue hidden.
 std::vector<GemmAlone> calibrate_gemms(const Json& m, const std::string& file) {
   if (!(m.value("lead_us", 0.0) > 0))

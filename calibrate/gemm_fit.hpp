@@ -1,12 +1,13 @@
-// The time alone of a cuBLAS bf16 GEMM (hardware/kernel_cost.hpp, KernelCost::gemm_s):
+// The time alone of a cuBLAS GEMM, bf16 or FP8 (hardware/kernel_cost.hpp, KernelCost::gemm_s):
 //   t = o + max(2mnk / (P·f·m/(m + h)), bytes / BW)
-// o the profile's fixed cost per kernel, P the bf16 peak, BW the HBM bandwidth, f the GEMM's
-// share of the peak and h the rows (tokens) at which it reaches half of f. This fits f and h to
-// GEMMs timed alone on the GPU with the host's enqueue hidden (contention_bench.py's `alone_ms`,
-// twin-calibrate's `gemm_bf16` with --lead-us > 0): least squares of log(model / measured) on a
-// grid (f in steps of 0.0025, h of 1 row). Until 2026-12-05 h came from twin-calibrate's sweep
-// timed with the host's enqueue, ~10 µs per launch, which made small GEMMs look inefficient
-// (h = 327; reports/calibration/gemm-alone/README.md).
+// o the profile's fixed cost per kernel, P the bf16 (FP8) peak, BW the HBM bandwidth, f the
+// GEMM's share of the peak and h the rows (tokens) at which it reaches half of f. This fits f and
+// h to GEMMs timed alone on the GPU with the host's enqueue hidden (contention_bench.py's
+// `alone_ms`, twin-calibrate's `gemm_bf16` and fp8_gemm_bench.py's rows with --lead-us > 0):
+// least squares of log(model / measured) on a grid (f in steps of 0.0025, h of 1 row). Until
+// 2026-12-05 h came from sweeps timed with the host's enqueue (~8 µs a cuBLAS launch, ~38 µs a
+// PyTorch FP8 one, on an H100), which made small GEMMs look inefficient (bf16 h = 327, FP8 1,620;
+// reports/calibration/gemm-alone/README.md).
 #pragma once
 
 #include <nlohmann/json.hpp>

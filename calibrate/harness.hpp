@@ -25,7 +25,7 @@ inline void check(cudaError_t e, const char* what) {
 // runs each bracketed by events; `before` (untimed) runs ahead of each.
 //
 // lead_us = 0: each run on an idle GPU, the host waiting for it — the events then also time the
-// host's enqueue (cuBLAS's host side: ~10 µs, as long as a small GEMM; 2026-12-05,
+// host's enqueue (cuBLAS's host side: ~8 µs on an H100, as long as a small GEMM; 2026-12-05,
 // reports/calibration/gemm-alone/README.md). lead_us > 0: as in the job, where the
 // host runs ahead of the GPU — one GPU sleep of lead_us per run goes first, the host enqueues
 // every run behind it (`before` must not wait for the GPU then), and the runs follow each other

@@ -212,15 +212,21 @@ int main(int argc, char** argv) {
       {"fp8", bench_fp8},
       {"nccl", bench_nccl}};
   Json m;
+  std::vector<std::pair<std::string, void (*)(const Options&, Json&)>> chosen;
+  for (const auto& b : benches)
+    if (only.empty() || std::find(only.begin(), only.end(), b.first) != only.end())
+      chosen.push_back(b);
+  // The GEMM fit keeps the base's fixed cost per kernel and peak: read before measuring, so that a
+  // missing base costs no run (a bad option: exit 2).
   std::optional<twin::hardware::Profile> base_profile;
   try {
-    std::vector<std::pair<std::string, void (*)(const Options&, Json&)>> chosen;
-    for (const auto& b : benches)
-      if (only.empty() || std::find(only.begin(), only.end(), b.first) != only.end())
-        chosen.push_back(b);
-    // Read before measuring: a missing base must not cost a run.
     if (std::any_of(chosen.begin(), chosen.end(), [](const auto& b) { return b.first == "gemm"; }))
       base_profile = gemm_profile(profiles_dir + "/" + base + ".json");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "twin-calibrate: error: --base %s: %s\n", base.c_str(), e.what());
+    return 2;
+  }
+  try {
     m["lead_us"] = o.lead_us;
     // Each benchmark takes seconds to minutes: say which one runs and how long it took (on
     // stderr; reports/'s progress meter is not calibrate/'s to use, STYLE.md's layering).
