@@ -12,6 +12,7 @@
 
 #include "calibrate/contention_data.hpp"
 #include "calibrate/contention_fit.hpp"
+#include "calibrate/gemm_fit.hpp"
 #include "calibrate/launch_records.hpp"
 #include "calibrate/split_k_reduce.hpp"
 #include "hardware/kernel_shapes.hpp"
@@ -197,13 +198,7 @@ TEST_CASE("Newton–Schulz is three GEMMs and five elementwise kernels per itera
   // The H200 profile's GEMM and elementwise costs.
   std::ifstream in(kRoot / "hardware/profiles/h200.json");
   const auto j = nlohmann::json::parse(in);
-  hardware::Profile hp;
-  hp.gpu.sm_count = j["gpu"]["sm_count"]["value"];
-  hp.gpu.hbm_bw_GBps = j["gpu"]["hbm_bw_GBps"]["value"];
-  hp.gpu.bf16_dense_TFLOPs = j["gpu"]["bf16_dense_TFLOPs"]["value"];
-  hp.efficiency.gemm_peak_fraction = j["efficiency"]["gemm_peak_fraction"]["value"];
-  hp.efficiency.gemm_half_rows = j["efficiency"]["gemm_half_rows"]["value"];
-  hp.efficiency.kernel_overhead_us = j["efficiency"]["kernel_overhead_us"]["value"];
+  auto hp = calibrate::gemm_profile((kRoot / "hardware/profiles/h200.json").string());
   hp.contention.family[static_cast<int>(hardware::Family::ew_add)].hbm_fraction =
       j["contention"]["ew_add"]["hbm_fraction"]["value"];
   const hardware::KernelCost cost(hp);
