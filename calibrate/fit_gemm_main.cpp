@@ -28,28 +28,16 @@ struct Band {
 constexpr Band kBands[] = {
     {"32-255 rows", 0, 256}, {"256-4095 rows", 256, 4096}, {"4096+ rows", 4096, INFINITY}};
 
-// Median |error| and the worst error of the points of one band.
-Json band_summary(const std::vector<calibrate::GemmAlone>& pts, const std::vector<double>& err,
-                  const Band& b) {
-  std::vector<double> a;
-  double worst = 0;
-  for (std::size_t i = 0; i < pts.size(); ++i)
-    if (pts[i].m >= b.lo && pts[i].m < b.hi) {
-      a.push_back(std::abs(err[i]));
-      if (std::abs(err[i]) > std::abs(worst)) worst = err[i];
-    }
-  std::sort(a.begin(), a.end());
-  const double med = a.empty() ? 0 : a[a.size() / 2];
-  return {{"rows", b.name},
-          {"points", a.size()},
-          {"median_abs_error", std::round(med * 1e4) / 1e4},
-          {"worst_error", std::round(worst * 1e4) / 1e4}};
-}
-
 Json summary(const std::vector<calibrate::GemmAlone>& pts, const hardware::Profile& p) {
   const auto err = calibrate::gemm_alone_errors(pts, p);
   Json out = Json::array();
-  for (const auto& b : kBands) out.push_back(band_summary(pts, err, b));
+  for (const auto& b : kBands) {
+    const auto g = calibrate::gemm_band(pts, err, b.lo, b.hi);
+    out.push_back({{"rows", b.name},
+                   {"points", g.points},
+                   {"median_abs_error", std::round(g.median_abs_error * 1e4) / 1e4},
+                   {"worst_error", std::round(g.worst_error * 1e4) / 1e4}});
+  }
   return out;
 }
 
@@ -64,13 +52,13 @@ void print(const char* title, const Json& bands) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"twin-fit-gemm: fit a cuBLAS bf16 GEMM's time alone to GEMMs timed alone"};
+  CLI::App app{"twin-fit-gemm: fit a cuBLAS GEMM's time alone (bf16, or FP8) to GEMMs timed alone"};
   std::vector<std::string> files;
   std::string profile_file, out;
   bool fit_f = false, no_fit = false, fp8 = false;
   app.add_option("files", files,
-                 "contention_bench.py results (their GEMMs' alone_ms) or twin-calibrate results "
-                 "timed with --lead-us > 0")
+                 "contention_bench.py results (their GEMMs' alone_ms), or twin-calibrate or "
+                 "fp8_gemm_bench.py results timed with --lead-us > 0")
       ->required();
   app.add_option("--profile", profile_file,
                  "the profile whose o, P, BW (and f) the fit keeps (hardware/profiles/NAME.json)")

@@ -58,13 +58,16 @@ const Json* find_value(const std::filesystem::path& file, const char* section, c
   return nullptr;
 }
 
+// A sweep is a GEMM's time alone only if timed with the host's enqueue hidden (lead_us > 0).
+void require_lead(const Json& j, const std::string& where, const char* tool) {
+  if (!(j.value("lead_us", 0.0) > 0))
+    throw std::runtime_error(where + "lead_us: timed with the host's enqueue (" + tool +
+                             " --lead-us 0, or before 2026-12-05), not a GEMM's time alone");
+}
+
 // twin-calibrate's sweep (`measurements.gemm_bf16`), timed with the host's enqueue hidden.
 std::vector<GemmAlone> calibrate_gemms(const Json& m, const std::string& file) {
-  if (!(m.value("lead_us", 0.0) > 0))
-    throw std::runtime_error(
-        file +
-        ": measurements.lead_us: timed with the host's enqueue (twin-calibrate "
-        "--lead-us 0, or before 2026-12-05), not a GEMM's time alone");
+  require_lead(m, file + ": measurements.", "twin-calibrate");
   std::vector<GemmAlone> out;
   for (std::size_t i = 0; i < m["gemm_bf16"].size(); ++i) {
     const Json& r = m["gemm_bf16"][i];
@@ -77,10 +80,7 @@ std::vector<GemmAlone> calibrate_gemms(const Json& m, const std::string& file) {
 
 // fp8_gemm_bench.py's rows: torch.mm (bf16) and torch._scaled_mm with one scale per tensor (FP8).
 std::vector<GemmAlone> fp8_bench_gemms(const Json& doc, const std::string& file) {
-  if (!(doc.value("lead_us", 0.0) > 0))
-    throw std::runtime_error(file +
-                             ": lead_us: timed with the host's enqueue (fp8_gemm_bench.py "
-                             "--lead-us 0, or before 2026-12-05), not a GEMM's time alone");
+  require_lead(doc, file + ": ", "fp8_gemm_bench.py");
   std::vector<GemmAlone> out;
   for (std::size_t i = 0; i < doc["rows"].size(); ++i) {
     const Json& r = doc["rows"][i];
@@ -169,6 +169,21 @@ std::vector<double> gemm_alone_errors(const std::vector<GemmAlone>& pts,
   std::vector<double> out;
   for (const auto& g : pts) out.push_back(cost.gemm_s(g.m, g.n, g.k, g.fp8) / g.seconds - 1);
   return out;
+}
+
+GemmBand gemm_band(const std::vector<GemmAlone>& pts, const std::vector<double>& err, double lo,
+                   double hi) {
+  GemmBand b;
+  std::vector<double> a;
+  for (std::size_t i = 0; i < pts.size(); ++i)
+    if (pts[i].m >= lo && pts[i].m < hi) {
+      a.push_back(std::abs(err[i]));
+      if (std::abs(err[i]) > std::abs(b.worst_error)) b.worst_error = err[i];
+    }
+  std::sort(a.begin(), a.end());
+  b.points = a.size();
+  b.median_abs_error = a.empty() ? 0 : a[a.size() / 2];
+  return b;
 }
 
 hardware::Profile gemm_profile(const std::string& profile_file) {

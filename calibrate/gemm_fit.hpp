@@ -51,6 +51,15 @@ GemmFit fit_gemm_alone(const std::vector<GemmAlone>& pts, hardware::Profile p,
 std::vector<double> gemm_alone_errors(const std::vector<GemmAlone>& pts,
                                       const hardware::Profile& p);
 
+// Over the points of [lo, hi) rows: their number, the median |error| (the upper one of an even
+// count) and the error farthest from 0.
+struct GemmBand {
+  std::size_t points = 0;
+  double median_abs_error = 0, worst_error = 0;
+};
+GemmBand gemm_band(const std::vector<GemmAlone>& pts, const std::vector<double>& err, double lo,
+                   double hi);
+
 // The few numbers of a profile file the GEMM cost reads (gpu: sm_count, hbm_bw_GBps,
 // bf16_dense_TFLOPs, fp8_dense_TFLOPs, tdp_W, power_limit_W; efficiency: gemm_peak_fraction,
 // gemm_half_rows, gemm_fp8_*, kernel_overhead_us), following its `base` chain in the same folder.

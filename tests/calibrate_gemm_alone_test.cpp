@@ -29,12 +29,9 @@ std::string profile_file(const char* name) {
 // Median |error| over the points of [lo, hi) rows.
 double median_abs(const std::vector<calibrate::GemmAlone>& pts, const std::vector<double>& err,
                   double lo, double hi) {
-  std::vector<double> a;
-  for (std::size_t i = 0; i < pts.size(); ++i)
-    if (pts[i].m >= lo && pts[i].m < hi) a.push_back(std::abs(err[i]));
-  REQUIRE(!a.empty());
-  std::sort(a.begin(), a.end());
-  return a[a.size() / 2];
+  const auto b = calibrate::gemm_band(pts, err, lo, hi);
+  REQUIRE(b.points > 0);
+  return b.median_abs_error;
 }
 
 }  // namespace
