@@ -94,6 +94,10 @@ def main() -> int:
     opt = (torch.optim.AdamW(params, lr=1e-4, foreach=False) if a.optimizer == "adamw"
            else torch.optim.SGD(params, lr=1e-4, foreach=False))
     width = max(c for _, c in shapes)
+
+    def local(t):
+        return t.to_local() if hasattr(t, "to_local") else t
+
     before = host_stats()
     steps = []
     grad_ptrs = []
@@ -102,18 +106,16 @@ def main() -> int:
         loss = model(x).float().pow(2).mean()
         loss.backward()
         torch.cuda.synchronize()
-        grads = [p.grad for p in params]
-        grad_ptrs.append([g.to_local().data_ptr() if hasattr(g, "to_local") else g.data_ptr()
-                          for g in grads])
+        # Addresses only: a list of the gradients themselves would keep this step's pinned
+        # blocks alive through the next step's backward (the 2026-12-03 run did, and measured
+        # a third set of gradient blocks that was the probe's own reference).
+        grad_ptrs.append([local(p.grad).data_ptr() for p in params])
         at_backward = host_stats()
         if a.optimizer != "none":
             opt.step()
         opt.zero_grad(set_to_none=True)
         torch.cuda.synchronize()
         steps.append({"after_backward": at_backward, "after_step": host_stats()})
-
-    def local(t):
-        return t.to_local() if hasattr(t, "to_local") else t
 
     tensors = []
     for p in params:
