@@ -22,4 +22,10 @@ for f in "$root"/calibrate/*.py; do
   out=$(PYTHONDONTWRITEBYTECODE=1 python3 "$f" --help 2>&1) || { echo "$f --help failed:"; echo "$out"; exit 1; }
   grep -q "usage:" <<<"$out" || { echo "$f --help printed no usage"; exit 1; }
 done
-echo "calibrate/*.py: compiled, typed, pyflakes clean, --help without PyTorch"
+# The queue of device runs: its steps list, and an unknown step is refused before any GPU check.
+bash -n "$root"/calibrate/device_queue.sh
+queue=$("$root"/calibrate/device_queue.sh list)
+grep -q "^contention " <<<"$queue" || { echo "device_queue.sh list lacks its steps"; exit 1; }
+rc=0; "$root"/calibrate/device_queue.sh no-such-step 2>/dev/null || rc=$?
+[ "$rc" = 2 ] || { echo "device_queue.sh took an unknown step (exit $rc)"; exit 1; }
+echo "calibrate/*.py: compiled, typed, pyflakes clean, --help without PyTorch; device_queue.sh lists its steps"

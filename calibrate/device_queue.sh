@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The GPU measurements the open issues wait for, as named steps that each fit one device call
+# (≤ 10 minutes), most wanted first — so that a session lent a GPU for minutes spends them on
+# measuring, not on assembling commands (reports/calibration/README.md, "Waiting for a GPU").
+#
+#   calibrate/device_queue.sh list                 the steps, their issue and time
+#   calibrate/device_queue.sh [--any-gpu] STEP...  run them; results under $OUT (default out/)
+#
+# Each step writes $OUT/<card>-<date>-<step>.{json,log} beside $OUT/<card>-<date>-nvidia-smi.txt,
+# <card> from nvidia-smi (h200, h100, …). The steps measure the H200 the profiles describe: on
+# another card they stop unless --any-gpu (its files then carry that card's name and serve as
+# held-out checks, as the H100 files of 2026-12-05 do). Without a GPU: exit 3, as the harnesses.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+steps=(contention pinned fp8-gemm attention gemm-alone)
+describe() {
+  case $1 in
+    contention) echo "#15  ~3 min  split-K and clustered launches the fit still misses beyond 15% (split_k_more, cluster_pad), every held count" ;;
+    pinned) echo "#17  ~1 min  what FSDP2's CPU offload pins step by step, the probe without its own reference" ;;
+    fp8-gemm) echo "#15  ~2 min  torch._scaled_mm behind a GPU sleep: the H200's own FP8 fit (twin-fit-gemm --fp8)" ;;
+    attention) echo "#15  ~4 min  SDPA and FlexAttention forward behind a GPU sleep: attention_fwd_half_tokens refit" ;;
+    gemm-alone) echo "#15  ~3 min  twin-calibrate's cuBLAS sweep behind a GPU sleep (needs build/twin-calibrate carried)" ;;
+    *) return 1 ;;
+  esac
+}
+
+if [ "${1:-}" = "list" ] || [ $# -eq 0 ]; then
+  for s in "${steps[@]}"; do printf '%-11s %s\n' "$s" "$(describe "$s")"; done
+  [ $# -eq 0 ] && echo "usage: $0 list | [--any-gpu] STEP..." >&2 && exit 2
+  exit 0
+fi
+any_gpu=false
+[ "$1" = "--any-gpu" ] && any_gpu=true && shift
+for s in "$@"; do describe "$s" >/dev/null || { echo "$0: unknown step '$s' (see: $0 list)" >&2; exit 2; }; done
+
+name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
+[ -n "$name" ] || { echo "$0: no GPU (nvidia-smi found none)" >&2; exit 3; }
+card=$(tr '[:upper:]' '[:lower:]' <<<"$name" | grep -o 'h[0-9]\{3\}' | head -1 || true)
+card=${card:-gpu}
+if [ "$card" != h200 ] && ! $any_gpu; then
+  echo "$0: this is '$name', not an H200; the steps measure the H200 (--any-gpu: run anyway, as a held-out card)" >&2
+  exit 4
+fi
+out=${OUT:-out}
+mkdir -p "$out"
+stamp="$card-$(date -u +%Y-%m-%d)"
+nvidia-smi >"$out/$stamp-nvidia-smi.txt" 2>&1 || true
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+lib=build-device/libtwin_kernels_c.so
+need_lib() { [ -f "$lib" ] || bash calibrate/build-device.sh --lib; }
+
+run_step() {
+  local s=$1 f="$out/$stamp-$1"
+  echo "== $s ($(describe "$s"))"
+  case $s in
+    contention)
+      need_lib
+      python3 calibrate/contention_bench.py --lib "$lib" --only split_k_more,cluster_pad \
+        --held 0,4,8,12,16,24,32,48,64,100,112,124 --launches-held 8,16,32,64,100,112,124 \
+        --no-copy --budget-s 500 --commit "$commit" --out "$f.json" ;;
+    pinned)
+      python3 calibrate/pinned_offload_probe.py --steps 6 --optimizer adamw --out "$f.json" ;;
+    fp8-gemm)
+      python3 calibrate/fp8_gemm_bench.py --lead-us 100 --out "$f.json" ;;
+    attention)
+      python3 calibrate/attention_bench.py --tokens 16384 65536 --lead-us 1000 --out "$f.json" ;;
+    gemm-alone)
+      [ -x build/twin-calibrate ] || { echo "build/twin-calibrate not carried (calibrate/build-device.sh says how)" >&2; return 1; }
+      LD_LIBRARY_PATH="$PWD/build/devlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        build/twin-calibrate --only gemm --lead-us 100 --base h200 --commit "$commit" --out "$f.json" ;;
+  esac
+}
+
+status=0
+for s in "$@"; do
+  run_step "$s" 2>&1 | tee "$out/$stamp-$s.log" || status=1
+done
+exit $status
