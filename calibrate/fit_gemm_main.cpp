@@ -55,15 +55,18 @@ int main(int argc, char** argv) {
   CLI::App app{"twin-fit-gemm: fit a cuBLAS GEMM's time alone (bf16, or FP8) to GEMMs timed alone"};
   std::vector<std::string> files;
   std::string profile_file, out;
-  bool fit_f = false, no_fit = false, fp8 = false;
+  bool fit_f = false, fit_fixed = false, no_fit = false, fp8 = false;
   app.add_option("files", files,
                  "contention_bench.py results (their GEMMs' alone_ms), or twin-calibrate or "
                  "fp8_gemm_bench.py results timed with --lead-us > 0")
       ->required();
   app.add_option("--profile", profile_file,
-                 "the profile whose o, P, BW (and f) the fit keeps (hardware/profiles/NAME.json)")
+                 "the profile whose P, BW (and f, t_0) the fit keeps (hardware/profiles/NAME.json)")
       ->required();
-  app.add_flag("--fit-peak-fraction", fit_f, "fit f as well as h");
+  auto* f_flag = app.add_flag("--fit-peak-fraction", fit_f, "fit f as well as h");
+  app.add_flag("--fit-fixed", fit_fixed,
+               "fit the GEMM's fixed time t_0 (gemm_fixed_us) as well as h, f kept")
+      ->excludes(f_flag);
   app.add_flag("--fp8", fp8,
                "the FP8 GEMMs (fp8_gemm_bench.py's torch._scaled_mm): gemm_fp8_peak_fraction and "
                "gemm_fp8_half_rows; without it the bf16 ones");
@@ -88,24 +91,29 @@ int main(int argc, char** argv) {
       print("the profile's f and h, every shape:", j["before"]);
     } else {
       const auto split = calibrate::alternate_shapes(pts);
-      const auto fit = calibrate::fit_gemm_alone(split.fitted, p, fit_f);
+      const auto fit = calibrate::fit_gemm_alone(split.fitted, p, fit_f, fit_fixed);
       (fp8 ? p.efficiency.gemm_fp8_peak_fraction : p.efficiency.gemm_peak_fraction) =
           fit.peak_fraction;
       (fp8 ? p.efficiency.gemm_fp8_half_rows : p.efficiency.gemm_half_rows) = fit.half_rows;
+      p.efficiency.gemm_fixed_us = fit.fixed_us;
       j["method"] =
-          "t = o + max(2mnk / (P·f·m/(m+h)), bytes / BW) (hardware::KernelCost::gemm_s), o, P, "
+          "t = t_0 + max(2mnk / (P·f·m/(m+h)), bytes / BW) (hardware::KernelCost::gemm_s), P, "
           "BW from the profile; least squares of log(model / measured) over h (0-5000 rows, step "
           "1)" +
           std::string(fit_f ? " and f (0.5-0.9975, step 0.0025)" : "") +
+          std::string(fit_fixed ? " and t_0 (0.25-12 us, step 0.25)" : "") +
           " on alternate shapes (in order of m, n, k), the others held out";
       j[fp8 ? "gemm_fp8_peak_fraction" : "gemm_peak_fraction"] = fit.peak_fraction;
       j[fp8 ? "gemm_fp8_half_rows" : "gemm_half_rows"] = fit.half_rows;
+      j["gemm_fixed_us"] = fit.fixed_us;
       j["shapes"] = {{"fitted", split.fitted.size()}, {"held_out", split.held_out.size()}};
       j["fitted"] = summary(split.fitted, p);
       j["held_out"] = summary(split.held_out, p);
-      fmt::print("{} {} GEMM shapes timed alone ({} fitted, {} held out); f = {}, h = {} rows\n",
-                 pts.size(), fp8 ? "FP8" : "bf16", split.fitted.size(), split.held_out.size(),
-                 fit.peak_fraction, fit.half_rows);
+      fmt::print(
+          "{} {} GEMM shapes timed alone ({} fitted, {} held out); f = {}, h = {} rows, t_0 = {} "
+          "us\n",
+          pts.size(), fp8 ? "FP8" : "bf16", split.fitted.size(), split.held_out.size(),
+          fit.peak_fraction, fit.half_rows, fit.fixed_us);
       print("the profile's f and h, every shape:", j["before"]);
       print("fitted shapes:", j["fitted"]);
       print("held-out shapes:", j["held_out"]);

@@ -141,23 +141,32 @@ GemmSplit alternate_shapes(const std::vector<GemmAlone>& pts) {
 }
 
 GemmFit fit_gemm_alone(const std::vector<GemmAlone>& pts, hardware::Profile p,
-                       bool fit_peak_fraction) {
+                       bool fit_peak_fraction, bool fit_fixed) {
   if (pts.empty()) throw std::runtime_error("no GEMM timed alone to fit");
+  if (fit_peak_fraction && fit_fixed)
+    throw std::invalid_argument("f and the fixed time are fitted apart (one with h at a time)");
+  if (fit_fixed && pts.front().fp8)
+    throw std::invalid_argument("an FP8 GEMM's fixed time is the per-kernel cost: not fitted");
   const bool fp8 = pts.front().fp8;
   if (std::any_of(pts.begin(), pts.end(), [fp8](const GemmAlone& g) { return g.fp8 != fp8; }))
     throw std::runtime_error("bf16 and FP8 GEMMs are fitted apart");
   auto& e = p.efficiency;
   double& f = fp8 ? e.gemm_fp8_peak_fraction : e.gemm_peak_fraction;
   double& h = fp8 ? e.gemm_fp8_half_rows : e.gemm_half_rows;
-  GemmFit best{f, 0};
+  const hardware::KernelCost profile_cost(p);
+  GemmFit best{f, 0, profile_cost.gemm_fixed_s(fp8) * 1e6};
   double least = INFINITY;
-  const int fs = fit_peak_fraction ? 200 : 1;  // f from 0.5 to 0.9975
-  for (int i = 0; i < fs; ++i) {
+  // One of f (0.5 to 0.9975) and t_0 (0.25 to 12 µs; 0 would mean the per-kernel cost) on a
+  // grid beside h, or neither.
+  const int steps = fit_peak_fraction ? 200 : fit_fixed ? 48 : 1;
+  for (int i = 0; i < steps; ++i) {
     if (fit_peak_fraction) f = 0.5 + 0.0025 * i;
+    if (fit_fixed) e.gemm_fixed_us = 0.25 * (i + 1);
     for (int rows = 0; rows <= 5000; ++rows) {
       h = rows;
       if (const double s = sum_squared_log(pts, p); s < least)
-        least = s, best = {f, static_cast<double>(rows)};
+        least = s,
+        best = {f, static_cast<double>(rows), fit_fixed ? e.gemm_fixed_us : best.fixed_us};
     }
   }
   return best;
@@ -204,6 +213,7 @@ hardware::Profile gemm_profile(const std::string& profile_file) {
   p.efficiency.gemm_peak_fraction = get("efficiency", "gemm_peak_fraction", true);
   p.efficiency.gemm_half_rows = get("efficiency", "gemm_half_rows", true);
   p.efficiency.kernel_overhead_us = get("efficiency", "kernel_overhead_us", true);
+  p.efficiency.gemm_fixed_us = get("efficiency", "gemm_fixed_us", false);
   p.gpu.fp8_dense_TFLOPs = get("gpu", "fp8_dense_TFLOPs", false);
   p.efficiency.gemm_fp8_peak_fraction = get("efficiency", "gemm_fp8_peak_fraction", false);
   p.efficiency.gemm_fp8_half_rows = get("efficiency", "gemm_fp8_half_rows", false);

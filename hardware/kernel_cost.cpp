@@ -14,7 +14,8 @@ double KernelCost::gemm_s(double m, double n, double k, bool fp8) const {
                          : e.gemm_peak_fraction * m / (m + e.gemm_half_rows);
   const double elem = fp8 ? 1.0 : 2.0;
   const double bytes = elem * (m * k + k * n) + 2.0 * m * n;
-  return overhead_s() + std::max(2 * m * n * k / (peak * eff), bytes / (p_.gpu.hbm_bw().per_s));
+  return gemm_fixed_s(fp8) +
+         std::max(2 * m * n * k / (peak * eff), bytes / (p_.gpu.hbm_bw().per_s));
 }
 
 double KernelCost::grouped_gemm_s(double m, double n, double k, double groups, bool equal) const {

@@ -1,7 +1,9 @@
 // Kernel cost model: the time of a kernel alone on an idle GPU (the work the engine's kernel
 // classes consume). A roofline with per-class efficiency (profile `efficiency`):
-//   GEMM       t = overhead + max( 2mnk / (peak·f_gemm·m/(m+m½)),  bytes / HBM )
+//   GEMM       t = t_0 + max( 2mnk / (peak·f_gemm·m/(m+m½)),  bytes / HBM )
 //              — a GEMM of m rows reaches f_gemm·m/(m+m½) of peak (small expert GEMMs are slow);
+//              t_0 a bf16 GEMM's own fixed time where the profile fits one (gemm_fixed_us), else
+//              (and for FP8) overhead;
 //   grouped    t = overhead + max( G·2·m_p·n·(k+k½) / (peak·f_g),  bytes / HBM )
 //              — one persistent kernel over G experts of m rows each: every expert's rows run as
 //              whole tiles of M_t rows, m_p = ⌈m/M_t⌉·M_t when all experts have m, m + M_t/2 on
@@ -44,6 +46,12 @@ class KernelCost {
   double cpu_matmul_s(sim::Flops flops) const;
   double cpu_stream_s(sim::Bytes bytes) const;
   double overhead_s() const { return p_.efficiency.kernel_overhead_us * 1e-6; }
+  // A bf16 GEMM's fixed time alone; FP8 GEMMs (torch._scaled_mm) keep the per-kernel cost their
+  // own curve was fitted with (reports/calibration/gemm-alone/README.md).
+  double gemm_fixed_s(bool fp8 = false) const {
+    const double t = p_.efficiency.gemm_fixed_us;
+    return t > 0 && !fp8 ? t * 1e-6 : overhead_s();
+  }
   double eager_elementwise_factor() const { return p_.efficiency.eager_elementwise_factor; }
   double float8_cast_bytes(bool compiled) const {
     return compiled ? p_.efficiency.float8_cast_bytes_compiled

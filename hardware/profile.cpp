@@ -254,6 +254,11 @@ void add_other_kernel_keys(sim::Schema<EfficiencySpec>& s) {
           "kernel_overhead_us", "us", 0, 1e5, std::nullopt, "fixed cost per kernel",
           [](auto& e) -> auto& { return e.kernel_overhead_us; })
       .real(
+          "gemm_fixed_us", "us", 0, 1e5, 0.0,
+          "a cuBLAS bf16 GEMM's fixed time alone, fitted with gemm_half_rows (0: "
+          "kernel_overhead_us)",
+          [](auto& e) -> auto& { return e.gemm_fixed_us; })
+      .real(
           "gemm_fp8_peak_fraction", "", 0, 1, 0.0,
           "large FP8 GEMMs (torch._scaled_mm) reach this fraction of FP8 peak (0: as bf16)",
           [](auto& e) -> auto& { return e.gemm_fp8_peak_fraction; })

@@ -128,6 +128,10 @@ struct EfficiencySpec {
   double attention_fwd_qblock_us = 0;
   double attention_bwd_qblock_us = 0;
   double kernel_overhead_us = 0;  // fixed cost per kernel (launch, tail)
+  // A cuBLAS bf16 GEMM's own fixed time alone (its launch, first tiles' ramp and tail, back to
+  // back on the GPU), fitted with gemm_half_rows (twin-fit-gemm --fit-fixed); 0: as every
+  // kernel, kernel_overhead_us (FP8 GEMMs always: kernel_cost.hpp).
+  double gemm_fixed_us = 0;
   // FP8 GEMMs (torch._scaled_mm): their own peak fraction and half rows (0: bf16's).
   double gemm_fp8_peak_fraction = 0;
   double gemm_fp8_half_rows = 0;
