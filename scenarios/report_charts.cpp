@@ -11,7 +11,6 @@ namespace twin::scenarios {
 
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024 * 1024;
 constexpr int kWidth = 900;
 
 Json field(const char* name, const char* type, const std::string& title) {
