@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
       (fp8 ? p.efficiency.gemm_fp8_peak_fraction : p.efficiency.gemm_peak_fraction) =
           fit.peak_fraction;
       (fp8 ? p.efficiency.gemm_fp8_half_rows : p.efficiency.gemm_half_rows) = fit.half_rows;
-      p.efficiency.gemm_fixed_us = fit.fixed_us;
+      if (fit_fixed) p.efficiency.gemm_fixed_us = fit.fixed_us;
       j["method"] =
           "t = t_0 + max(2mnk / (P·f·m/(m+h)), bytes / BW) (hardware::KernelCost::gemm_s), P, "
           "BW from the profile; least squares of log(model / measured) over h (0-5000 rows, step "
