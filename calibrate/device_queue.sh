@@ -9,7 +9,8 @@
 # Each step writes $OUT/<card>-<date>-<step>.{json,log} beside $OUT/<card>-<date>-nvidia-smi.txt,
 # <card> from nvidia-smi (h200, h100, …). The steps measure the H200 the profiles describe: on
 # another card they stop unless --any-gpu (its files then carry that card's name and serve as
-# held-out checks, as the H100 files of 2026-12-05 do). Without a GPU: exit 3, as the harnesses.
+# held-out checks, as the H100 files of 2026-12-05 do); `pinned` alone runs on any card (it
+# measures PyTorch's pinned host allocator). Without a GPU: exit 3, as the harnesses.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,7 +18,7 @@ steps=(contention pinned fp8-gemm attention gemm-alone)
 describe() {
   case $1 in
     contention) echo "#15  ~3 min  split-K and clustered launches the fit still misses beyond 15% (split_k_more, cluster_pad), every held count" ;;
-    pinned) echo "#17  ~1 min  what FSDP2's CPU offload pins step by step, the probe without its own reference" ;;
+    pinned) echo "#17  ~1 min  what FSDP2's CPU offload pins step by step (any card: PyTorch's host allocator); done on an H100 2026-12-06" ;;
     fp8-gemm) echo "#15  ~2 min  torch._scaled_mm behind a GPU sleep: the H200's own FP8 fit (twin-fit-gemm --fp8)" ;;
     attention) echo "#15  ~4 min  SDPA and FlexAttention forward behind a GPU sleep: attention_fwd_half_tokens refit" ;;
     gemm-alone) echo "#15  ~3 min  twin-calibrate's cuBLAS sweep behind a GPU sleep (needs build/twin-calibrate carried)" ;;
@@ -38,7 +39,10 @@ name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 |
 [ -n "$name" ] || { echo "$0: no GPU (nvidia-smi found none)" >&2; exit 3; }
 card=$(tr '[:upper:]' '[:lower:]' <<<"$name" | grep -o 'h[0-9]\{3\}' | head -1 || true)
 card=${card:-gpu}
-if [ "$card" != h200 ] && ! $any_gpu; then
+# `pinned` measures PyTorch's pinned host allocator, not the card: it runs on any GPU.
+card_bound=false
+for s in "$@"; do [ "$s" = pinned ] || card_bound=true; done
+if [ "$card" != h200 ] && $card_bound && ! $any_gpu; then
   echo "$0: this is '$name', not an H200; the steps measure the H200 (--any-gpu: run anyway, as a held-out card)" >&2
   exit 4
 fi
