@@ -22,6 +22,7 @@ bandwidth-bound elementwise kernel. Needs PyTorch and CuPy on a GPU.
   python3 calibrate/power_transient_probe.py --sustained 400 --out sustained.json
   python3 calibrate/power_transient_probe.py --duty 0.25,0.5,0.75,1,0.5 --out duty.json
   python3 calibrate/power_transient_probe.py --states --out states.json
+  python3 calibrate/power_transient_probe.py --states --plan PLAN --lib LIB --out states.json   # + the plan's FlexAttention
   python3 calibrate/power_transient_probe.py --classes --seconds 3 --out classes.json
 """
 from __future__ import annotations
@@ -238,7 +239,23 @@ def duty_cycles(cp: object, torch: object, mod: object, sms: int, duties: list[f
     return 0
 
 
-def states(torch: object, out: str, light_s: float = 0.5, sustain_s: float = 1.5) -> int:
+def plan_attention(torch: object, plan_file: str, lib: str) -> dict[str, Callable[[], object]]:
+    """The FlexAttention launches of a micro-step plan (forward and backward, full and sliding),
+    made as calibrate/micro_step.py makes them, on the current stream."""
+    import micro_step
+    with open(plan_file) as f:
+        plan = json.load(f)
+    kern = micro_step.Kernels(plan, lib)
+    stream = torch.cuda.current_stream()
+    out = {}
+    for l in (l for t in plan["tasks"] for l in t["launches"] if l["kind"] == "attention"):
+        name = f"flex_{'sliding' if l['sliding'] else 'full'}_{'bwd' if l['backward'] else 'fwd'}"
+        out.setdefault(name, kern.attention(l, stream))
+    return out
+
+
+def states(torch: object, out: str, light_s: float = 0.5, sustain_s: float = 1.5,
+           extra: dict[str, Callable[[], object]] | None = None) -> int:
     """Each calibration kernel in both power states: fresh (one call after light_s of a
     bandwidth-bound kernel, which keeps the clocks up and the power under the cap; three times —
     after an empty GPU a short kernel would meet clocks still ramping up from idle) and sustained
@@ -251,6 +268,7 @@ def states(torch: object, out: str, light_s: float = 0.5, sustain_s: float = 1.5
     for m in (1024, 4096, 16384, 65536):
         x = torch.randn(m, 6144, device="cuda", dtype=bf) * 0.1
         kernels[f"cublas_{m}x3584x6144"] = (lambda x=x: x @ w_up)
+    kernels.update(extra or {})
     rows = []
     for name, k in kernels.items():
         k()
@@ -332,6 +350,10 @@ def main() -> int:
                     help="instead: each kernel class back to back for --seconds after 2 s idle (steady power per class)")
     ap.add_argument("--states", action="store_true",
                     help="instead: each calibration GEMM fresh (after 0.5 s of light load) and sustained (after 1.5 s of itself)")
+    ap.add_argument("--plan", default="",
+                    help="--states: also the FlexAttention launches of this micro-step plan (needs --lib)")
+    ap.add_argument("--lib", default="build-device/libtwin_kernels_c.so",
+                    help="--plan: calibrate/build-device.sh --lib's library (micro_step.py's kernels)")
     a = ap.parse_args()
     mods = gpu_modules("power_transient_probe", cupy=True)
     if mods is None:
@@ -340,7 +362,7 @@ def main() -> int:
     if a.sustained:
         return sustained(torch, a.sustained, a.out)
     if a.states:
-        return states(torch, a.out)
+        return states(torch, a.out, extra=plan_attention(torch, a.plan, a.lib) if a.plan else None)
     if a.classes:
         return classes(torch, a.out, a.seconds)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
