@@ -287,7 +287,8 @@ def states(torch: object, out: str, light_s: float = 0.5, sustain_s: float = 1.5
         print(f"{name:28s} fresh {statistics.median(fresh):8.3f} ms  sustained {statistics.median(sus):8.3f} ms"
               f"  x{row['ratio']:.3f}", flush=True)
     with open(out, "w") as f:
-        json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "light_s": light_s,
+        json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                   "command": " ".join(["calibrate/power_transient_probe.py"] + sys.argv[1:]), "light_s": light_s,
                    "sustain_s": sustain_s, "rows": rows}, f, indent=1)
     return 0
 
