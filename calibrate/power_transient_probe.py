@@ -245,10 +245,13 @@ def plan_attention(torch: object, plan_file: str, lib: str) -> dict[str, Callabl
     import micro_step
     with open(plan_file) as f:
         plan = json.load(f)
-    kern = micro_step.Kernels(plan, lib)
+    # Only the attention launches: Kernels sizes its copy and elementwise buffers from the plan's
+    # launches (the step's 6 GB of pinned host memory otherwise).
+    launches = [l for t in plan["tasks"] for l in t["launches"] if l["kind"] == "attention"]
+    kern = micro_step.Kernels(dict(plan, tasks=[{"launches": launches}]), lib)
     stream = torch.cuda.current_stream()
     out = {}
-    for l in (l for t in plan["tasks"] for l in t["launches"] if l["kind"] == "attention"):
+    for l in launches:
         name = f"flex_{'sliding' if l['sliding'] else 'full'}_{'bwd' if l['backward'] else 'fwd'}"
         out.setdefault(name, kern.attention(l, stream))
     return out
