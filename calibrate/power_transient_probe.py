@@ -259,15 +259,18 @@ def plan_attention(torch: object, plan_file: str, lib: str) -> dict[str, Callabl
 
 def states(torch: object, out: str, light_s: float = 0.5, sustain_s: float = 1.5,
            extra: dict[str, Callable[[], object]] | None = None) -> int:
-    """Each calibration kernel in both power states: fresh (one call after light_s of a
+    """Each calibration kernel in three power states: fresh (one call after light_s of a
     bandwidth-bound kernel, which keeps the clocks up and the power under the cap; three times —
-    after an empty GPU a short kernel would meet clocks still ramping up from idle) and sustained
-    (20 calls after sustain_s of the same kernel back to back). Which of the two a profile's
+    after an empty GPU a short kernel would meet clocks still ramping up from idle), after GEMMs
+    (the same, but queued right behind seven grouped expert GEMMs, ~60 ms at the power cap, as the
+    micro-step's full-layer attention backward is) and sustained (20 calls after sustain_s of the
+    same kernel back to back). Which of the two a profile's
     fitted time matches says which state its calibration ran in."""
     bf = torch.bfloat16
     big = torch.randn(1 << 28, device="cuda", dtype=bf)
     w_up = torch.randn(6144, 3584, device="cuda", dtype=bf) * 0.1
-    kernels: dict[str, Callable[[], object]] = {"grouped_mm_up_96x1360": grouped_up(torch)}
+    heavy = grouped_up(torch)
+    kernels: dict[str, Callable[[], object]] = {"grouped_mm_up_96x1360": heavy}
     for m in (1024, 4096, 16384, 65536):
         x = torch.randn(m, 6144, device="cuda", dtype=bf) * 0.1
         kernels[f"cublas_{m}x3584x6144"] = (lambda x=x: x @ w_up)
@@ -280,14 +283,21 @@ def states(torch: object, out: str, light_s: float = 0.5, sustain_s: float = 1.5
         for _ in range(3):
             keep_busy(torch, big.neg_, light_s)
             fresh.append(timed(torch, k))
+        after = []
+        for _ in range(3):  # as in the micro-step: the kernel queued right behind ~60 ms of expert GEMMs
+            keep_busy(torch, big.neg_, light_s)
+            for _ in range(7):
+                heavy()  # queued, not waited on: k's start event follows them on the GPU
+            after.append(timed(torch, k))
         keep_busy(torch, k, sustain_s)
         ev = record_calls(torch, k, 20)
         torch.cuda.synchronize()
         sus = [s.elapsed_time(e) for s, e in ev]
-        row = {"kernel": name, "fresh_ms": fresh, "sustained_ms": sus,
+        row = {"kernel": name, "fresh_ms": fresh, "after_gemms_ms": after, "sustained_ms": sus,
                "ratio": statistics.median(sus) / statistics.median(fresh)}
         rows.append(row)
-        print(f"{name:28s} fresh {statistics.median(fresh):8.3f} ms  sustained {statistics.median(sus):8.3f} ms"
+        print(f"{name:28s} fresh {statistics.median(fresh):8.3f} ms  after GEMMs {statistics.median(after):8.3f} ms"
+              f"  sustained {statistics.median(sus):8.3f} ms"
               f"  x{row['ratio']:.3f}", flush=True)
     with open(out, "w") as f:
         json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,

@@ -316,7 +316,11 @@ TEST_CASE("the micro-training step: twin against its real execution on our H200 
       {"micro-step-h100-max-ctas-8-2026-12-06.json", "nccl.max_ctas=8", "h100-sxm-flex"},
       {"micro-step-h100-max-ctas-64-2026-12-06.json", "nccl.max_ctas=64", "h100-sxm-flex"},
       {"micro-step-h100-seq-8192-2026-12-06.json", "training.seq_len=8192", "h100-sxm-flex"},
-      {"micro-step-h100-seq-32768-2026-12-06.json", "training.seq_len=32768", "h100-sxm-flex"}};
+      {"micro-step-h100-seq-32768-2026-12-06.json", "training.seq_len=32768", "h100-sxm-flex"},
+      // The first plan twice more, another H100, the same day: once traced, once with
+      // nvidia-smi sampling the clock (the attention backward's power state, README).
+      {"micro-step-h100-max-ctas-16-2026-12-06-traced.json", "nccl.max_ctas=16", "h100-sxm-flex"},
+      {"micro-step-h100-max-ctas-16-2026-12-06-smi.json", "nccl.max_ctas=16", "h100-sxm-flex"}};
   // Issue #15 asks 15% per category. Expert GEMMs were +12–16% until the grouped GEMM was
   // calibrated below the power cap, as cuBLAS had been (reports/calibration/grouped-gemm/README.md,
   // "The power cap's slow controller"): +4–8% since.
