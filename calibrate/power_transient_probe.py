@@ -23,6 +23,7 @@ bandwidth-bound elementwise kernel. Needs PyTorch and CuPy on a GPU.
   python3 calibrate/power_transient_probe.py --duty 0.25,0.5,0.75,1,0.5 --out duty.json
   python3 calibrate/power_transient_probe.py --states --out states.json
   python3 calibrate/power_transient_probe.py --states --plan PLAN --lib LIB --out states.json   # + the plan's FlexAttention
+  python3 calibrate/power_transient_probe.py --recovery 0,2,10,30,100,300 [--plan PLAN --lib LIB] --out recovery.json
   python3 calibrate/power_transient_probe.py --classes --seconds 3 --out classes.json
 """
 from __future__ import annotations
@@ -306,6 +307,43 @@ def states(torch: object, out: str, light_s: float = 0.5, sustain_s: float = 1.5
     return 0
 
 
+def recovery(torch: object, out: str, gaps_ms: list[float], light_s: float = 0.5,
+             extra: dict[str, Callable[[], object]] | None = None) -> int:
+    """How soon the clock comes back after the expert GEMMs: each kernel timed once after light_s
+    of a bandwidth-bound kernel and seven grouped up projections (~60 ms at the power cap), then
+    an empty GPU for each gap (0: queued right behind them, as `--states`' after GEMMs), three
+    times per gap. The kernel's time against the gap is the controller's recovery, which a
+    step-level power model needs besides the steady power per class (`--classes`, `--duty`)."""
+    bf = torch.bfloat16
+    big = torch.randn(1 << 28, device="cuda", dtype=bf)
+    heavy = grouped_up(torch)
+    x = torch.randn(65536, 6144, device="cuda", dtype=bf) * 0.1
+    w = torch.randn(6144, 3584, device="cuda", dtype=bf) * 0.1
+    kernels: dict[str, Callable[[], object]] = {"cublas_65536x3584x6144": lambda: x @ w}
+    kernels.update(extra or {})
+    rows = []
+    for name, k in kernels.items():
+        k()
+        torch.cuda.synchronize()
+        for gap in gaps_ms:
+            ms = []
+            for _ in range(3):
+                keep_busy(torch, big.neg_, light_s)
+                for _ in range(7):
+                    heavy()
+                if gap > 0:
+                    torch.cuda.synchronize()
+                    time.sleep(gap * 1e-3)
+                ms.append(timed(torch, k))
+            rows.append({"kernel": name, "gap_ms": gap, "ms": ms})
+            print(f"{name:28s} gap {gap:6.1f} ms: {statistics.median(ms):8.3f} ms", flush=True)
+    with open(out, "w") as f:
+        json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                   "command": " ".join(["calibrate/power_transient_probe.py"] + sys.argv[1:]), "light_s": light_s,
+                   "rows": rows}, f, indent=1)
+    return 0
+
+
 def classes(torch: object, out: str, seconds: float) -> int:
     """Each kernel class back to back for `seconds`, after 2 s of empty GPU, with the host-clock
     window of each (for nvidia-smi's power samples beside it) and every call's ms: the steady
@@ -363,9 +401,13 @@ def main() -> int:
     ap.add_argument("--classes", action="store_true",
                     help="instead: each kernel class back to back for --seconds after 2 s idle (steady power per class)")
     ap.add_argument("--states", action="store_true",
-                    help="instead: each calibration GEMM fresh (after 0.5 s of light load) and sustained (after 1.5 s of itself)")
+                    help="instead: each calibration GEMM fresh (after 0.5 s of light load), right behind ~60 ms of "
+                         "grouped GEMMs, and sustained (after 1.5 s of itself)")
+    ap.add_argument("--recovery", default="",
+                    help="instead: a GEMM (and --plan's FlexAttention) after ~60 ms of grouped GEMMs and "
+                         "these empty gaps in ms, e.g. 0,2,10,30,100,300 (the clock's recovery)")
     ap.add_argument("--plan", default="",
-                    help="--states: also the FlexAttention launches of this micro-step plan (needs --lib)")
+                    help="--states, --recovery: also the FlexAttention launches of this micro-step plan (needs --lib)")
     ap.add_argument("--lib", default="build-device/libtwin_kernels_c.so",
                     help="--plan: calibrate/build-device.sh --lib's library (micro_step.py's kernels)")
     a = ap.parse_args()
@@ -375,8 +417,12 @@ def main() -> int:
     torch, cp = mods
     if a.sustained:
         return sustained(torch, a.sustained, a.out)
+    extra = plan_attention(torch, a.plan, a.lib) if a.plan else None
     if a.states:
-        return states(torch, a.out, extra=plan_attention(torch, a.plan, a.lib) if a.plan else None)
+        return states(torch, a.out, extra=extra)
+    if a.recovery:
+        full = {n: k for n, k in (extra or {}).items() if n.startswith("flex_full")}
+        return recovery(torch, a.out, [float(g) for g in a.recovery.split(",")], extra=full)
     if a.classes:
         return classes(torch, a.out, a.seconds)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
