@@ -152,6 +152,21 @@ def keep_busy(torch: object, k: Callable[[], object], seconds: float) -> None:
         torch.cuda.synchronize()
 
 
+def behind_gemms(torch: object, k: Callable[[], object], heavy: Callable[[], object],
+                 light: Callable[[], object], light_s: float, gap_ms: float = 0.0) -> float:
+    """ms of one call of k after light_s of `light` (clocks up, power under the cap) and seven
+    `heavy` grouped up projections (~60 ms at the power cap, as the micro-step's expert GEMMs
+    before its attention backward), then gap_ms of empty GPU (0: k queued right behind them, its
+    start event following them on the GPU)."""
+    keep_busy(torch, light, light_s)
+    for _ in range(7):
+        heavy()
+    if gap_ms > 0:
+        torch.cuda.synchronize()
+        time.sleep(gap_ms * 1e-3)
+    return timed(torch, k)
+
+
 def gpu_modules(prog: str, cupy: bool = False) -> tuple | None:
     """(torch, cupy or None), or None with the reason printed when they or a GPU are missing."""
     try:
@@ -284,12 +299,7 @@ def states(torch: object, out: str, light_s: float = 0.5, sustain_s: float = 1.5
         for _ in range(3):
             keep_busy(torch, big.neg_, light_s)
             fresh.append(timed(torch, k))
-        after = []
-        for _ in range(3):  # as in the micro-step: the kernel queued right behind ~60 ms of expert GEMMs
-            keep_busy(torch, big.neg_, light_s)
-            for _ in range(7):
-                heavy()  # queued, not waited on: k's start event follows them on the GPU
-            after.append(timed(torch, k))
+        after = [behind_gemms(torch, k, heavy, big.neg_, light_s) for _ in range(3)]
         keep_busy(torch, k, sustain_s)
         ev = record_calls(torch, k, 20)
         torch.cuda.synchronize()
@@ -326,15 +336,7 @@ def recovery(torch: object, out: str, gaps_ms: list[float], light_s: float = 0.5
         k()
         torch.cuda.synchronize()
         for gap in gaps_ms:
-            ms = []
-            for _ in range(3):
-                keep_busy(torch, big.neg_, light_s)
-                for _ in range(7):
-                    heavy()
-                if gap > 0:
-                    torch.cuda.synchronize()
-                    time.sleep(gap * 1e-3)
-                ms.append(timed(torch, k))
+            ms = [behind_gemms(torch, k, heavy, big.neg_, light_s, gap) for _ in range(3)]
             rows.append({"kernel": name, "gap_ms": gap, "ms": ms})
             print(f"{name:28s} gap {gap:6.1f} ms: {statistics.median(ms):8.3f} ms", flush=True)
     with open(out, "w") as f:
