@@ -280,8 +280,8 @@ def states(torch: object, out: str, light_s: float = 0.5, sustain_s: float = 1.5
     after an empty GPU a short kernel would meet clocks still ramping up from idle), after GEMMs
     (the same, but queued right behind seven grouped expert GEMMs, ~60 ms at the power cap, as the
     micro-step's full-layer attention backward is) and sustained (20 calls after sustain_s of the
-    same kernel back to back). Which of the two a profile's
-    fitted time matches says which state its calibration ran in."""
+    same kernel back to back). Which state a profile's fitted time matches says which state its
+    calibration ran in."""
     bf = torch.bfloat16
     big = torch.randn(1 << 28, device="cuda", dtype=bf)
     w_up = torch.randn(6144, 3584, device="cuda", dtype=bf) * 0.1
