@@ -1,5 +1,6 @@
 // Tier 3: real runs beside the twin (issue #20) — PyTorch profiler traces captured on our H200
-// (tests/data/traces/, their provenance in README.md there) read, classified and compared.
+// and one H100 (tests/data/traces/, their provenance in README.md there) read, classified and
+// compared.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -125,9 +126,10 @@ TEST_SUITE("scenarios.compare") {
     CommonArgs args;
     args.scenario = (fs::path(TWIN_SOURCE_DIR) / "scenarios/micro-step.json").string();
     args.data_dir = TWIN_SOURCE_DIR;
-    for (const auto& [trace, setting] : twin::test::kRealTraces) {
+    for (const auto& t : twin::test::kRealTraces) {
+      const std::string trace = t.file;
       CAPTURE(trace);
-      args.sets = {setting};
+      args.sets = t.sets();
       CompareArgs cmp;
       cmp.kineto = (kTraces / trace).string();
       const Json j = compare_json(args, cmp);
