@@ -1,6 +1,7 @@
-// What the power cap does to a tensor-core kernel's time on our H200 (calibrate/
+// What the power cap does to a tensor-core kernel's time on our H200 and on H100s (calibrate/
 // power_transient_probe.py, reports/calibration/grouped-gemm/README.md, "The power cap's slow
-// controller"): the committed measurements must keep saying what the README reads off them.
+// controller", and reports/calibration/micro-step/README.md): the committed measurements must
+// keep saying what the READMEs read off them.
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -136,5 +137,63 @@ TEST_CASE("a long GEMM is capped only when tensor-core work fills nearly all the
       CHECK((x > 1.02 && x < 1.10));
     else
       CHECK(x < 1.02);
+  }
+}
+
+TEST_CASE(
+    "the micro-step's attention backward runs in the state the expert GEMMs before it leave") {
+  // On H100s (reports/calibration/micro-step/README.md, "What it is"): the full layer's
+  // FlexAttention backward alone fresh, right behind ~60 ms of grouped GEMMs, and after 1.5 s of
+  // itself (power_transient_probe.py --states); in the step; and after the GEMMs and an empty gap
+  // (--recovery, two machines).
+  const auto dir = kRoot / "reports/calibration/micro-step";
+  const auto read = [&](const char* name) {
+    std::ifstream in(dir / name);
+    REQUIRE(in.good());
+    return nlohmann::json::parse(in);
+  };
+  double fresh = 0, after = 0, sustained = 0;
+  const auto states = read("h100-2026-12-06-states-flex-after-gemms.json");
+  for (const auto& r : states["rows"])
+    if (r["kernel"] == "flex_full_bwd") {
+      fresh = median(r["fresh_ms"].get<std::vector<double>>());
+      after = median(r["after_gemms_ms"].get<std::vector<double>>());
+      sustained = median(r["sustained_ms"].get<std::vector<double>>());
+    }
+  REQUIRE(fresh > 0);
+  CHECK(sustained < fresh);     // its own steady load is the faster: not the cap's steady state
+  CHECK(after / fresh > 1.15);  // 31.5 → 37.6 ms behind the GEMMs
+  // In the step (the traced plan's timed runs): slower than either state alone, as fast as
+  // behind the GEMMs at most.
+  const auto plan = read("plan-h100-max-ctas-16.json");
+  const auto run = read("micro-step-h100-max-ctas-16-2026-12-06-traced.json");
+  std::map<int, const nlohmann::json*> measured;
+  for (const auto& t : run["tasks"]) measured[t["id"].get<int>()] = &t;
+  int found = 0;
+  for (const auto& t : plan["tasks"])
+    for (std::size_t j = 0; j < t["launches"].size(); ++j) {
+      const auto& l = t["launches"][j];
+      if (l["kind"] != "attention" || !l["backward"].get<bool>() || l["sliding"].get<bool>())
+        continue;
+      const double ms =
+          1e3 * (*measured.at(t["id"].get<int>()))["measured_launch_s"][j].get<double>();
+      CHECK(ms / sustained > 1.05);
+      CHECK(ms < after);
+      ++found;
+    }
+  CHECK(found == 1);
+  // The clock comes back over 30–100 ms of empty GPU.
+  for (const char* name : {"h100-2026-12-06-recovery.json", "h100-2026-12-06-recovery-b.json"}) {
+    CAPTURE(name);
+    std::map<double, double> by_gap;
+    const auto rec = read(name);
+    for (const auto& r : rec["rows"])
+      if (r["kernel"] == "flex_full_bwd")
+        by_gap[r["gap_ms"].get<double>()] = median(r["ms"].get<std::vector<double>>());
+    REQUIRE(by_gap.size() == 6);
+    const double rested = by_gap.at(300);
+    CHECK(by_gap.at(0) / rested > 1.10);
+    CHECK(by_gap.at(30) / rested > 1.03);
+    CHECK(std::abs(by_gap.at(100) / rested - 1) < 0.03);
   }
 }
