@@ -167,6 +167,15 @@ def behind_gemms(torch: object, k: Callable[[], object], heavy: Callable[[], obj
     return timed(torch, k)
 
 
+def write_rows(torch: object, out: str, rows: list, **settings: float) -> None:
+    """The result file of --states and --recovery: the device, PyTorch, the command that ran,
+    the settings and the rows, in that order."""
+    with open(out, "w") as f:
+        json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                   "command": " ".join(["calibrate/power_transient_probe.py"] + sys.argv[1:]),
+                   **settings, "rows": rows}, f, indent=1)
+
+
 def gpu_modules(prog: str, cupy: bool = False) -> tuple | None:
     """(torch, cupy or None), or None with the reason printed when they or a GPU are missing."""
     try:
@@ -310,10 +319,7 @@ def states(torch: object, out: str, light_s: float = 0.5, sustain_s: float = 1.5
         print(f"{name:28s} fresh {statistics.median(fresh):8.3f} ms  after GEMMs {statistics.median(after):8.3f} ms"
               f"  sustained {statistics.median(sus):8.3f} ms"
               f"  x{row['ratio']:.3f}", flush=True)
-    with open(out, "w") as f:
-        json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                   "command": " ".join(["calibrate/power_transient_probe.py"] + sys.argv[1:]), "light_s": light_s,
-                   "sustain_s": sustain_s, "rows": rows}, f, indent=1)
+    write_rows(torch, out, rows, light_s=light_s, sustain_s=sustain_s)
     return 0
 
 
@@ -339,10 +345,7 @@ def recovery(torch: object, out: str, gaps_ms: list[float], light_s: float = 0.5
             ms = [behind_gemms(torch, k, heavy, big.neg_, light_s, gap) for _ in range(3)]
             rows.append({"kernel": name, "gap_ms": gap, "ms": ms})
             print(f"{name:28s} gap {gap:6.1f} ms: {statistics.median(ms):8.3f} ms", flush=True)
-    with open(out, "w") as f:
-        json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                   "command": " ".join(["calibrate/power_transient_probe.py"] + sys.argv[1:]), "light_s": light_s,
-                   "rows": rows}, f, indent=1)
+    write_rows(torch, out, rows, light_s=light_s)
     return 0
 
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -14,10 +15,30 @@
 using namespace twin::test;
 
 namespace {
-nlohmann::json grouped_gemm_file(const std::string& name) {
-  std::ifstream in(kRoot / "reports/calibration/grouped-gemm" / name);
+// A committed file under reports/calibration/ (folder/name).
+nlohmann::json calibration_file(const std::string& path) {
+  std::ifstream in(kRoot / "reports/calibration" / path);
   REQUIRE(in.good());
   return nlohmann::json::parse(in);
+}
+nlohmann::json grouped_gemm_file(const std::string& name) {
+  return calibration_file("grouped-gemm/" + name);
+}
+
+// The measured ms of every launch of a micro-step plan that `pick(task, launch)` selects, from
+// a micro_step.py run of that plan (its tasks by id, their measured_launch_s in launch order).
+std::vector<double> launch_ms(
+    const nlohmann::json& plan, const nlohmann::json& run,
+    const std::function<bool(const nlohmann::json&, const nlohmann::json&)>& pick) {
+  std::map<int, const nlohmann::json*> measured;  // by task id
+  for (const auto& t : run["tasks"]) measured[t["id"].get<int>()] = &t;
+  std::vector<double> ms;
+  for (const auto& t : plan["tasks"])
+    for (std::size_t j = 0; j < t["launches"].size(); ++j)
+      if (pick(t, t["launches"][j]))
+        ms.push_back(1e3 *
+                     (*measured.at(t["id"].get<int>()))["measured_launch_s"][j].get<double>());
+  return ms;
 }
 
 double median(std::vector<double> v) {
@@ -65,25 +86,14 @@ TEST_CASE("the grouped GEMM slows under sustained load and runs faster inside th
   // 8.5 ms at first, 9.64 ms (median) once the power cap holds the clock down.
   CHECK(sustained / first > 1.10);
   // The same up projection inside the micro-step, measured twice the same minutes: 8.1–8.5 ms.
-  std::ifstream pin(kRoot / "reports/calibration/micro-step/plan-max-ctas-64.json");
-  const auto plan = nlohmann::json::parse(pin);
+  const auto plan = calibration_file("micro-step/plan-max-ctas-64.json");
   for (const char* run : {"a", "b"}) {
     CAPTURE(run);
-    std::ifstream min(kRoot / "reports/calibration/micro-step" /
-                      (std::string("micro-step-max-ctas-64-2026-12-04") + run + ".json"));
-    REQUIRE(min.good());
-    const auto m = nlohmann::json::parse(min);
-    std::map<int, const nlohmann::json*> measured;  // by task id
-    for (const auto& t : m["tasks"]) measured[t["id"].get<int>()] = &t;
-    std::vector<double> up;
-    for (const auto& t : plan["tasks"]) {
-      if (t["name"] != "expert_up") continue;
-      const auto& launches = t["launches"];
-      for (std::size_t j = 0; j < launches.size(); ++j)
-        if (launches[j]["kind"] == "grouped_gemm")
-          up.push_back(1e3 *
-                       (*measured.at(t["id"].get<int>()))["measured_launch_s"][j].get<double>());
-    }
+    const auto m = calibration_file(std::string("micro-step/micro-step-max-ctas-64-2026-12-04") +
+                                    run + ".json");
+    const auto up = launch_ms(plan, m, [](const nlohmann::json& t, const nlohmann::json& l) {
+      return t["name"] == "expert_up" && l["kind"] == "grouped_gemm";
+    });
     REQUIRE(up.size() == 4);
     CHECK(*std::max_element(up.begin(), up.end()) < 0.9 * sustained);
   }
@@ -146,11 +156,8 @@ TEST_CASE(
   // FlexAttention backward alone fresh, right behind ~60 ms of grouped GEMMs, and after 1.5 s of
   // itself (power_transient_probe.py --states); in the step; and after the GEMMs and an empty gap
   // (--recovery, two machines).
-  const auto dir = kRoot / "reports/calibration/micro-step";
-  const auto read = [&](const char* name) {
-    std::ifstream in(dir / name);
-    REQUIRE(in.good());
-    return nlohmann::json::parse(in);
+  const auto read = [](const char* name) {
+    return calibration_file(std::string("micro-step/") + name);
   };
   double fresh = 0, after = 0, sustained = 0;
   const auto states = read("h100-2026-12-06-states-flex-after-gemms.json");
@@ -165,23 +172,17 @@ TEST_CASE(
   CHECK(after / fresh > 1.15);  // 31.5 → 37.6 ms behind the GEMMs
   // In the step (the traced plan's timed runs): slower than either state alone, as fast as
   // behind the GEMMs at most.
-  const auto plan = read("plan-h100-max-ctas-16.json");
-  const auto run = read("micro-step-h100-max-ctas-16-2026-12-06-traced.json");
-  std::map<int, const nlohmann::json*> measured;
-  for (const auto& t : run["tasks"]) measured[t["id"].get<int>()] = &t;
-  int found = 0;
-  for (const auto& t : plan["tasks"])
-    for (std::size_t j = 0; j < t["launches"].size(); ++j) {
-      const auto& l = t["launches"][j];
-      if (l["kind"] != "attention" || !l["backward"].get<bool>() || l["sliding"].get<bool>())
-        continue;
-      const double ms =
-          1e3 * (*measured.at(t["id"].get<int>()))["measured_launch_s"][j].get<double>();
-      CHECK(ms / sustained > 1.05);
-      CHECK(ms < after);
-      ++found;
-    }
-  CHECK(found == 1);
+  const auto bwd = launch_ms(read("plan-h100-max-ctas-16.json"),
+                             read("micro-step-h100-max-ctas-16-2026-12-06-traced.json"),
+                             [](const nlohmann::json&, const nlohmann::json& l) {
+                               return l["kind"] == "attention" && l["backward"].get<bool>() &&
+                                      !l["sliding"].get<bool>();
+                             });
+  CHECK(bwd.size() == 1);
+  for (const double ms : bwd) {
+    CHECK(ms / sustained > 1.05);
+    CHECK(ms < after);
+  }
   // The clock comes back over 30–100 ms of empty GPU.
   for (const char* name : {"h100-2026-12-06-recovery.json", "h100-2026-12-06-recovery-b.json"}) {
     CAPTURE(name);
