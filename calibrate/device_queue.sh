@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The GPU measurements the open issues wait for, as named steps that each fit one device call
-# (≤ 10 minutes), most wanted first — so that a session lent a GPU for minutes spends them on
+# The GPU measurements the open issues waited for, as named steps that each fit one device call
+# (≤ 10 minutes), most wanted first (all ran on an H200 on 2026-12-06; kept to repeat them) — so that a session lent a GPU for minutes spends them on
 # measuring, not on assembling commands (reports/calibration/README.md, "Waiting for a GPU").
 #
 #   calibrate/device_queue.sh list                 the steps, their issue and time
@@ -17,11 +17,11 @@ cd "$(dirname "$0")/.."
 steps=(contention pinned fp8-gemm attention gemm-alone)
 describe() {
   case $1 in
-    contention) echo "#15  ~3 min  split-K and clustered launches the fit still misses beyond 15% (split_k_more, cluster_pad), every held count" ;;
+    contention) echo "#15  ~2 min  split-K and clustered small-row launches (split_k_more, cluster_pad), every held count; done on an H200 2026-12-06" ;;
     pinned) echo "#17  ~1 min  what FSDP2's CPU offload pins step by step (any card: PyTorch's host allocator); done on an H100 2026-12-06" ;;
-    fp8-gemm) echo "#15  ~2 min  torch._scaled_mm behind a GPU sleep: the H200's own FP8 fit (twin-fit-gemm --fp8)" ;;
-    attention) echo "#15  ~4 min  SDPA and FlexAttention forward behind a GPU sleep: attention_fwd_half_tokens refit" ;;
-    gemm-alone) echo "#15  ~3 min  twin-calibrate's cuBLAS sweep behind a GPU sleep (needs build/twin-calibrate carried)" ;;
+    fp8-gemm) echo "#15  ~1 min  torch._scaled_mm behind a GPU sleep: the H200's own FP8 fit (twin-fit-gemm --fp8); done on an H200 2026-12-06" ;;
+    attention) echo "#15  ~1 min  SDPA and FlexAttention behind a GPU sleep: attention refit (attention_bench.py --refit); done on an H200 2026-12-06" ;;
+    gemm-alone) echo "#15  ~1 min  twin-calibrate's cuBLAS sweep behind a GPU sleep (needs build/twin-calibrate carried); done on an H200 2026-12-06" ;;
     *) return 1 ;;
   esac
 }

@@ -255,7 +255,10 @@ TEST_CASE("held-out small-row cuBLAS launches (files p, q, reduce): a lone CTA's
   // their split-K reduction's own times (test_calibrate): held out too (32 × 14,336 timed out).
   // Files split-k-more and cluster-pad (2026-12-05, an H100: the H200's SMs, clocks and L2, the
   // model taken as is) ran new small-row shapes, the second after its curves were predicted; on
-  // the launches nvjet made, as the others (README, "Held out on an H100").
+  // the launches nvjet made, as the others (README, "Held out on an H100"). The same two sets on
+  // our H200 (2026-12-06; 32 × 1,024 × 8,192 lost to a holder timeout as on the H100): nvjet
+  // chose another kernel than on the H100 for 12 of 29; the 192-row launches' late rounds miss
+  // (+18%, +20%) as file p's do.
   struct Budget {
     std::string file;
     std::size_t launches;
@@ -267,7 +270,8 @@ TEST_CASE("held-out small-row cuBLAS launches (files p, q, reduce): a lone CTA's
         Budget{"h200-2026-12-03-contention-q.json", 32, 0.085, 0.14, 32},
         Budget{"h200-2026-12-05-contention-reduce.json", 43, 0.09, 0.28, 40},
         Budget{"h100-2026-12-05-contention-split-k-more.json", 19, 0.095, 0.16, 18},
-        Budget{"h100-2026-12-05-contention-cluster-pad.json", 10, 0.095, 0.22, 7}}) {
+        Budget{"h100-2026-12-05-contention-cluster-pad.json", 10, 0.095, 0.22, 7},
+        Budget{"h200-2026-12-06-contention-split-k-more-cluster-pad.json", 29, 0.07, 0.20, 27}}) {
     CAPTURE(b.file);
     const auto worst = recorded_worst(b.file.c_str());
     REQUIRE(worst.size() == b.launches);

