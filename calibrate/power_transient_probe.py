@@ -24,6 +24,7 @@ bandwidth-bound elementwise kernel. Needs PyTorch and CuPy on a GPU.
   python3 calibrate/power_transient_probe.py --states --out states.json
   python3 calibrate/power_transient_probe.py --states --plan PLAN --lib LIB --out states.json   # + the plan's FlexAttention
   python3 calibrate/power_transient_probe.py --recovery 0,2,10,30,100,300 [--plan PLAN --lib LIB] --out recovery.json
+  python3 calibrate/power_transient_probe.py --bursts 0,1,2,4,7,12,20,40 [--plan PLAN --lib LIB] --out bursts.json
   python3 calibrate/power_transient_probe.py --classes --seconds 3 --out classes.json
 """
 from __future__ import annotations
@@ -153,18 +154,32 @@ def keep_busy(torch: object, k: Callable[[], object], seconds: float) -> None:
 
 
 def behind_gemms(torch: object, k: Callable[[], object], heavy: Callable[[], object],
-                 light: Callable[[], object], light_s: float, gap_ms: float = 0.0) -> float:
-    """ms of one call of k after light_s of `light` (clocks up, power under the cap) and seven
-    `heavy` grouped up projections (~60 ms at the power cap, as the micro-step's expert GEMMs
-    before its attention backward), then gap_ms of empty GPU (0: k queued right behind them, its
-    start event following them on the GPU)."""
+                 light: Callable[[], object], light_s: float, gap_ms: float = 0.0,
+                 count: int = 7) -> float:
+    """ms of one call of k after light_s of `light` (clocks up, power under the cap) and `count`
+    `heavy` grouped up projections (seven: ~60 ms at the power cap, as the micro-step's expert
+    GEMMs before its attention backward), then gap_ms of empty GPU (0: k queued right behind
+    them, its start event following them on the GPU)."""
     keep_busy(torch, light, light_s)
-    for _ in range(7):
+    for _ in range(count):
         heavy()
     if gap_ms > 0:
         torch.cuda.synchronize()
         time.sleep(gap_ms * 1e-3)
     return timed(torch, k)
+
+
+def behind_gemms_setup(torch: object, extra: dict[str, Callable[[], object]] | None) -> tuple:
+    """What --recovery and --bursts run: the light kernel (a bandwidth-bound negation of 512 MiB),
+    the heavy one (the grouped up projection) and the kernels timed behind it (the 65,536-row
+    cuBLAS up projection, and `extra`)."""
+    bf = torch.bfloat16
+    big = torch.randn(1 << 28, device="cuda", dtype=bf)
+    x = torch.randn(65536, 6144, device="cuda", dtype=bf) * 0.1
+    w = torch.randn(6144, 3584, device="cuda", dtype=bf) * 0.1
+    kernels: dict[str, Callable[[], object]] = {"cublas_65536x3584x6144": lambda: x @ w}
+    kernels.update(extra or {})
+    return big, grouped_up(torch), kernels
 
 
 def write_rows(torch: object, out: str, rows: list, **settings: float) -> None:
@@ -330,13 +345,7 @@ def recovery(torch: object, out: str, gaps_ms: list[float], light_s: float = 0.5
     an empty GPU for each gap (0: queued right behind them, as `--states`' after GEMMs), three
     times per gap. The kernel's time against the gap is the controller's recovery, which a
     step-level power model needs besides the steady power per class (`--classes`, `--duty`)."""
-    bf = torch.bfloat16
-    big = torch.randn(1 << 28, device="cuda", dtype=bf)
-    heavy = grouped_up(torch)
-    x = torch.randn(65536, 6144, device="cuda", dtype=bf) * 0.1
-    w = torch.randn(6144, 3584, device="cuda", dtype=bf) * 0.1
-    kernels: dict[str, Callable[[], object]] = {"cublas_65536x3584x6144": lambda: x @ w}
-    kernels.update(extra or {})
+    big, heavy, kernels = behind_gemms_setup(torch, extra)
     rows = []
     for name, k in kernels.items():
         k()
@@ -345,6 +354,30 @@ def recovery(torch: object, out: str, gaps_ms: list[float], light_s: float = 0.5
             ms = [behind_gemms(torch, k, heavy, big.neg_, light_s, gap) for _ in range(3)]
             rows.append({"kernel": name, "gap_ms": gap, "ms": ms})
             print(f"{name:28s} gap {gap:6.1f} ms: {statistics.median(ms):8.3f} ms", flush=True)
+    write_rows(torch, out, rows, light_s=light_s)
+    return 0
+
+
+def bursts(torch: object, out: str, counts: list[int], light_s: float = 0.5,
+           extra: dict[str, Callable[[], object]] | None = None) -> int:
+    """How long heavy load must last before the clock falls: each kernel queued right behind
+    `count` grouped up projections (~8.5 ms each fresh) after light_s of a bandwidth-bound kernel,
+    three times per count, with the projections' own times. The kernel's time against the burst's
+    length is the controller's onset and overshoot (the grouped-gemm README's behaviours 3 and 4)."""
+    big, heavy, kernels = behind_gemms_setup(torch, extra)
+    rows = []
+    for name, k in kernels.items():
+        k()
+        torch.cuda.synchronize()
+        for n in counts:
+            ms = [behind_gemms(torch, k, heavy, big.neg_, light_s, count=n) for _ in range(3)]
+            rows.append({"kernel": name, "gemms_before": n, "ms": ms})
+            print(f"{name:28s} behind {n:3d} GEMMs: {statistics.median(ms):8.3f} ms", flush=True)
+    # The projections themselves, back to back from fresh, call by call: where in a burst they slow.
+    keep_busy(torch, big.neg_, light_s)
+    ev = record_calls(torch, heavy, max(counts))
+    torch.cuda.synchronize()
+    rows.append({"kernel": "grouped_mm_up_96x1360", "burst_calls_ms": [s.elapsed_time(e) for s, e in ev]})
     write_rows(torch, out, rows, light_s=light_s)
     return 0
 
@@ -411,8 +444,11 @@ def main() -> int:
     ap.add_argument("--recovery", default="",
                     help="instead: a GEMM (and --plan's FlexAttention) after ~60 ms of grouped GEMMs and "
                          "these empty gaps in ms, e.g. 0,2,10,30,100,300 (the clock's recovery)")
+    ap.add_argument("--bursts", default="",
+                    help="instead: a GEMM (and --plan's FlexAttention) right behind these numbers of grouped "
+                         "GEMMs, e.g. 0,1,2,4,7,12,20,40 (how long heavy load lasts before the clock falls)")
     ap.add_argument("--plan", default="",
-                    help="--states, --recovery: also the FlexAttention launches of this micro-step plan (needs --lib)")
+                    help="--states, --recovery, --bursts: also the FlexAttention launches of this micro-step plan (needs --lib)")
     ap.add_argument("--lib", default="build-device/libtwin_kernels_c.so",
                     help="--plan: calibrate/build-device.sh --lib's library (micro_step.py's kernels)")
     a = ap.parse_args()
@@ -428,6 +464,9 @@ def main() -> int:
     if a.recovery:
         full = {n: k for n, k in (extra or {}).items() if n.startswith("flex_full")}
         return recovery(torch, a.out, [float(g) for g in a.recovery.split(",")], extra=full)
+    if a.bursts:
+        full = {n: k for n, k in (extra or {}).items() if n.startswith("flex_full")}
+        return bursts(torch, a.out, [int(g) for g in a.bursts.split(",")], extra=full)
     if a.classes:
         return classes(torch, a.out, a.seconds)
     sms = torch.cuda.get_device_properties(0).multi_processor_count

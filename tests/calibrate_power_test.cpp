@@ -205,3 +205,37 @@ TEST_CASE(
     CHECK(std::abs(by_gap.at(100) / rested - 1) < 0.03);
   }
 }
+
+TEST_CASE(
+    "after half a second of light load the clock falls ~26 ms into heavy load, then "
+    "overshoots") {
+  // power_transient_probe.py --bursts on an H100 (grouped-gemm README, "How long heavy load
+  // lasts before the clock falls") and --sustained on our H200: back to back from the fresh
+  // state, the grouped up projections keep their speed for three calls and slow from the
+  // fourth; on the H100 they slow most at 26–129 ms, then partly recover (the overshoot).
+  const auto bursts = grouped_gemm_file("h100-2026-12-06-bursts.json");
+  std::vector<double> h100;
+  std::map<int, double> bwd;  // FlexAttention backward behind N projections: median ms
+  for (const auto& r : bursts["rows"]) {
+    if (r.contains("burst_calls_ms")) h100 = r["burst_calls_ms"].get<std::vector<double>>();
+    if (r["kernel"] == "flex_full_bwd")
+      bwd[r["gemms_before"].get<int>()] = median(r["ms"].get<std::vector<double>>());
+  }
+  REQUIRE(h100.size() == 45);
+  const auto sustained = grouped_gemm_file("h200-2026-12-04-sustained.json");
+  std::vector<double> h200;
+  for (const auto& c : sustained["calls"]) h200.push_back(c["ms"]);
+  for (const auto* calls : {&h100, &h200}) {
+    const double fresh = *std::max_element(calls->begin(), calls->begin() + 3);
+    for (std::size_t i = 3; i < 14; ++i) CHECK((*calls)[i] > 1.05 * fresh);
+  }
+  const double peak = median({h100.begin() + 3, h100.begin() + 14}),
+               settled = median({h100.begin() + 15, h100.begin() + 36});
+  CHECK(settled < 0.96 * peak);  // 9.45 → 8.88 ms
+  // A kernel behind the burst pays more the longer the burst, over its first ~60 ms, then less.
+  REQUIRE(bwd.size() == 12);
+  CHECK(bwd.at(7) / bwd.at(1) > 1.15);
+  CHECK(bwd.at(2) < bwd.at(4));
+  CHECK(bwd.at(4) < bwd.at(7));
+  CHECK(bwd.at(30) < bwd.at(10));
+}
