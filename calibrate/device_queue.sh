@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU measurements the open issues waited for, as named steps that each fit one device call
-# (≤ 10 minutes), most wanted first (all ran on an H200 on 2026-12-06; kept to repeat them) — so that a session lent a GPU for minutes spends them on
+# (≤ 10 minutes), most wanted first — so that a session lent a GPU for minutes spends them on
 # measuring, not on assembling commands (reports/calibration/README.md, "Waiting for a GPU").
+# All ran on an H200 on 2026-12-06; the script stays to repeat them on another card or software.
 #
 #   calibrate/device_queue.sh list                 the steps, their issue and time
 #   calibrate/device_queue.sh [--any-gpu] STEP...  run them; results under $OUT (default out/)
