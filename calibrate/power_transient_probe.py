@@ -153,14 +153,24 @@ def keep_busy(torch: object, k: Callable[[], object], seconds: float) -> None:
         torch.cuda.synchronize()
 
 
+def settle(torch: object, light: Callable[[], object] | None, seconds: float) -> None:
+    """The state before a trial: `light` over and over for `seconds` (clocks up, power under the
+    cap), or an empty GPU (None)."""
+    if light is None:
+        torch.cuda.synchronize()
+        time.sleep(seconds)
+    else:
+        keep_busy(torch, light, seconds)
+
+
 def behind_gemms(torch: object, k: Callable[[], object], heavy: Callable[[], object],
-                 light: Callable[[], object], light_s: float, gap_ms: float = 0.0,
+                 light: Callable[[], object] | None, light_s: float, gap_ms: float = 0.0,
                  count: int = 7) -> float:
-    """ms of one call of k after light_s of `light` (clocks up, power under the cap) and `count`
-    `heavy` grouped up projections (seven: ~60 ms at the power cap, as the micro-step's expert
-    GEMMs before its attention backward), then gap_ms of empty GPU (0: k queued right behind
-    them, its start event following them on the GPU)."""
-    keep_busy(torch, light, light_s)
+    """ms of one call of k after light_s of `light` (clocks up, power under the cap; None: an
+    empty GPU) and `count` `heavy` grouped up projections (seven: ~60 ms at the power cap, as the
+    micro-step's expert GEMMs before its attention backward), then gap_ms of empty GPU (0: k
+    queued right behind them, its start event following them on the GPU)."""
+    settle(torch, light, light_s)
     for _ in range(count):
         heavy()
     if gap_ms > 0:
@@ -359,26 +369,28 @@ def recovery(torch: object, out: str, gaps_ms: list[float], light_s: float = 0.5
 
 
 def bursts(torch: object, out: str, counts: list[int], light_s: float = 0.5,
-           extra: dict[str, Callable[[], object]] | None = None) -> int:
+           extra: dict[str, Callable[[], object]] | None = None, idle_before: bool = False) -> int:
     """How long heavy load must last before the clock falls: each kernel queued right behind
-    `count` grouped up projections (~8.5 ms each fresh) after light_s of a bandwidth-bound kernel,
-    three times per count, with the projections' own times. The kernel's time against the burst's
-    length is the controller's onset and overshoot (the grouped-gemm README's behaviours 3 and 4)."""
+    `count` grouped up projections (~8.5 ms each fresh) after light_s of a bandwidth-bound kernel
+    (idle_before: of an empty GPU), three times per count, with the projections' own times. The
+    kernel's time against the burst's length is the controller's onset and overshoot (the
+    grouped-gemm README's behaviours 3 and 4)."""
     big, heavy, kernels = behind_gemms_setup(torch, extra)
+    light = None if idle_before else big.neg_
     rows = []
     for name, k in kernels.items():
         k()
         torch.cuda.synchronize()
         for n in counts:
-            ms = [behind_gemms(torch, k, heavy, big.neg_, light_s, count=n) for _ in range(3)]
+            ms = [behind_gemms(torch, k, heavy, light, light_s, count=n) for _ in range(3)]
             rows.append({"kernel": name, "gemms_before": n, "ms": ms})
             print(f"{name:28s} behind {n:3d} GEMMs: {statistics.median(ms):8.3f} ms", flush=True)
     # The projections themselves, back to back from fresh, call by call: where in a burst they slow.
-    keep_busy(torch, big.neg_, light_s)
+    settle(torch, light, light_s)
     ev = record_calls(torch, heavy, max(counts))
     torch.cuda.synchronize()
     rows.append({"kernel": "grouped_mm_up_96x1360", "burst_calls_ms": [s.elapsed_time(e) for s, e in ev]})
-    write_rows(torch, out, rows, light_s=light_s)
+    write_rows(torch, out, rows, light_s=light_s, idle_before=float(idle_before))
     return 0
 
 
@@ -447,6 +459,8 @@ def main() -> int:
     ap.add_argument("--bursts", default="",
                     help="instead: a GEMM (and --plan's FlexAttention) right behind these numbers of grouped "
                          "GEMMs, e.g. 0,1,2,4,7,12,20,40 (how long heavy load lasts before the clock falls)")
+    ap.add_argument("--idle-before", action="store_true",
+                    help="--bursts: an empty GPU before each burst instead of the bandwidth-bound kernel")
     ap.add_argument("--plan", default="",
                     help="--states, --recovery, --bursts: also the FlexAttention launches of this micro-step plan (needs --lib)")
     ap.add_argument("--lib", default="build-device/libtwin_kernels_c.so",
@@ -466,7 +480,8 @@ def main() -> int:
         return recovery(torch, a.out, [float(g) for g in a.recovery.split(",")], extra=full)
     if a.bursts:
         full = {n: k for n, k in (extra or {}).items() if n.startswith("flex_full")}
-        return bursts(torch, a.out, [int(g) for g in a.bursts.split(",")], extra=full)
+        return bursts(torch, a.out, [int(g) for g in a.bursts.split(",")], extra=full,
+                      idle_before=a.idle_before)
     if a.classes:
         return classes(torch, a.out, a.seconds)
     sms = torch.cuda.get_device_properties(0).multi_processor_count

@@ -207,7 +207,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "after half a second of light load the clock falls ~26 ms into heavy load, then "
+    "the clock falls ~26 ms into heavy load after light load, ~52 ms after an idle GPU, then "
     "overshoots") {
   // power_transient_probe.py --bursts on an H100 (grouped-gemm README, "How long heavy load
   // lasts before the clock falls") and --sustained on our H200: back to back from the fresh
@@ -238,4 +238,21 @@ TEST_CASE(
   CHECK(bwd.at(2) < bwd.at(4));
   CHECK(bwd.at(4) < bwd.at(7));
   CHECK(bwd.at(30) < bwd.at(10));
+  // After half a second of empty GPU instead, the onset comes later: six projections keep their
+  // fresh speed (three after the light load), and the backward behind three runs fresh.
+  const auto idle = grouped_gemm_file("h100-2026-12-06-bursts-idle-before.json");
+  std::vector<double> calm;
+  std::map<int, double> calm_bwd;
+  for (const auto& r : idle["rows"]) {
+    if (r.contains("burst_calls_ms")) calm = r["burst_calls_ms"].get<std::vector<double>>();
+    if (r["kernel"] == "flex_full_bwd")
+      calm_bwd[r["gemms_before"].get<int>()] = median(r["ms"].get<std::vector<double>>());
+  }
+  REQUIRE(calm.size() == 45);
+  const double calm_fresh = *std::min_element(calm.begin(), calm.begin() + 6);
+  for (std::size_t i = 0; i < 6; ++i) CHECK(calm[i] < 1.04 * calm_fresh);
+  CHECK(calm[8] > 1.05 * calm_fresh);
+  CHECK(calm_bwd.at(3) < 1.03 * calm_bwd.at(1));
+  CHECK(bwd.at(3) > 1.05 * bwd.at(1));
+  CHECK(calm_bwd.at(7) / calm_bwd.at(1) > 1.15);
 }
