@@ -2,7 +2,7 @@
 # The GPU measurements the open issues waited for, as named steps that each fit one device call
 # (≤ 10 minutes), most wanted first — so that a session lent a GPU for minutes spends them on
 # measuring, not on assembling commands (reports/calibration/README.md, "Waiting for a GPU").
-# All ran on an H200 on 2026-12-06; the script stays to repeat them on another card or software.
+# All but `bursts` ran on an H200 on 2026-12-06; the script stays to repeat them elsewhere.
 #
 #   calibrate/device_queue.sh list                 the steps, their issue and time
 #   calibrate/device_queue.sh [--any-gpu] STEP...  run them; results under $OUT (default out/)
@@ -15,9 +15,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-steps=(contention pinned fp8-gemm attention gemm-alone)
+steps=(bursts contention pinned fp8-gemm attention gemm-alone)
 describe() {
   case $1 in
+    bursts) echo "#15  ~4 min  the power controller's onset behind bursts of GEMMs, after light load and after an idle GPU (done on an H100 2026-12-06; the H200's own waits)" ;;
     contention) echo "#15  ~2 min  split-K and clustered small-row launches (split_k_more, cluster_pad), every held count; done on an H200 2026-12-06" ;;
     pinned) echo "#17  ~1 min  what FSDP2's CPU offload pins step by step (any card: PyTorch's host allocator); done on an H100 2026-12-06" ;;
     fp8-gemm) echo "#15  ~1 min  torch._scaled_mm behind a GPU sleep: the H200's own FP8 fit (twin-fit-gemm --fp8); done on an H200 2026-12-06" ;;
@@ -59,6 +60,12 @@ run_step() {
   local s=$1 f="$out/$stamp-$1"
   echo "== $s ($(describe "$s"))"
   case $s in
+    bursts)
+      need_lib
+      local plan=reports/calibration/micro-step/plan-max-ctas-16.json counts=0,1,2,3,4,5,7,10,14,20,30,45
+      python3 calibrate/power_transient_probe.py --bursts $counts --plan $plan --lib "$lib" --out "$f.json" &&
+        python3 calibrate/power_transient_probe.py --bursts $counts --idle-before --plan $plan \
+          --lib "$lib" --out "$f-idle-before.json" ;;
     contention)
       need_lib
       python3 calibrate/contention_bench.py --lib "$lib" --only split_k_more,cluster_pad \
