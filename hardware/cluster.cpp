@@ -43,6 +43,8 @@ Cluster::Cluster(sim::Engine& engine, sim::Fluid& fluid, const Profile& profile,
                  : fluid_.add_resource(n.nvlink_pair(), p + "nvlink_to_gpu" + std::to_string(b)));
     }
   }
+  if (profile.power.enabled())
+    power_.assign(static_cast<std::size_t>(gpus), PowerState(profile.power));
   collectives_ = std::make_unique<CollectiveModel>();
   if (fabric) attach_fabric(*fabric);
 }

@@ -13,6 +13,7 @@
 
 #include "hardware/gpu.hpp"
 #include "hardware/placement.hpp"
+#include "hardware/power.hpp"
 #include "hardware/profile.hpp"
 #include "hardware/topology.hpp"
 #include "sim/fluid.hpp"
@@ -77,6 +78,10 @@ class Cluster {
   const Profile& profile() const { return profile_; }
   // The profile's contention model (contention.hpp) with this machine's SM count.
   const ContentionModel& contention() const { return contention_; }
+  // GPU g's power state (power.hpp), or null where the profile has no power model.
+  PowerState* power(int g) {
+    return power_.empty() ? nullptr : &power_[static_cast<std::size_t>(g)];
+  }
   // contention().slowdown of a launch of alone_s through this simulation's memo, `held` SMs
   // taken of which `lending` by NCCL CTAs (room beside them: contention.hpp, mechanism 5).
   double contention_slowdown(const KernelShape& k, int held, double alone_s, int lending) {
@@ -127,6 +132,7 @@ class Cluster {
   ContentionModel contention_;
   ContentionMemo memo_{contention_};
   std::vector<std::unique_ptr<Gpu>> gpus_;
+  std::vector<PowerState> power_;  // per GPU; empty without a power model
   std::vector<GpuLinks> links_;
   std::vector<sim::Fluid::ResourceId> pairs_;  // [gpu][local peer]
   std::unique_ptr<Dragonfly> fabric_;

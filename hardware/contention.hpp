@@ -268,6 +268,9 @@ struct KernelPart {
   KernelShape shape;
   double alone_s;
   double hbm_bytes = 0;  // bytes it moves through HBM (ops.hpp: shared with copies and NCCL)
+  // Written when its run starts: its time over alone_s under the power cap's clock (power.hpp),
+  // so that reports split a fused run's time by what each part took.
+  mutable double power_slowdown = 1;
 };
 
 struct ContentionModel {

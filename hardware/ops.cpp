@@ -191,6 +191,8 @@ void run_kernel(sim::Task& t, Cluster& c, int gpu, KernelWork w) {
     Gpu& g = c.gpu(k->gpu);
     KernelWork w = k->w;
     w.alone_s /= g.speed();
+    if (PowerState* p = c.power(k->gpu))
+      w.alone_s *= p->run(c.engine().now().to_s(), w.shape.family, w.alone_s);
     switch (w.cls) {
       case KernelClass::grid:
         return run_grid(task, c, g, w.alone_s, w.hbm_bytes, w.shape, nullptr, 0, w.priority);
@@ -217,10 +219,17 @@ void run_fused(sim::Task& t, Cluster& c, int gpu, std::span<const KernelPart> pa
   t.on_ready = [k = c.make<FusedCall>(&c, gpu, parts.data(),
                                       static_cast<std::uint32_t>(parts.size()),
                                       priority)](sim::Task& task) {
-    double alone = 0, hbm_bytes = 0;  // the run's HBM traffic at its mean rate
-    for (std::uint32_t i = 0; i < k->n; ++i)
-      alone += k->parts[i].alone_s, hbm_bytes += k->parts[i].hbm_bytes;
     Gpu& g = k->c->gpu(k->gpu);
+    PowerState* power = k->c->power(k->gpu);
+    const double now_s = k->c->engine().now().to_s();
+    double alone = 0, hbm_bytes = 0;  // the run's HBM traffic at its mean rate
+    for (std::uint32_t i = 0; i < k->n; ++i) {
+      const KernelPart& p = k->parts[i];
+      // The parts one after another under the power cap's clock, if the profile models it.
+      p.power_slowdown =
+          power ? power->run(now_s + alone / g.speed(), p.shape.family, p.alone_s / g.speed()) : 1;
+      alone += p.alone_s * p.power_slowdown, hbm_bytes += p.hbm_bytes;
+    }
     if (alone <= 0) return task.finish();
     run_grid(task, *k->c, g, alone / g.speed(), hbm_bytes, {}, k->parts, k->n, k->priority);
   };

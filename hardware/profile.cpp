@@ -314,6 +314,8 @@ const sim::Schema<Profile>& profile_schema() {
             "efficiency", efficiency_schema(), [](auto& p) -> auto& { return p.efficiency; })
         .include(
             "contention", contention_schema(), [](auto& p) -> auto& { return p.contention; })
+        .include(
+            "power", power_schema(), [](auto& p) -> auto& { return p.power; })
         .all_sourced()
         .text(
             "name", std::nullopt, "profile name", [](auto& p) -> auto& { return p.name; })

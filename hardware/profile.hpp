@@ -9,6 +9,7 @@
 #include <string>
 
 #include "hardware/contention.hpp"
+#include "hardware/power.hpp"
 #include "sim/param.hpp"
 #include "sim/units.hpp"
 
@@ -156,7 +157,8 @@ struct Profile {
   NcclSpec nccl;
   EfficiencySpec efficiency;
   ContentionModel
-      contention;  // SM contention per kernel family (contention.hpp); sm_count from gpu
+      contention;    // SM contention per kernel family (contention.hpp); sm_count from gpu
+  PowerModel power;  // the power cap's controller (power.hpp); off unless the profile has one
   std::map<std::string, std::string> sources;  // key → source note, filled by the loader
   std::string provenance_json;                 // measured profiles: where, when, versions
 };
@@ -164,6 +166,8 @@ struct Profile {
 const sim::Schema<Profile>& profile_schema();
 // The keys of a profile's `contention` section (profile_contention.cpp).
 sim::Schema<ContentionModel> contention_schema();
+// The keys of a profile's `power` section (profile_power.cpp).
+sim::Schema<PowerModel> power_schema();
 // Completes the contention model after loading: the GPU's SM count, what an NCCL CTA holds of its
 // SM, and the elementwise a_sat's scale with this GPU's HBM bandwidth (contention.hpp, 3.).
 void finish_contention(Profile& p);

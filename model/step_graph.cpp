@@ -48,7 +48,8 @@ StepBuilder::StepBuilder(const Job& job, const hardware::NcclOptions& nccl,
 std::optional<FusedParts> StepBuilder::parts(std::size_t task_id) const {
   if (task_id >= fused_index_.size() || fused_index_[task_id] < 0) return std::nullopt;
   const auto k = static_cast<std::size_t>(fused_index_[task_id]);
-  return FusedParts{{fused_parts_.data() + fused_begin_[k], fused_begin_[k + 1] - fused_begin_[k]}};
+  return FusedParts{{fused_parts_.data() + fused_begin_[k], fused_begin_[k + 1] - fused_begin_[k]},
+                    &ops_.parts[fused_kernels_[k]]};
 }
 
 const std::vector<Launch>* StepBuilder::launches(std::size_t task_id) const {
@@ -94,6 +95,7 @@ void StepBuilder::fuse(std::size_t j0, std::size_t j1, const std::vector<std::ve
     }
     if (fused_index_.size() <= t.id()) fused_index_.resize(t.id() + 1, -1);
     fused_index_[t.id()] = static_cast<std::int32_t>(fused_begin_.size() - 1);
+    fused_kernels_.push_back(ops_.fused[ops_.fused.size() - 1].first);
     fused_begin_.push_back(static_cast<std::uint32_t>(fused_parts_.size()));
   }
 }

@@ -60,13 +60,19 @@ inline std::int32_t lane_of(std::int64_t rank, Stream s) {
 // that reports can attribute its time by category, in proportion to each part's time alone.
 struct FusedParts {
   std::span<const std::pair<Category, double>> parts;  // (category, alone seconds)
+  // The same parts as the machine ran them: each one's power_slowdown (hardware/power.hpp).
+  const hardware::KernelPart* kernels = nullptr;
   // Calls f(category, seconds) for each part: its share of the task's `seconds`, in proportion
-  // to the parts' times alone (0 for all if they take none).
+  // to the parts' times alone under the power cap's clock (0 for all if they take none).
   template <class F>
   void split(double seconds, F&& f) const {
     double alone = 0;
-    for (const auto& [c, a] : parts) alone += a;
-    for (const auto& [c, a] : parts) f(c, alone > 0 ? seconds * a / alone : 0.0);
+    for (std::size_t k = 0; k < parts.size(); ++k) alone += weight(k);
+    for (std::size_t k = 0; k < parts.size(); ++k)
+      f(parts[k].first, alone > 0 ? seconds * weight(k) / alone : 0.0);
+  }
+  double weight(std::size_t k) const {
+    return kernels ? parts[k].second * kernels[k].power_slowdown : parts[k].second;
   }
 };
 
@@ -220,7 +226,8 @@ class StepBuilder {
   std::vector<std::int32_t> fused_index_;
   std::vector<std::uint32_t> fused_begin_{0};
   std::vector<std::pair<Category, double>> fused_parts_;
-  std::deque<std::string> names_;  // names of fused tasks (tasks hold const char*)
+  std::vector<std::uint32_t> fused_kernels_;  // by fused entry: its first part in ops_.parts
+  std::deque<std::string> names_;             // names of fused tasks (tasks hold const char*)
   BufferLog mem_;
   StepOps ops_;
   std::vector<bool> launch_ranks_;  // ranks whose launches are kept

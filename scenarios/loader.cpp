@@ -329,6 +329,8 @@ class Resolver {
         throw sim::ParamError("hardware.contention.clusters.held_sms", p);
       if (const auto p = s.hw.contention.lone_cta.tile_table_problem(); !p.empty())
         throw sim::ParamError("hardware.contention.lone_cta_tiles.tile_m", p);
+      if (const auto [key, why] = s.hw.power.problem(); !key.empty())
+        throw sim::ParamError("hardware.power." + key, why);
       // cuBLAS's small GEMMs run clusters of 8 (hardware/kernel_shapes.hpp): SMs reserved for the
       // whole step must leave one, or they never run.
       if (const int r = static_cast<int>(s.nccl.reserved_sms);

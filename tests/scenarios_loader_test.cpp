@@ -136,6 +136,11 @@ TEST_SUITE("scenarios.loader") {
          "bad.json",
          "$.hardware.contention.lone_cta_tiles.tile_m: lone_cta_tiles.tile_m, tile_n, cluster_m, "
          "cluster_n, setup_us and per_k_ns need one value per kernel each"},
+        // The power cap's controller (hardware/power.hpp): on, it needs its time constants.
+        {R"("hardware": {"power": {"step_s": {"value": 0.00025, "source": "x"}}})", "bad.json",
+         "$.hardware.power.filter_s: must be > 0 when power.step_s is set"},
+        {R"("hardware": {"power": {"plateau_clock": {"value": 1.5, "source": "x"}}})", "bad.json",
+         "$.hardware.power.plateau_clock: 1.5 is out of range"},
     };
     for (const auto& c : cases) {
       CAPTURE(c.body);

@@ -1,0 +1,102 @@
+#include "hardware/power.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace twin::hardware {
+
+const PowerClass* PowerModel::tensor_class(Family f) const {
+  switch (f) {
+    case Family::gemm:
+    case Family::gemm_fp8:
+      return &gemm;
+    case Family::grouped_gemm:
+      return &grouped_gemm;
+    case Family::attention:
+      return &attention_fwd;
+    case Family::attention_bwd:
+      return &attention_bwd;
+    default:
+      return nullptr;
+  }
+}
+
+std::pair<std::string, std::string> PowerModel::problem() const {
+  if (!enabled()) return {};
+  const std::pair<const char*, double> positive[] = {
+      {"filter_s", filter_s}, {"recovery_s", recovery_s}, {"limit_W", limit_W}};
+  for (const auto& [key, v] : positive)
+    if (v <= 0) return {key, "must be > 0 when power.step_s is set (0 turns the model off)"};
+  if (delay_s < step_s) return {"delay_s", "must be at least one tick (power.step_s)"};
+  return {};
+}
+
+PowerState::PowerState(const PowerModel& m)
+    : m_(&m),
+      filtered_W_(m.idle_W),
+      delayed_W_(static_cast<std::size_t>(std::max(1.0, std::round(m.delay_s / m.step_s))),
+                 m.idle_W) {}
+
+void PowerState::tick(double power_W) {
+  // Euler steps of the filter, as calibrate/fit_power.py fitted them.
+  filtered_W_ += (power_W - filtered_W_) * m_->step_s / m_->filter_s;
+  const double seen = delayed_W_[head_];
+  delayed_W_[head_] = filtered_W_;
+  head_ = (head_ + 1) % delayed_W_.size();
+  if (seen > m_->limit_W) {
+    if (!capped_) capped_ = true, capped_since_s_ = tick_s_;
+    clock_ = tick_s_ - capped_since_s_ < m_->plateau_s ? m_->plateau_clock : m_->settled_clock;
+  } else {
+    capped_ = false;
+    clock_ += (1 - clock_) * m_->step_s / m_->recovery_s;
+  }
+  tick_s_ += m_->step_s;
+}
+
+void PowerState::advance(double dt_s, double power_W) {
+  while (dt_s > 0) {
+    const double take = std::min(dt_s, m_->step_s - pending_s_);
+    pending_J_ += power_W * take;
+    pending_s_ += take;
+    dt_s -= take;
+    if (pending_s_ >= m_->step_s * (1 - 1e-9)) {
+      tick(pending_J_ / pending_s_);
+      pending_s_ = pending_J_ = 0;
+    }
+  }
+}
+
+void PowerState::idle_until(double t_s) {
+  // After many time constants of an idle GPU the state is at rest: no need to tick through.
+  const double rest_s = 20 * (m_->filter_s + m_->delay_s + m_->recovery_s);
+  if (t_s - now_s() > rest_s) {
+    std::fill(delayed_W_.begin(), delayed_W_.end(), m_->idle_W);
+    filtered_W_ = m_->idle_W;
+    clock_ = 1;
+    capped_ = false;
+    tick_s_ = t_s;
+    pending_s_ = pending_J_ = 0;
+    return;
+  }
+  if (t_s > now_s()) advance(t_s - now_s(), m_->idle_W);
+}
+
+double PowerState::run(double start_s, Family f, double alone_s) {
+  if (alone_s <= 0) return 1;
+  idle_until(start_s);
+  const PowerClass* c = m_->tensor_class(f);
+  double done = 0, took = 0;
+  while (done < alone_s) {
+    const double rate = c ? 1 / (1 + c->clock_sensitivity * (1 / clock_ - 1)) : 1.0;
+    const double power =
+        c ? m_->idle_W + (c->demand_W - m_->idle_W) * clock_ * clock_ : m_->bandwidth_W;
+    // To the next tick (the clock changes only there) or the kernel's end.
+    const double dt = std::min(m_->step_s - pending_s_, (alone_s - done) / rate);
+    done += rate * dt;
+    took += dt;
+    advance(dt, power);
+  }
+  return took / alone_s;
+}
+
+}  // namespace twin::hardware

@@ -1,0 +1,85 @@
+// The power cap's controller, per GPU (issue #15): why a kernel queued behind tens of
+// milliseconds of tensor-core work runs slower than the same kernel fresh, and why a burst of
+// GEMMs keeps its speed longer after an idle GPU than after a bandwidth-bound one.
+//
+// Measured (reports/calibration/grouped-gemm/README.md, "The power cap's slow controller" and
+// "How long heavy load lasts before the clock falls"; ../micro-step/README.md, "What it is"):
+// every tensor-core class alone asks more than the 700 W limit, a bandwidth-bound kernel draws
+// under it; the clock falls a few tens of milliseconds into heavy load — later after an idle GPU
+// than after a bandwidth-bound half second —, holds a lower plateau for ~0.1 s, settles, and
+// comes back within 30–100 ms of lighter load. A kernel's time scales with the clock by its
+// class's sensitivity (a tensor-core loop by 1, a GEMM partly bound by memory by less).
+//
+// The model, a discrete controller ticking every `step_s` (what calibrate/fit_power.py fits,
+// tick for tick the same): the GPU draws `idle_W` between kernels, `bandwidth_W` in a
+// bandwidth-bound kernel and idle + (demand − idle)·clock² in a tensor-core one; the controller
+// reads that power through a first-order filter (`filter_s`) and a delay (`delay_s`). While the
+// delayed reading exceeds `limit_W` the clock is `plateau_clock` for `plateau_s`, then
+// `settled_clock`; below it the clock climbs back with time constant `recovery_s`. A kernel of
+// time alone t then takes t·(1 + s·(1/clock − 1)) per tick, s its class's sensitivity.
+//
+// Every kernel's time alone is calibrated fresh (after light load: the profiles' sources), so the
+// model only ever slows kernels. Copies and NCCL's kernels draw no more than an idle GPU here.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hardware/contention.hpp"
+
+namespace twin::hardware {
+
+struct PowerClass {
+  double demand_W = 0;           // what the class draws at the full clock, back to back
+  double clock_sensitivity = 0;  // d(time)/d(1/clock) over time: 0 unaffected, 1 all clock
+};
+
+struct PowerModel {
+  double step_s = 0;  // the controller's tick; 0: no power model (kernels run at their fit)
+  double idle_W = 0;
+  double bandwidth_W = 0;  // a bandwidth-bound (elementwise) kernel's draw
+  double limit_W = 0;
+  double filter_s = 0;
+  double delay_s = 0;
+  double plateau_s = 0;
+  double recovery_s = 0;
+  double plateau_clock = 1;
+  double settled_clock = 1;
+  PowerClass gemm, grouped_gemm, attention_fwd, attention_bwd;
+  bool enabled() const { return step_s > 0; }
+  // What makes an enabled model unusable ("" if nothing): its key and why.
+  std::pair<std::string, std::string> problem() const;
+  // The class of a tensor-core family; null for bandwidth-bound ones.
+  const PowerClass* tensor_class(Family f) const;
+};
+
+class PowerState {
+ public:
+  explicit PowerState(const PowerModel& m);
+  // A kernel of family f taking alone_s at the full clock, starting at start_s: its time over
+  // alone_s (≥ 1) under the clock the controller sets while it runs. The state moves to the
+  // kernel's end; a kernel starting before the previous one's end starts at that end (the
+  // compute stream's kernels follow each other).
+  double run(double start_s, Family f, double alone_s);
+  double clock() const { return clock_; }
+
+ private:
+  void idle_until(double t_s);
+  void advance(double dt_s, double power_W);  // the GPU drawing power_W for dt_s
+  void tick(double power_W);                  // one controller period at that mean power
+  double now_s() const { return tick_s_ + pending_s_; }
+  const PowerModel* m_;
+  double tick_s_ = 0;     // the last tick's time
+  double pending_s_ = 0;  // since then, and the energy drawn in it
+  double pending_J_ = 0;
+  double filtered_W_;
+  double clock_ = 1;
+  bool capped_ = false;
+  double capped_since_s_ = 0;
+  std::vector<double> delayed_W_;  // the filter's output over the last delay_s, a ring
+  std::size_t head_ = 0;
+};
+
+}  // namespace twin::hardware

@@ -1,0 +1,126 @@
+// The power cap's controller (hardware/power.hpp) on hand-made cases: what it must do whatever
+// its fitted values (calibrate/fit_power.py fits them; test_validation holds the fit).
+#include <doctest/doctest.h>
+
+#include "hardware/ops.hpp"
+#include "hardware/power.hpp"
+#include "tests/hardware_rig.hpp"
+
+using namespace twin;
+using namespace twin::hardware;
+using namespace twin::hardware::test;
+
+namespace {
+
+// Round numbers of the fitted H100's shape: GEMMs ask more than the limit, attention less, a
+// bandwidth-bound kernel less still.
+PowerModel model() {
+  PowerModel m;
+  m.step_s = 0.25e-3;
+  m.idle_W = 70;
+  m.bandwidth_W = 500;
+  m.limit_W = 700;
+  m.filter_s = 0.035;
+  m.delay_s = 0.03;
+  m.plateau_s = 0.1;
+  m.recovery_s = 0.04;
+  m.plateau_clock = 0.8;
+  m.settled_clock = 0.85;
+  m.gemm = {1100, 0.4};
+  m.grouped_gemm = {1100, 0.35};
+  m.attention_fwd = {650, 1.2};
+  m.attention_bwd = {550, 0.8};
+  return m;
+}
+
+// Slowdowns of n back-to-back grouped GEMMs of 8.5 ms after half a second of `before`.
+std::vector<double> burst(const PowerModel& m, Family before, int n) {
+  PowerState s(m);
+  double t = s.run(0, before, 0.5) * 0.5;
+  std::vector<double> out;
+  for (int i = 0; i < n; ++i) {
+    out.push_back(s.run(t, Family::grouped_gemm, 8.5e-3));
+    t += out.back() * 8.5e-3;
+  }
+  return out;
+}
+
+int first_slow(const std::vector<double>& v) {
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (v[i] > 1.01) return static_cast<int>(i);
+  return -1;
+}
+
+}  // namespace
+
+TEST_SUITE("hardware.power") {
+  TEST_CASE("bandwidth-bound kernels and light tensor-core work never slow") {
+    const auto m = model();
+    PowerState s(m);
+    double t = 0;
+    for (int i = 0; i < 200; ++i) {  // one second of each, alternating
+      CHECK(s.run(t, Family::ew_add, 2.5e-3) == 1.0);
+      t += 2.5e-3;
+      CHECK(s.run(t, Family::attention_bwd, 2.5e-3) == 1.0);  // draws under the limit
+      t += 2.5e-3;
+    }
+  }
+
+  TEST_CASE("heavy load slows only after a delay, later after an idle GPU than after light load") {
+    const auto m = model();
+    const auto after_light = burst(m, Family::ew_add, 40);
+    PowerState idle(m);  // half a second of empty GPU: the state at rest
+    std::vector<double> from_idle;
+    double t = 0.5;
+    for (int i = 0; i < 40; ++i) {
+      from_idle.push_back(idle.run(t, Family::grouped_gemm, 8.5e-3));
+      t += from_idle.back() * 8.5e-3;
+    }
+    const int light_onset = first_slow(after_light), idle_onset = first_slow(from_idle);
+    CAPTURE(light_onset);
+    CAPTURE(idle_onset);
+    CHECK(after_light.front() == 1.0);
+    CHECK(light_onset >= 2);
+    CHECK(idle_onset > light_onset);
+    // Slowed by the clock's sensitivity: 1 + 0.35·(1/0.8 − 1) on the plateau at most.
+    for (const double x : after_light) CHECK(x <= 1 + 0.35 * (1 / 0.8 - 1) + 1e-9);
+    CHECK(after_light.back() == doctest::Approx(1 + 0.35 * (1 / 0.85 - 1)));
+  }
+
+  TEST_CASE("a kernel behind a burst pays more than the burst; an idle gap gives the clock back") {
+    const auto m = model();
+    auto behind = [&](double gap_s) {
+      PowerState s(m);
+      double t = s.run(0, Family::ew_add, 0.5) * 0.5;
+      for (int i = 0; i < 12; ++i) t += s.run(t, Family::grouped_gemm, 8.5e-3) * 8.5e-3;
+      return s.run(t + gap_s, Family::attention, 5e-3);
+    };
+    const double right_behind = behind(0), after_gap = behind(0.3);
+    CHECK(right_behind > 1.15);  // its sensitivity 1.2 at the GEMMs' clock
+    CHECK(after_gap == doctest::Approx(1.0).epsilon(0.002));
+    CHECK(behind(0.02) > behind(0.08));
+  }
+
+  TEST_CASE("a cluster without a power model leaves kernels at their time alone") {
+    Rig r(4);
+    CHECK(r.cluster.power(0) == nullptr);
+    Profile p = test_profile();
+    p.power = model();
+    Rig powered(4, p);
+    REQUIRE(powered.cluster.power(3) != nullptr);
+    // Two seconds of grouped GEMMs on GPU 0 of each: the capped one takes longer.
+    auto run = [](Rig& rig) {
+      auto& t = rig.graph.add("gemms");
+      KernelWork w{2.0, 0, KernelClass::grid};
+      w.shape.family = Family::grouped_gemm;
+      run_kernel(t, rig.cluster, 0, w);
+      rig.graph.start();
+      rig.engine.run();
+      return t.end_time().to_s();
+    };
+    CHECK(run(r) == doctest::Approx(2.0).epsilon(1e-6));
+    const double capped = run(powered);
+    CHECK(capped > 2.0 * (1 + 0.35 * (1 / 0.85 - 1)) * 0.99);
+    CHECK(capped < 2.0 * (1 + 0.35 * (1 / 0.8 - 1)));
+  }
+}
