@@ -96,16 +96,18 @@ class State:
         """Seconds a kernel of class cls (None: bandwidth-bound) takes; alone_s at full clock."""
         p = self.p
         done = took = 0.0
-        while done < alone_s:
+        while True:  # to the next tick (the clock changes only there) or the kernel's end
             s = p[f"{cls}.clock_sensitivity"] if cls else 0.0
             rate = 1 / (1 + s * (1 / self.clock - 1))
             power = (p["idle_W"] + (p[f"{cls}.demand_W"] - p["idle_W"]) * self.clock ** 2
                      if cls else p["bandwidth_W"])
-            dt = min(p["step_s"] - self.pending_s, (alone_s - done) / rate)
-            done += rate * dt
-            took += dt
-            self.advance(dt, power)
-        return took
+            to_tick, left = p["step_s"] - self.pending_s, (alone_s - done) / rate
+            if left <= to_tick:
+                self.advance(left, power)
+                return took + left
+            done += rate * to_tick
+            took += to_tick
+            self.advance(to_tick, power)
 
 
 SUSTAIN_S = 1.5  # power_transient_probe.py --states: back to back this long before the timed calls

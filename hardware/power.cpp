@@ -86,17 +86,19 @@ double PowerState::run(double start_s, Family f, double alone_s) {
   idle_until(start_s);
   const PowerClass* c = m_->tensor_class(f);
   double done = 0, took = 0;
-  while (done < alone_s) {
+  for (;;) {  // to the next tick (the clock changes only there) or the kernel's end
     const double rate = c ? 1 / (1 + c->clock_sensitivity * (1 / clock_ - 1)) : 1.0;
     const double power =
         c ? m_->idle_W + (c->demand_W - m_->idle_W) * clock_ * clock_ : m_->bandwidth_W;
-    // To the next tick (the clock changes only there) or the kernel's end.
-    const double dt = std::min(m_->step_s - pending_s_, (alone_s - done) / rate);
-    done += rate * dt;
-    took += dt;
-    advance(dt, power);
+    const double to_tick = m_->step_s - pending_s_, left = (alone_s - done) / rate;
+    if (left <= to_tick) {
+      advance(left, power);
+      return (took + left) / alone_s;
+    }
+    done += rate * to_tick;
+    took += to_tick;
+    advance(to_tick, power);
   }
-  return took / alone_s;
 }
 
 }  // namespace twin::hardware
