@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/calibrate_rig.hpp"
@@ -206,6 +207,21 @@ TEST_CASE(
   }
 }
 
+namespace {
+// A --bursts file: the projections' own times call by call, and the FlexAttention backward's
+// median ms behind N projections.
+std::pair<std::vector<double>, std::map<int, double>> burst_file(const std::string& name) {
+  const auto file = grouped_gemm_file(name);
+  std::pair<std::vector<double>, std::map<int, double>> out;
+  for (const auto& r : file["rows"]) {
+    if (r.contains("burst_calls_ms")) out.first = r["burst_calls_ms"].get<std::vector<double>>();
+    if (r["kernel"] == "flex_full_bwd")
+      out.second[r["gemms_before"].get<int>()] = median(r["ms"].get<std::vector<double>>());
+  }
+  return out;
+}
+}  // namespace
+
 TEST_CASE(
     "the clock falls ~26 ms into heavy load after light load, ~52 ms after an idle GPU, then "
     "overshoots") {
@@ -213,19 +229,12 @@ TEST_CASE(
   // lasts before the clock falls") and --sustained on our H200: back to back from the fresh
   // state, the grouped up projections keep their speed for three calls and slow from the
   // fourth; on the H100 they slow most at 26–129 ms, then partly recover (the overshoot).
-  const auto bursts = grouped_gemm_file("h100-2026-12-06-bursts.json");
-  std::vector<double> h100;
-  std::map<int, double> bwd;  // FlexAttention backward behind N projections: median ms
-  for (const auto& r : bursts["rows"]) {
-    if (r.contains("burst_calls_ms")) h100 = r["burst_calls_ms"].get<std::vector<double>>();
-    if (r["kernel"] == "flex_full_bwd")
-      bwd[r["gemms_before"].get<int>()] = median(r["ms"].get<std::vector<double>>());
-  }
+  const auto [h100, bwd] = burst_file("h100-2026-12-06-bursts.json");
   REQUIRE(h100.size() == 45);
   const auto sustained = grouped_gemm_file("h200-2026-12-04-sustained.json");
   std::vector<double> h200;
   for (const auto& c : sustained["calls"]) h200.push_back(c["ms"]);
-  for (const auto* calls : {&h100, &h200}) {
+  for (const std::vector<double>* calls : {&h100, &std::as_const(h200)}) {
     const double fresh = *std::max_element(calls->begin(), calls->begin() + 3);
     for (std::size_t i = 3; i < 14; ++i) CHECK((*calls)[i] > 1.05 * fresh);
   }
@@ -240,14 +249,7 @@ TEST_CASE(
   CHECK(bwd.at(30) < bwd.at(10));
   // After half a second of empty GPU instead, the onset comes later: six projections keep their
   // fresh speed (three after the light load), and the backward behind three runs fresh.
-  const auto idle = grouped_gemm_file("h100-2026-12-06-bursts-idle-before.json");
-  std::vector<double> calm;
-  std::map<int, double> calm_bwd;
-  for (const auto& r : idle["rows"]) {
-    if (r.contains("burst_calls_ms")) calm = r["burst_calls_ms"].get<std::vector<double>>();
-    if (r["kernel"] == "flex_full_bwd")
-      calm_bwd[r["gemms_before"].get<int>()] = median(r["ms"].get<std::vector<double>>());
-  }
+  const auto [calm, calm_bwd] = burst_file("h100-2026-12-06-bursts-idle-before.json");
   REQUIRE(calm.size() == 45);
   const double calm_fresh = *std::min_element(calm.begin(), calm.begin() + 6);
   for (std::size_t i = 0; i < 6; ++i) CHECK(calm[i] < 1.04 * calm_fresh);
