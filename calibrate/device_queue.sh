@@ -15,10 +15,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-steps=(bursts contention pinned fp8-gemm attention gemm-alone)
+steps=(bursts grouped-fresh contention pinned fp8-gemm attention gemm-alone)
 describe() {
   case $1 in
     bursts) echo "#15  ~4 min  the power controller's onset behind bursts of GEMMs, after light load and after an idle GPU: calibrate/fit_power.py's data (done on two H100s 2026-12-06; the H200's own waits)" ;;
+    grouped-fresh) echo "#15  ~2 min  grouped GEMMs fresh, right behind the light load and behind one call of themselves: the fit's share of the micro-step's expert-GEMM excess" ;;
     contention) echo "#15  ~2 min  split-K and clustered small-row launches (split_k_more, cluster_pad), every held count; done on an H200 2026-12-06" ;;
     pinned) echo "#17  ~1 min  what FSDP2's CPU offload pins step by step (any card: PyTorch's host allocator); done on an H100 2026-12-06" ;;
     fp8-gemm) echo "#15  ~1 min  torch._scaled_mm behind a GPU sleep: the H200's own FP8 fit (twin-fit-gemm --fp8); done on an H200 2026-12-06" ;;
@@ -66,6 +67,9 @@ run_step() {
       python3 calibrate/power_transient_probe.py --bursts $counts --plan $plan --lib "$lib" --out "$f.json" &&
         python3 calibrate/power_transient_probe.py --bursts $counts --idle-before --plan $plan \
           --lib "$lib" --out "$f-idle-before.json" ;;
+    grouped-fresh)
+      python3 calibrate/grouped_gemm_bench.py --fresh 0.5 --reps 3 --out "$f.json" &&
+        python3 calibrate/grouped_gemm_bench.py --fresh 0.5 --reps 3 --behind-one --out "$f-behind-one.json" ;;
     contention)
       need_lib
       python3 calibrate/contention_bench.py --lib "$lib" --only split_k_more,cluster_pad \

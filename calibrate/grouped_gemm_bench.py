@@ -44,11 +44,14 @@ PROJECTIONS = {"up": (3584, 6144), "down": (6144, 1792)}  # n, k
 ROWS = [64, 128, 176, 256, 352, 512, 688, 1024, 1376, 2048, 2736, 4096, 5456]  # multiples of 16
 
 
-def time_ms(fn: Callable[[], object], reps: int, fresh_s: float = 0.0, light: object = None) -> float:
+def time_ms(fn: Callable[[], object], reps: int, fresh_s: float = 0.0, light: object = None,
+            behind_one: bool = False) -> float:
     """Median of reps calls: back to back after 3 warm-ups (the capped state once the GPU has run
     GEMMs for ~0.1–1 s), or with fresh_s > 0 each call after fresh_s of `light`, a bandwidth-bound
     kernel that keeps the clocks up and the power under the cap (the fresh state:
-    reports/calibration/grouped-gemm/README.md, "The power cap's slow controller")."""
+    reports/calibration/grouped-gemm/README.md, "The power cap's slow controller"); behind_one:
+    the timed call queued behind one untimed call of itself, not right behind the light kernel
+    (where every kernel ran 2–13% slower: README, "How long heavy load lasts")."""
     for _ in range(1 if fresh_s else 3):
         fn()
     torch.cuda.synchronize()
@@ -56,6 +59,8 @@ def time_ms(fn: Callable[[], object], reps: int, fresh_s: float = 0.0, light: ob
     for _ in range(reps):
         if fresh_s:
             keep_busy(torch, light, fresh_s)
+            if behind_one:
+                fn()
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record(); fn(); e.record()
         e.synchronize()
@@ -63,7 +68,7 @@ def time_ms(fn: Callable[[], object], reps: int, fresh_s: float = 0.0, light: ob
     return statistics.median(times)
 
 
-def measure(reps: int, fresh_s: float = 0.0) -> list[dict]:
+def measure(reps: int, fresh_s: float = 0.0, behind_one: bool = False) -> list[dict]:
     rows = []
     light = torch.empty(1 << 28, device="cuda", dtype=torch.bfloat16).fill_(1).neg_ if fresh_s else None
     for proj, (n, k) in PROJECTIONS.items():
@@ -71,7 +76,8 @@ def measure(reps: int, fresh_s: float = 0.0) -> list[dict]:
         for m in ROWS:
             a = torch.randn(EXPERTS * m, k, device="cuda", dtype=torch.bfloat16)
             offs = torch.arange(m, EXPERTS * m + 1, m, device="cuda", dtype=torch.int32)
-            ms = time_ms(lambda a=a, b=b, offs=offs: torch._grouped_mm(a, b, offs=offs), reps, fresh_s, light)
+            ms = time_ms(lambda a=a, b=b, offs=offs: torch._grouped_mm(a, b, offs=offs), reps, fresh_s, light,
+                         behind_one)
             flops = 2.0 * EXPERTS * m * n * k
             rows.append({"projection": proj, "rows_per_expert": m, "n": n, "k": k, "experts": EXPERTS,
                          "median_ms": ms, "TFLOPs": flops / (ms * 1e-3) / 1e12})
@@ -135,6 +141,8 @@ def main() -> int:
     p.add_argument("--fresh", type=float, default=0.0,
                    help="seconds of light load before each timed call (the fresh, uncapped state); "
                         "0: back to back (the power-capped state)")
+    p.add_argument("--behind-one", action="store_true",
+                   help="with --fresh: time each call behind one untimed call of itself")
     a = p.parse_args()
     if a.refit:
         with open(a.refit) as fh:
@@ -146,7 +154,7 @@ def main() -> int:
         return 3
     else:
         torch.manual_seed(0)
-        rows = measure(a.reps, a.fresh)
+        rows = measure(a.reps, a.fresh, a.behind_one)
         prov = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, cuda=torch.version.cuda,
                     date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                     command=" ".join(sys.argv))
