@@ -258,3 +258,28 @@ TEST_CASE(
   CHECK(bwd.at(3) > 1.05 * bwd.at(1));
   CHECK(calm_bwd.at(7) / calm_bwd.at(1) > 1.15);
 }
+
+TEST_CASE(
+    "a grouped GEMM right behind the light kernel pays a fixed ~0.12 ms (grouped_gemm_bench)") {
+  // grouped_gemm_bench.py --fresh 0.5, with and without --behind-one, on an H100 (grouped-gemm
+  // README, "The controller as a model"): the fresh calibration's call right behind the
+  // bandwidth-bound kernel against one behind a call of itself.
+  const auto right_behind = grouped_gemm_file("h100-2026-12-06-grouped-fresh.json");
+  const auto behind_one = grouped_gemm_file("h100-2026-12-06-grouped-fresh-behind-one.json");
+  const auto& a = right_behind["rows"];
+  const auto& b = behind_one["rows"];
+  REQUIRE(a.size() == 26);
+  REQUIRE(b.size() == a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const int rows = a[i]["rows_per_expert"];
+    const double extra_ms = a[i]["median_ms"].get<double>() - b[i]["median_ms"].get<double>();
+    CAPTURE(rows);
+    CAPTURE(extra_ms);
+    if (rows <= 2048) {
+      CHECK(extra_ms > 0.05);
+      CHECK(extra_ms < 0.2);
+    } else {
+      CHECK(std::abs(extra_ms / a[i]["median_ms"].get<double>()) < 0.02);
+    }
+  }
+}
