@@ -19,6 +19,8 @@ constant, each tensor-core class's demand at the full clock and its clock sensit
   python3 calibrate/fit_power.py --bursts B.json --bursts-idle BI.json --recovery R.json \\
       --idle-W 71 --bandwidth-W 491 [--iterations 600 --restarts 3] [--out power.json]
   python3 calibrate/fit_power.py ... --params power.json      # the table for given parameters
+  python3 calibrate/fit_power.py --recovery R.json --states S.json --idle-W 82 --bandwidth-W 614 \
+      --params power.json      # a card with no burst files: the fit held out on its others
 """
 from __future__ import annotations
 
@@ -113,24 +115,46 @@ class State:
 SUSTAIN_S = 1.5  # power_transient_probe.py --states: back to back this long before the timed calls
 
 
-def observations(bursts: dict, idle: dict, recovery: dict | None, states: dict | None) -> list:
-    """(prior, [(class, fresh_s) or ('gap', s)], measured ms of the last kernel or of each call)."""
+def fresh_times(bursts: dict | None, recovery: dict | None, states: dict | None) -> dict:
+    """Each kernel's fresh seconds: behind one projection in the bursts file (the projection's
+    own: the fastest of its first three calls), or, without bursts (a card that has only
+    --recovery and --states files), after the recovery file's longest gap and the states file's
+    fresh projection."""
     fresh = {}
-    for r in bursts["rows"]:
-        if r.get("gemms_before") == 1:
+    if bursts:
+        for r in bursts["rows"]:
+            if r.get("gemms_before") == 1:
+                fresh[r["kernel"]] = statistics.median(r["ms"]) * 1e-3
+        calls = [r for r in bursts["rows"] if "burst_calls_ms" in r]
+        fresh["grouped_mm_up_96x1360"] = min(calls[0]["burst_calls_ms"][:3]) * 1e-3
+        return fresh
+    longest = max(r["gap_ms"] for r in recovery["rows"])
+    for r in recovery["rows"]:
+        if r["gap_ms"] == longest:
             fresh[r["kernel"]] = statistics.median(r["ms"]) * 1e-3
-    calls = [r for r in bursts["rows"] if "burst_calls_ms" in r]
-    fresh["grouped_mm_up_96x1360"] = min(calls[0]["burst_calls_ms"][:3]) * 1e-3
+    for r in states["rows"]:
+        if r["kernel"] == "grouped_mm_up_96x1360":
+            fresh[r["kernel"]] = statistics.median(r["fresh_ms"]) * 1e-3
+    return fresh
+
+
+def observations(bursts: dict | None, idle: dict | None, recovery: dict | None,
+                 states: dict | None) -> list:
+    """(prior, [(class, fresh_s) or ('gap', s)], measured ms of the last kernel or of each call)."""
+    fresh = fresh_times(bursts, recovery, states)
     up = (CLASS_OF["grouped_mm_up_96x1360"], fresh["grouped_mm_up_96x1360"])
     obs = []
-    for data, prior in ((bursts, "bandwidth"), (idle, "idle")):
+    for data, prior in ((bursts, "bandwidth"), (idle, "idle")) if bursts else ():
         for r in data["rows"]:
             if "burst_calls_ms" in r:
                 obs.append((prior, [up] * len(r["burst_calls_ms"]), r["burst_calls_ms"]))
             elif r["gemms_before"] > 0:  # right behind the light kernel: not explained (README)
                 k = (CLASS_OF[r["kernel"]], fresh[r["kernel"]])
                 obs.append((prior, [up] * r["gemms_before"] + [k], [statistics.median(r["ms"])]))
+    longest = max((r["gap_ms"] for r in recovery["rows"]), default=0) if recovery else 0
     for r in recovery["rows"] if recovery else []:
+        if not bursts and r["gap_ms"] == longest:
+            continue  # its fresh time
         gap = [("gap", r["gap_ms"] * 1e-3)] if r["gap_ms"] > 0 else []
         k = (CLASS_OF[r["kernel"]], fresh[r["kernel"]])
         obs.append(("bandwidth", [up] * 7 + gap + [k], [statistics.median(r["ms"])]))
@@ -217,8 +241,8 @@ def nelder_mead(f: Callable[[list], float], x0: list, steps: list, iterations: i
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--bursts", required=True)
-    ap.add_argument("--bursts-idle", required=True)
+    ap.add_argument("--bursts", help="(with --bursts-idle; without them, --recovery and --states)")
+    ap.add_argument("--bursts-idle")
     ap.add_argument("--recovery", help="(optional: without it, the bursts alone)")
     ap.add_argument("--states", help="(optional) a --states file of the same card")
     ap.add_argument("--idle-W", type=float, required=True)
@@ -232,7 +256,9 @@ def main() -> int:
     a = ap.parse_args()
     load = lambda path: json.load(open(path))  # noqa: E731
     maybe = lambda path: load(path) if path else None  # noqa: E731
-    obs = observations(load(a.bursts), load(a.bursts_idle), maybe(a.recovery), maybe(a.states))
+    if not (a.bursts and a.bursts_idle) and not (a.recovery and a.states):
+        ap.error("give --bursts and --bursts-idle, or --recovery and --states")
+    obs = observations(maybe(a.bursts), maybe(a.bursts_idle), maybe(a.recovery), maybe(a.states))
     fixed = {"step_s": STEP_S, "idle_W": a.idle_W, "bandwidth_W": a.bandwidth_W,
              "limit_W": a.limit_W}
     if a.params:
