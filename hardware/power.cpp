@@ -93,6 +93,7 @@ double PowerState::run(double start_s, Family f, double alone_s) {
     const double to_tick = m_->step_s - pending_s_, left = (alone_s - done) / rate;
     if (left <= to_tick) {
       advance(left, power);
+      added_s_ += took + left - alone_s;
       return (took + left) / alone_s;
     }
     done += rate * to_tick;

@@ -64,6 +64,8 @@ class PowerState {
   // compute stream's kernels follow each other).
   double run(double start_s, Family f, double alone_s);
   double clock() const { return clock_; }
+  // Σ over the kernels run of (time under the controller's clock − time alone at full clock).
+  double added_s() const { return added_s_; }
 
  private:
   void idle_until(double t_s);
@@ -80,6 +82,7 @@ class PowerState {
   double capped_since_s_ = 0;
   std::vector<double> delayed_W_;  // the filter's output over the last delay_s, a ring
   std::size_t head_ = 0;
+  double added_s_ = 0;
 };
 
 }  // namespace twin::hardware

@@ -17,6 +17,9 @@
 //   gpu_time_s[k]         = Σ durations of the rank's tasks of kind k (overlaps counted twice).
 //   optimizer_step_s      = end of the rank's optimizer − the moment its last gradient reached
 //                           the host.
+//   power_cap_s           = Σ over rank 0's kernels of (its time alone under the power
+//                           controller's clock − its time alone at full clock) (hardware/power.hpp;
+//                           0 where the profile's power model is off).
 //   nccl_sms              over a rank's timeline, S(t) = SMs held by NCCL CTAs:
 //     mean_while_collective = ∫S dt / |{t : S(t) > 0}|,  max = max S,
 //     seconds_at_or_above_64 = |{t : S(t) ≥ 64}|.

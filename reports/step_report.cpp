@@ -121,6 +121,7 @@ Json to_json(const StepReport& r) {
   for (const auto& [k, v] : r.gpu_time_s) gt[k] = v;
   j["gpu_time_s"] = gt;
   j["optimizer_step_s"] = r.optimizer_step_s;
+  j["power_cap_s"] = r.power_cap_s;
   j["exposed_comm_s"] = r.exposed_comm_s();
   j["node_compute_spread"] = r.node_compute_spread;
   j["node_comm_wait_ratio"] = r.node_comm_wait_ratio;
@@ -194,6 +195,10 @@ std::string summary(const StepReport& r) {
       "{}, ≥64 for {:.1f} s\n",
       r.optimizer_step_s, r.nccl_sms.mean_while_collective, r.nccl_sms.max,
       r.nccl_sms.seconds_at_or_above_64);
+  if (r.power_cap_s > 0)
+    s += fmt::format(
+        "  power cap (hardware.power): rank 0's kernels {:.3f} s longer than at full clock\n",
+        r.power_cap_s);
   const auto& m = r.memory;
   s += fmt::format(
       "  memory: HBM peak reserved {:.1f} of {:.1f} GiB (allocated {:.1f}), {} allocator "

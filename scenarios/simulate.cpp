@@ -313,6 +313,7 @@ reports::StepReport time_report(const Scenario& s, Pass& p, double step) {
   r.node_compute_spread = nodes.compute_spread;
   r.node_comm_wait_ratio = nodes.comm_wait_ratio;
   r.nccl_sms = p.sms[0].stats(sim::Time::s(step));
+  if (const auto* power = p.cluster.power(0)) r.power_cap_s = power->added_s();
   return r;
 }
 

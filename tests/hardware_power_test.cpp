@@ -122,5 +122,7 @@ TEST_SUITE("hardware.power") {
     const double capped = run(powered);
     CHECK(capped > 2.0 * (1 + 0.35 * (1 / 0.85 - 1)) * 0.99);
     CHECK(capped < 2.0 * (1 + 0.35 * (1 / 0.8 - 1)));
+    CHECK(powered.cluster.power(0)->added_s() == doctest::Approx(capped - 2.0));  // power_cap_s
+    CHECK(powered.cluster.power(1)->added_s() == 0);
   }
 }

@@ -500,6 +500,26 @@ TEST_CASE(
   CHECK(held_out <= 0.05);
 }
 
+TEST_CASE("power_cap_s is what the controller added to rank 0's kernels") {
+  // reports/metrics.hpp: the GPU time rank 0's kernels gain with the model on, against off.
+  const std::filesystem::path root(TWIN_SOURCE_DIR);
+  auto run = [&](const char* step_s) {
+    const auto loaded =
+        scenarios::load_scenario(root / "scenarios/micro-step.json",
+                                 {root, {std::string("hardware.power.step_s=") + step_s}});
+    const auto r = scenarios::simulate(loaded, {}).report;
+    double kernels_s = 0;
+    for (const char* c : {"attention", "expert_gemm", "other_gemm", "elementwise", "optimizer_gpu"})
+      kernels_s += r.gpu_time(c);
+    return std::pair{r.power_cap_s, kernels_s};
+  };
+  const auto [off_cap, off_s] = run("0");
+  const auto [on_cap, on_s] = run("0.00025");
+  CHECK(off_cap == 0);
+  CHECK(on_cap > 0.01);
+  CHECK(on_cap == doctest::Approx(on_s - off_s).epsilon(0.05));
+}
+
 TEST_CASE("the micro-training step with the power cap's controller on (hardware/power.hpp)") {
   // The controller fitted to one H100's bursts (calibrate/fit_power.py; h100-sxm.json's `power`,
   // which h200.json takes [est]), held out here on every run: the attention launches queued
