@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Fits the power cap's controller (hardware/power.hpp, issue #15) to the burst and recovery
-files of power_transient_probe.py, tick for tick the model the twin runs. Standard library only.
+"""Fits the power cap's controller (hardware/power.hpp, issue #15) to the burst, recovery and
+states files of power_transient_probe.py, tick for tick the model the twin runs. Standard library
+only.
 
 The data, one card's (reports/calibration/grouped-gemm/README.md, "How long heavy load lasts"):
   --bursts FILE     kernels queued behind N grouped up projections after half a second of a
@@ -17,9 +18,9 @@ the filter's and delay's time constants, the plateau's length and clocks, the re
 constant, each tensor-core class's demand at the full clock and its clock sensitivity.
 
   python3 calibrate/fit_power.py --bursts B.json --bursts-idle BI.json --recovery R.json \\
-      --idle-W 71 --bandwidth-W 491 [--iterations 600 --restarts 3] [--out power.json]
+      --states S.json --idle-W 71 --bandwidth-W 491 [--iterations 600 --restarts 3] [--out power.json]
   python3 calibrate/fit_power.py ... --params power.json      # the table for given parameters
-  python3 calibrate/fit_power.py --recovery R.json --states S.json --idle-W 82 --bandwidth-W 614 \
+  python3 calibrate/fit_power.py --recovery R.json --states S.json --idle-W 82 --bandwidth-W 614 \\
       --params power.json      # a card with no burst files: the fit held out on its others
 """
 from __future__ import annotations
@@ -41,8 +42,8 @@ FITTED = ["filter_s", "delay_s", "plateau_s", "recovery_s", "plateau_clock", "se
     [f"{c}.{k}" for c in CLASSES for k in ("demand_W", "clock_sensitivity")
      if f"{c}.{k}" != "gemm.demand_W"]
 STEP_S = 0.25e-3  # the controller's tick here (finer than the data resolve)
-# Where the search starts: a first fit's values (the same data, cuBLAS's demand free, from round
-# guesses; rms 0.0445), since from round guesses the tied fit stalls at 0.046.
+# Where the search starts: a first fit's values (the burst and recovery files, cuBLAS's demand
+# free, from round guesses; rms 0.0445), since from round guesses the tied fit stalls at 0.046.
 START = {"filter_s": 0.035, "delay_s": 0.033, "plateau_s": 0.11, "recovery_s": 0.044,
          "plateau_clock": 0.78, "settled_clock": 0.834, "gemm.clock_sensitivity": 0.533,
          "grouped_gemm.demand_W": 1127, "grouped_gemm.clock_sensitivity": 0.344,
