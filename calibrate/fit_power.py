@@ -11,6 +11,9 @@ The data, one card's (reports/calibration/grouped-gemm/README.md, "How long heav
   --states FILE     each kernel fresh and after 1.5 s of itself back to back (--states): which
                     classes the cap catches when alone (cuBLAS and the grouped GEMM slow,
                     FlexAttention does not) — what pins each class's demand
+  --mix FILE        power_mix_probe.py: a cuBLAS GEMM alternated for 2.5 s with empty GPU, a
+                    bandwidth-bound kernel or a copy (a copy draws as an idle GPU here), its
+                    median over the second half — what the average power of a mix does
 The card's measured powers (--idle-W, --bandwidth-W: power_transient_probe.py --classes) and its
 limit are given; the rest is fitted by Nelder–Mead on the log error of every median and every
 call (each trial's kernel starts from its measured time behind one projection: fresh):
@@ -186,10 +189,30 @@ def predict(p: dict, prior: str, seq: list) -> list:
     return out
 
 
+def mix_observations(mix: dict) -> list:
+    """power_mix_probe.py's rows: ('mix', sequence, [measured median ms of its second half])."""
+    fresh = mix["fresh_ms"] * 1e-3
+    obs = []
+    for r in mix["rows"]:
+        other_s = r.get("other_ms", r["ratio"] * mix["fresh_ms"]) * 1e-3
+        other = [] if r["ratio"] == 0 else \
+            [(None, other_s)] if r["other"] == "bandwidth-bound kernel" else [("gap", other_s)]
+        seq = ([("gemm", fresh)] + other) * len(r["ms"])
+        obs.append(("mix", seq, [r["slowdown"] * mix["fresh_ms"]]))
+    return obs
+
+
 def errors(p: dict, obs: list) -> list:
     """(prior, what, index, twin ms, measured ms) for every point."""
     rows = []
     for prior, seq, measured in obs:
+        if prior == "mix":  # after an idle GPU; the GEMMs' median over the second half
+            kernels = [cls for cls, _ in seq if cls != "gap"]
+            got = [g for g, cls in zip(predict(p, "idle", seq), kernels) if cls == "gemm"]
+            beside = {"gap": "empty GPU or a copy", None: "a bandwidth-bound kernel"}
+            what = f"gemm, {len(got)} calls beside " + (beside[seq[1][0]] if seq[1][0] != "gemm" else "nothing")
+            rows.append((prior, what, 0, statistics.median(got[len(got) // 2:]), measured[0]))
+            continue
         got = predict(p, prior, seq)
         if len(measured) == 1:
             gap = sum(s for c, s in seq if c == "gap") * 1e3
@@ -246,6 +269,7 @@ def main() -> int:
     ap.add_argument("--bursts-idle")
     ap.add_argument("--recovery", help="(optional: without it, the bursts alone)")
     ap.add_argument("--states", help="(optional) a --states file of the same card")
+    ap.add_argument("--mix", help="(optional) a power_mix_probe.py file of the same card")
     ap.add_argument("--idle-W", type=float, required=True)
     ap.add_argument("--bandwidth-W", type=float, required=True)
     ap.add_argument("--limit-W", type=float, default=700.0)
@@ -253,6 +277,10 @@ def main() -> int:
     ap.add_argument("--restarts", type=int, default=3,
                     help="Nelder–Mead runs, each from the last one's best (escapes a collapsed simplex)")
     ap.add_argument("--params", help="evaluate these parameters (a --out file) instead of fitting")
+    ap.add_argument("--start", help="start the search from these parameters (a --out file)")
+    ap.add_argument("--fixed", default="",
+                    help="comma-separated parameters held at their start values (a card whose "
+                         "files do not pin them)")
     ap.add_argument("--out", help="write the parameters here (JSON)")
     a = ap.parse_args()
     load = lambda path: json.load(open(path))  # noqa: E731
@@ -260,17 +288,21 @@ def main() -> int:
     if not (a.bursts and a.bursts_idle) and not (a.recovery and a.states):
         ap.error("give --bursts and --bursts-idle, or --recovery and --states")
     obs = observations(maybe(a.bursts), maybe(a.bursts_idle), maybe(a.recovery), maybe(a.states))
+    obs += mix_observations(load(a.mix)) if a.mix else []
     fixed = {"step_s": STEP_S, "idle_W": a.idle_W, "bandwidth_W": a.bandwidth_W,
              "limit_W": a.limit_W}
     if a.params:
         p = {**load(a.params), **fixed}
     else:
-        steps = [SCALE.get(k, 100 if k.endswith("_W") else 0.2) for k in FITTED]
-        best = [START[k] for k in FITTED]
+        start = {**START, **(load(a.start) if a.start else {})}
+        held = {k: start[k] for k in a.fixed.split(",") if k}
+        free = [k for k in FITTED if k not in held]
+        steps = [SCALE.get(k, 100 if k.endswith("_W") else 0.2) for k in free]
+        best = [start[k] for k in free]
         for _ in range(a.restarts):
-            best = nelder_mead(lambda x: rms({**fixed, **dict(zip(FITTED, x))}, obs), best, steps,
-                               a.iterations)
-        p = tied({**fixed, **dict(zip(FITTED, best))})
+            best = nelder_mead(lambda x: rms({**fixed, **held, **dict(zip(free, x))}, obs), best,
+                               steps, a.iterations)
+        p = tied({**fixed, **held, **dict(zip(free, best))})
     for prior, what, i, g, m in errors(p, obs):
         print(f"{prior:9s} {what:40s} {i:3d} twin {g:7.3f} ms measured {m:7.3f} ms "
               f"{100 * (g / m - 1):+6.1f}%")
