@@ -526,7 +526,7 @@ TEST_CASE("the micro-training step with the power cap's controller on (hardware/
   // behind the expert GEMMs slow as measured, everywhere but at 8,192 tokens, where the step's
   // runs of GEMMs are half as long and the model leaves the clock up (README: the twin's 7% short
   // on that layout alone, and ~7% more in the step that it does not explain). What it costs: the
-  // GEMMs slow too, by 2–4% more than measured, which is why the model is off by default.
+  // GEMMs slow too, by 2–5% more than measured, which is why the model is off by default.
   const std::vector<std::string> on{"hardware.power.step_s=0.00025"};
   for (const auto& run : kMicroStepRuns) {
     const std::string file = run.file;
