@@ -23,11 +23,15 @@ const PowerClass* PowerModel::tensor_class(Family f) const {
 
 std::pair<std::string, std::string> PowerModel::problem() const {
   if (!enabled()) return {};
-  const std::pair<const char*, double> positive[] = {
-      {"filter_s", filter_s}, {"recovery_s", recovery_s}, {"limit_W", limit_W}};
+  const std::pair<const char*, double> positive[] = {{"filter_s", filter_s},
+                                                     {"gain_up_per_s", gain_up_per_s},
+                                                     {"gain_down_per_s", gain_down_per_s},
+                                                     {"limit_W", limit_W}};
   for (const auto& [key, v] : positive)
     if (v <= 0) return {key, "must be > 0 when power.step_s is set (0 turns the model off)"};
   if (delay_s < step_s) return {"delay_s", "must be at least one tick (power.step_s)"};
+  // An idle GPU must read below the limit, or the clock would never come back.
+  if (idle_W >= limit_W) return {"idle_W", "must be below power.limit_W"};
   return {};
 }
 
@@ -43,13 +47,9 @@ void PowerState::tick(double power_W) {
   const double seen = delayed_W_[head_];
   delayed_W_[head_] = filtered_W_;
   head_ = (head_ + 1) % delayed_W_.size();
-  if (seen > m_->limit_W) {
-    if (!capped_) capped_ = true, capped_since_s_ = tick_s_;
-    clock_ = tick_s_ - capped_since_s_ < m_->plateau_s ? m_->plateau_clock : m_->settled_clock;
-  } else {
-    capped_ = false;
-    clock_ += (1 - clock_) * m_->step_s / m_->recovery_s;
-  }
+  const double err = (m_->limit_W - seen) / m_->limit_W;
+  const double gain = err > 0 ? m_->gain_up_per_s : m_->gain_down_per_s;
+  clock_ = std::clamp(clock_ + gain * err * m_->step_s, PowerModel::kMinClock, 1.0);
   tick_s_ += m_->step_s;
 }
 
@@ -68,12 +68,13 @@ void PowerState::advance(double dt_s, double power_W) {
 
 void PowerState::idle_until(double t_s) {
   // After many time constants of an idle GPU the state is at rest: no need to tick through.
-  const double rest_s = 20 * (m_->filter_s + m_->delay_s + m_->recovery_s);
+  // The clock climbs at least gain_up·(limit − idle)/limit per second back to 1.
+  const double climb_s = 1 / (m_->gain_up_per_s * (m_->limit_W - m_->idle_W) / m_->limit_W);
+  const double rest_s = 20 * (m_->filter_s + m_->delay_s) + climb_s;
   if (t_s - now_s() > rest_s) {
     std::fill(delayed_W_.begin(), delayed_W_.end(), m_->idle_W);
     filtered_W_ = m_->idle_W;
     clock_ = 1;
-    capped_ = false;
     tick_s_ = t_s;
     pending_s_ = pending_J_ = 0;
     return;

@@ -41,18 +41,12 @@ sim::Schema<PowerModel> power_schema() {
           "delay_s", "s", 0, 10, 0.0, "how late the controller reads that power",
           [](auto& m) -> auto& { return m.delay_s; })
       .real(
-          "plateau_s", "s", 0, 10, 0.0, "how long the clock holds its lower plateau once capped",
-          [](auto& m) -> auto& { return m.plateau_s; })
+          "gain_up_per_s", "1/s", 0, 1e4, 0.0,
+          "how fast the clock climbs: per second, per unit of (limit − reading)/limit",
+          [](auto& m) -> auto& { return m.gain_up_per_s; })
       .real(
-          "recovery_s", "s", 0, 10, 0.0, "time constant of the clock's climb back under the limit",
-          [](auto& m) -> auto& { return m.recovery_s; })
-      .real(
-          "plateau_clock", "", 0.3, 1, 1.0,
-          "the tensor-core clock over its top while on the plateau",
-          [](auto& m) -> auto& { return m.plateau_clock; })
-      .real(
-          "settled_clock", "", 0.3, 1, 1.0, "the same once settled",
-          [](auto& m) -> auto& { return m.settled_clock; });
+          "gain_down_per_s", "1/s", 0, 1e4, 0.0, "the same above the limit: how fast it falls",
+          [](auto& m) -> auto& { return m.gain_down_per_s; });
   add_class_keys(s, "gemm", &PowerModel::gemm);
   add_class_keys(s, "grouped_gemm", &PowerModel::grouped_gemm);
   add_class_keys(s, "attention_fwd", &PowerModel::attention_fwd);

@@ -139,8 +139,8 @@ TEST_SUITE("scenarios.loader") {
         // The power cap's controller (hardware/power.hpp): on, it needs its time constants.
         {R"("hardware": {"power": {"step_s": {"value": 0.00025, "source": "x"}}})", "bad.json",
          "$.hardware.power.filter_s: must be > 0 when power.step_s is set"},
-        {R"("hardware": {"power": {"plateau_clock": {"value": 1.5, "source": "x"}}})", "bad.json",
-         "$.hardware.power.plateau_clock: 1.5 is out of range"},
+        {R"("hardware": {"power": {"gain_down_per_s": {"value": -1, "source": "x"}}})", "bad.json",
+         "$.hardware.power.gain_down_per_s: -1 is out of range"},
     };
     for (const auto& c : cases) {
       CAPTURE(c.body);

@@ -113,13 +113,14 @@ TEST_CASE("the micro-training step: twin against its real execution on our H200 
   // (training.elementwise = stand_in, training.expert_rows = equal).
   // Issue #15 asks 15% per category. Expert GEMMs were +12–16% until the grouped GEMM was
   // calibrated below the power cap, as cuBLAS had been (reports/calibration/grouped-gemm/README.md,
-  // "The power cap's slow controller"): +4–8% since. Attention −7…−16%: its kernels run behind
-  // ~60 ms of expert GEMMs, whose power state slows them (FlexAttention's backward ×1.22 against
-  // fresh on our H200, ×1.16–1.23 on H100s; micro-step README), which the twin does not model
-  // by default (the next test turns the power model on);
-  // −6…−14% until 2026-12-06, when its forward fit still carried the host's enqueue.
-  const std::map<std::string, double> budget{{"attention", 0.17},   {"elementwise", 0.15},
-                                             {"expert_gemm", 0.10}, {"other_gemm", 0.10},
+  // "The power cap's slow controller"). Attention −7…−16% until the power cap's controller
+  // (hardware/power.hpp) came on by default in h100-sxm and h200 (2026-12-06): its kernels run
+  // behind ~60 ms of expert GEMMs, whose power state slows them (FlexAttention's backward ×1.22
+  // against fresh on our H200, ×1.16–1.23 on H100s; micro-step README); with the integral
+  // controller attention is −11…+3%, the expert GEMMs +1…+11%, the compute stream's end
+  // +0.7…+4.0% (the next test compares with the controller off).
+  const std::map<std::string, double> budget{{"attention", 0.15},   {"elementwise", 0.15},
+                                             {"expert_gemm", 0.15}, {"other_gemm", 0.10},
                                              {"copy_d2h", 0.10},    {"copy_h2d", 0.10}};
   for (const auto& run : kMicroStepRuns) {
     const std::string file = run.file;
@@ -213,9 +214,10 @@ TEST_CASE(
     "the power controller in h100-sxm reproduces the H100 bursts it was fitted to, and another "
     "H100's") {
   // calibrate/fit_power.py fitted h100-sxm.json's `power` on the first machine's files (with
-  // its recovery and states files: 4.6% over 178 points) and held it out on the second's (4.9%,
-  // reports/calibration/grouped-gemm/README.md, "The controller as a model"); the engine's
-  // controller (hardware/power.hpp) must give the same, tick for tick.
+  // its recovery and states files: 4.3% over 178 points; 4.0% on the burst files alone) and
+  // held it out on the second's (4.5%, reports/calibration/grouped-gemm/README.md, "The
+  // controller as a model"); the engine's controller (hardware/power.hpp) must give the same,
+  // tick for tick.
   const std::filesystem::path root(TWIN_SOURCE_DIR);
   const auto loaded = scenarios::load_scenario(
       root / "scenarios/micro-step.json",
@@ -227,8 +229,8 @@ TEST_CASE(
                                     "h100-2026-12-06-bursts-b-idle-before.json");
   MESSAGE(fmt::format("power controller rms log error: fitted files {:.4f}, held out {:.4f}",
                       fitted, held_out));
-  CHECK(fitted <= 0.05);
-  CHECK(held_out <= 0.05);
+  CHECK(fitted <= 0.041);
+  CHECK(held_out <= 0.045);
 }
 
 TEST_CASE("power_cap_s is what the controller added to rank 0's kernels") {
@@ -251,30 +253,25 @@ TEST_CASE("power_cap_s is what the controller added to rank 0's kernels") {
   CHECK(on_cap == doctest::Approx(on_s - off_s).epsilon(0.05));
 }
 
-TEST_CASE("the micro-training step with the power cap's controller on (hardware/power.hpp)") {
+TEST_CASE("the micro-training step with the power cap's controller off (hardware/power.hpp)") {
   // The controller fitted to one H100's bursts (calibrate/fit_power.py; h100-sxm.json's `power`,
-  // which h200.json takes [est]), held out here on every run: the attention launches queued
-  // behind the expert GEMMs slow as measured, everywhere but at 8,192 tokens, where the step's
-  // runs of GEMMs are half as long and the model leaves the clock up (README: the twin's 7% short
-  // on that layout alone, and ~7% more in the step that it does not explain). What it costs: the
-  // GEMMs slow too, by 2–5% more than measured, which is why the model is off by default.
-  const std::vector<std::string> on{"hardware.power.step_s=0.00025"};
+  // which h200.json takes [est]) is on by default and held out here on every run. Turned off,
+  // every run's attention launches, queued behind the expert GEMMs, come out faster than measured
+  // by more (−7…−16%, README): the controller explains that part. What it costs: the GEMMs slow
+  // too, by a few points more than measured.
+  const std::vector<std::string> off_set{"hardware.power.step_s=0"};
   for (const auto& run : kMicroStepRuns) {
     const std::string file = run.file;
     CAPTURE(file);
-    const auto off = micro_step_errors(run, {}), e = micro_step_errors(run, on);
+    const auto on = micro_step_errors(run, {}), off = micro_step_errors(run, off_set);
     MESSAGE(
-        fmt::format("{} with the power model: whole step {:+.1f}%, compute stream end "
+        fmt::format("{} without the power model: whole step {:+.1f}%, compute stream end "
                     "{:+.1f}%,{}",
-                    run.file, 100 * e.step, 100 * e.compute_end, category_line(e)));
-    const bool short_step = file.find("seq-8192") != std::string::npos;
-    CHECK(std::abs(e.category.at("attention")) <= (short_step ? 0.15 : 0.10));
-    if (!short_step)
-      CHECK(std::abs(e.category.at("attention")) < std::abs(off.category.at("attention")));
+                    run.file, 100 * off.step, 100 * off.compute_end, category_line(off)));
+    CHECK(std::abs(on.category.at("attention")) < std::abs(off.category.at("attention")));
     // Bandwidth-bound work draws under the limit and never slows: its share moves only where it
     // runs fused with slowed kernels (a fused run's time is split by each part's time).
-    CHECK(std::abs(e.category.at("elementwise") - off.category.at("elementwise")) <= 0.005);
-    CHECK(e.category.at("expert_gemm") >= off.category.at("expert_gemm"));
-    CHECK(std::abs(e.compute_end) <= 0.07);
+    CHECK(std::abs(on.category.at("elementwise") - off.category.at("elementwise")) <= 0.005);
+    CHECK(on.category.at("expert_gemm") >= off.category.at("expert_gemm"));
   }
 }
