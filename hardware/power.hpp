@@ -20,9 +20,11 @@
 // `gain_up_per_s` below it —, between kMinClock and 1. So the clock falls as fast as the reading
 // exceeds the limit, overshoots by what the delay hides (the dip), and holds where the load's
 // mean power meets the limit. A kernel of time alone t then takes t·(1 + s·(1/clock − 1)) per
-// tick, s its class's sensitivity. (Until 2026-12-06 the clock jumped to fitted plateau and
-// settled levels whatever the excess: 4.6% on the H100's files, but +8…+14% on a GEMM beside a
-// bandwidth-bound kernel that measured −3…+6%; the README compares the two.)
+// tick, s its class's sensitivity. The fit leaves the filter at a tick (the delay carries the
+// lag), so an idle GPU's onset comes no later than a lightly loaded one's, unlike the data.
+// (Until 2026-12-06 the clock jumped to fitted plateau and settled levels whatever the excess:
+// 4.6% on the H100's files, but +8…+14% on a GEMM beside a bandwidth-bound kernel that measured
+// −3…+6%; the README compares the two.)
 //
 // Every kernel's time alone is calibrated fresh (after light load: the profiles' sources), so the
 // model only ever slows kernels. Copies and NCCL's kernels draw no more than an idle GPU here.
