@@ -301,10 +301,11 @@ def main() -> int:
         free = [k for k in FITTED if k not in held]
         steps = [SCALE.get(k, 100 if k.endswith("_W") else 0.2) for k in free]
         best = [start[k] for k in free]
+
+        def objective(x: list) -> float:
+            p = tied({**fixed, **held, **dict(zip(free, x))})
+            return rms(p, obs) if admissible(p) else 1e9
         for _ in range(a.restarts):
-            def objective(x: list) -> float:
-                p = tied({**fixed, **held, **dict(zip(free, x))})
-                return rms(p, obs) if admissible(p) else 1e9
             best = nelder_mead(objective, best, steps, a.iterations)
         p = tied({**fixed, **held, **dict(zip(free, best))})
     for prior, what, i, g, m in errors(p, obs):
