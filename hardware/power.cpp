@@ -1,5 +1,7 @@
 #include "hardware/power.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -25,13 +27,18 @@ std::pair<std::string, std::string> PowerModel::problem() const {
   if (!enabled()) return {};
   const std::pair<const char*, double> positive[] = {{"filter_s", filter_s},
                                                      {"gain_up_per_s", gain_up_per_s},
-                                                     {"gain_down_per_s", gain_down_per_s},
-                                                     {"limit_W", limit_W}};
+                                                     {"gain_down_per_s", gain_down_per_s}};
   for (const auto& [key, v] : positive)
-    if (v <= 0) return {key, "must be > 0 when power.step_s is set (0 turns the model off)"};
-  if (delay_s < step_s) return {"delay_s", "must be at least one tick (power.step_s)"};
+    if (v <= 0)
+      return {std::string("power.") + key,
+              "must be > 0 when power.step_s is set (0 turns the model off)"};
+  if (delay_s < step_s) return {"power.delay_s", "must be at least one tick (power.step_s)"};
   // An idle GPU must read below the limit, or the clock would never come back.
-  if (idle_W >= limit_W) return {"idle_W", "must be below power.limit_W"};
+  if (idle_W >= limit_W)
+    return {"gpu.power_limit_W",
+            fmt::format("{} W is not above an idle GPU's draw (power.idle_W {} W), which the "
+                        "power controller needs",
+                        limit_W, idle_W)};
   return {};
 }
 

@@ -28,6 +28,10 @@
 //
 // Every kernel's time alone is calibrated fresh (after light load: the profiles' sources), so the
 // model only ever slows kernels. Copies and NCCL's kernels draw no more than an idle GPU here.
+// The limit is the board's (gpu.power_limit_W, at most its TDP: a what-if power cap). A
+// bandwidth-bound kernel keeps its speed and its measured draw whatever the clock, so under a
+// cap below `bandwidth_W` it lowers the clock of the tensor-core kernels after it but is not
+// slowed itself [est: its SM part's draw falling with the clock is not modelled].
 #pragma once
 
 #include <cstddef>
@@ -48,7 +52,7 @@ struct PowerModel {
   double step_s = 0;  // the controller's tick; 0: no power model (kernels run at their fit)
   double idle_W = 0;
   double bandwidth_W = 0;  // a bandwidth-bound (elementwise) kernel's draw
-  double limit_W = 0;
+  double limit_W = 0;  // the board's (gpu.power_limit_W; finish_power sets it, no key of its own)
   double filter_s = 0;
   double delay_s = 0;
   double gain_up_per_s = 0;    // clock per second per unit of (limit − reading)/limit, below it
@@ -58,7 +62,7 @@ struct PowerModel {
   static constexpr double kMinClock = 0.3;
   PowerClass gemm, grouped_gemm, attention_fwd, attention_bwd;
   bool enabled() const { return step_s > 0; }
-  // What makes an enabled model unusable ("" if nothing): its key and why.
+  // What makes an enabled model unusable ("" if nothing): its key under `hardware.` and why.
   std::pair<std::string, std::string> problem() const;
   // The class of a tensor-core family; null for bandwidth-bound ones.
   const PowerClass* tensor_class(Family f) const;

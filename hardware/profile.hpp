@@ -36,12 +36,21 @@ struct GpuSpec {
     const double f = clock_under_power_limit();
     return sim::TFLOPs(f < 1 ? tflops * f : tflops);
   }
-  // The SM clock's fraction under a power limit below the TDP: dynamic power ∝ f·V² with the
-  // voltage roughly proportional to the clock in the DVFS range, so P ∝ f³ and
-  // f = (limit / TDP)^(1/3) [est]; 1 without a limit. HBM bandwidth is not scaled.
+  // Set by finish_power when the profile's `power` controller runs: it holds power_limit_W
+  // kernel by kernel (power.hpp), so no static clock scales the peaks as well.
+  bool limit_held_by_controller = false;
+  // The SM clock's fraction under a power limit below the TDP, for profiles without a
+  // controller: dynamic power ∝ f·V² with the voltage roughly proportional to the clock in the
+  // DVFS range, so P ∝ f³ and f = (limit / TDP)^(1/3) [est]; 1 without a limit. HBM bandwidth
+  // is not scaled.
   double clock_under_power_limit() const {
+    if (limit_held_by_controller) return 1;
     if (tdp_W <= 0 || power_limit_W <= 0 || power_limit_W >= tdp_W) return 1;
     return std::cbrt(power_limit_W / tdp_W);
+  }
+  // The limit the board holds: power_limit_W, never above the TDP (0: none given, the TDP).
+  double board_limit_W() const {
+    return power_limit_W > 0 && (tdp_W <= 0 || power_limit_W < tdp_W) ? power_limit_W : tdp_W;
   }
 };
 
@@ -171,5 +180,8 @@ sim::Schema<PowerModel> power_schema();
 // Completes the contention model after loading: the GPU's SM count, what an NCCL CTA holds of its
 // SM, and the elementwise a_sat's scale with this GPU's HBM bandwidth (contention.hpp, 3.).
 void finish_contention(Profile& p);
+// Completes the power controller after loading: the limit it holds is the GPU's
+// (gpu.power_limit_W, at most the TDP), and while it runs no static clock scales the peaks.
+void finish_power(Profile& p);
 
 }  // namespace twin::hardware

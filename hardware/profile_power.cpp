@@ -32,9 +32,6 @@ sim::Schema<PowerModel> power_schema() {
           "bandwidth_W", "W", 0, 1e4, 0.0, "a bandwidth-bound (elementwise) kernel's draw",
           [](auto& m) -> auto& { return m.bandwidth_W; })
       .real(
-          "limit_W", "W", 0, 1e4, 0.0, "the power limit the controller holds",
-          [](auto& m) -> auto& { return m.limit_W; })
-      .real(
           "filter_s", "s", 0, 10, 0.0, "time constant of the power reading's filter",
           [](auto& m) -> auto& { return m.filter_s; })
       .real(
@@ -52,6 +49,11 @@ sim::Schema<PowerModel> power_schema() {
   add_class_keys(s, "attention_fwd", &PowerModel::attention_fwd);
   add_class_keys(s, "attention_bwd", &PowerModel::attention_bwd);
   return s;
+}
+
+void finish_power(Profile& p) {
+  p.power.limit_W = p.gpu.board_limit_W();
+  p.gpu.limit_held_by_controller = p.power.enabled();
 }
 
 }  // namespace twin::hardware

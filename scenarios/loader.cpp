@@ -102,6 +102,7 @@ class Resolver {
     if (const Json* p = find_path(tree_, kProvenanceKey))
       out.scenario.hw.provenance_json = p->dump();
     hardware::finish_contention(out.scenario.hw);
+    hardware::finish_power(out.scenario.hw);
     check_cross_fields(out.scenario);
     load_doc_lengths(out.scenario.job.data);
     load_node_list(out.scenario);
@@ -330,7 +331,7 @@ class Resolver {
       if (const auto p = s.hw.contention.lone_cta.tile_table_problem(); !p.empty())
         throw sim::ParamError("hardware.contention.lone_cta_tiles.tile_m", p);
       if (const auto [key, why] = s.hw.power.problem(); !key.empty())
-        throw sim::ParamError("hardware.power." + key, why);
+        throw sim::ParamError("hardware." + key, why);
       // cuBLAS's small GEMMs run clusters of 8 (hardware/kernel_shapes.hpp): SMs reserved for the
       // whole step must leave one, or they never run.
       if (const int r = static_cast<int>(s.nccl.reserved_sms);

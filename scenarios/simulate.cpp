@@ -216,13 +216,14 @@ reports::NetworkReport network_report(const Scenario& s, Pass& p, double step) {
   return n;
 }
 
-// Model FLOPs and utilization (reports/metrics.hpp), against the GPU's dense bf16 peak.
+// Model FLOPs and utilization (reports/metrics.hpp), against the GPU's dense bf16 peak as the
+// vendor states it (a power limit's lower clock is a loss the MFU shows, not a smaller peak).
 reports::FlopsReport flops_report(const Scenario& s, double step) {
   const auto f = model::step_flops(s.job, model::step_rows(s.job));
   double model_flops = 0;
   for (const auto& [_, ph] : f.by_category) model_flops += ph.forward + ph.backward;
   const double gpu_s = static_cast<double>(s.job.parallel.total_gpus()) * step;
-  const double peak = s.hw.gpu.peak(false).per_s;
+  const double peak = sim::TFLOPs(s.hw.gpu.bf16_dense_TFLOPs).per_s;
   return {model_flops, f.total(), model_flops / gpu_s / 1e12, model_flops / (gpu_s * peak),
           f.total() / (gpu_s * peak)};
 }

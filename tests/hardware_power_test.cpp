@@ -159,4 +159,42 @@ TEST_SUITE("hardware.power") {
     CHECK(powered.cluster.power(0)->added_s() == doctest::Approx(capped - 2.0));  // power_cap_s
     CHECK(powered.cluster.power(1)->added_s() == 0);
   }
+
+  // A what-if power cap (gpu.power_limit_W below the TDP) acts through the controller alone:
+  // GEMMs settle where their power meets the lower limit, a kernel drawing less than it keeps
+  // its speed, and no static clock scales the peaks on top. Without a controller the static
+  // clock is the fallback (GpuSpec::clock_under_power_limit).
+  TEST_CASE("a lower power limit is the controller's, not a static clock's") {
+    Profile p = test_profile();
+    p.gpu.tdp_W = 700;
+    p.gpu.power_limit_W = 550;
+    p.power = model();
+    finish_power(p);
+    CHECK(p.power.limit_W == 550);
+    CHECK(p.gpu.clock_under_power_limit() == 1);
+    auto two_seconds_of = [&p](Family f) {
+      Rig rig(4, p);
+      auto& t = rig.graph.add("kernels");
+      KernelWork w{2.0, 0, KernelClass::grid};
+      w.shape.family = f;
+      run_kernel(t, rig.cluster, 0, w);
+      rig.graph.start();
+      rig.engine.run();
+      return t.end_time().to_s();
+    };
+    const double capped = two_seconds_of(Family::grouped_gemm);
+    CHECK(capped == doctest::Approx(2.0 * slowdown_at(p.power.grouped_gemm, balance_clock(p.power)))
+                        .epsilon(0.02));
+    CHECK(capped > 2.0 * slowdown_at(p.power.grouped_gemm, balance_clock(model())) + 0.05);
+    CHECK(two_seconds_of(Family::ew_add) == doctest::Approx(2.0).epsilon(1e-6));  // 500 W < 550
+
+    p.gpu.power_limit_W = 900;  // above the TDP: the board holds its TDP
+    finish_power(p);
+    CHECK(p.power.limit_W == 700);
+    p.power.step_s = 0;  // no controller: the static clock again
+    p.gpu.power_limit_W = 550;
+    finish_power(p);
+    CHECK_FALSE(p.gpu.limit_held_by_controller);
+    CHECK(p.gpu.clock_under_power_limit() == doctest::Approx(std::cbrt(550.0 / 700)));
+  }
 }

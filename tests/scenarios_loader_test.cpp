@@ -141,6 +141,10 @@ TEST_SUITE("scenarios.loader") {
          "$.hardware.power.filter_s: must be > 0 when power.step_s is set"},
         {R"("hardware": {"power": {"gain_down_per_s": {"value": -1, "source": "x"}}})", "bad.json",
          "$.hardware.power.gain_down_per_s: -1 is out of range"},
+        // A power limit the controller can hold must be above an idle GPU's draw.
+        {R"("hardware": {"profile": "h200", "gpu": {"power_limit_W": {"value": 50, "source": "x"}}})",
+         "bad.json",
+         "$.hardware.gpu.power_limit_W: 50 W is not above an idle GPU's draw (power.idle_W 82 W)"},
     };
     for (const auto& c : cases) {
       CAPTURE(c.body);
