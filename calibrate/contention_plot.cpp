@@ -14,10 +14,11 @@ constexpr const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "
                                    "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"};
 
 struct Axes {
-  double y_max;  // slowdown at the top (log scale from 1)
+  double y_min, y_max;  // slowdowns at the bottom (≤ 1: a kernel can run faster beside held
+                        // SMs, its clock higher) and at the top, on a log scale
   double x(double held) const { return kLeft + held / 132.0 * (kW - kLeft - kRight); }
   double y(double s) const {
-    const double f = std::log(std::max(s, 1.0)) / std::log(y_max);
+    const double f = std::log(std::clamp(s, y_min, y_max) / y_min) / std::log(y_max / y_min);
     return kH - kBottom - f * (kH - kTop - kBottom);
   }
 };
@@ -32,8 +33,8 @@ std::string axes_svg(const Axes& a, const std::string& group) {
         "<line x1='{0}' y1='{1}' x2='{0}' y2='{2}' stroke='#ddd'/><text x='{0}' y='{3}' "
         "font-size='11' text-anchor='middle'>{4}</text>\n",
         a.x(k), kTop, kH - kBottom, kH - kBottom + 16, k);
-  for (double v : {1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 30.0})
-    if (v <= a.y_max)
+  for (double v : {0.6, 0.8, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 30.0})
+    if (v >= a.y_min && v <= a.y_max)
       s += fmt::format(
           "<line x1='{0}' y1='{1}' x2='{2}' y2='{1}' stroke='#ddd'/><text x='{3}' y='{4}' "
           "font-size='11' text-anchor='end'>×{5}</text>\n",
@@ -49,10 +50,11 @@ std::string axes_svg(const Axes& a, const std::string& group) {
 std::string contention_svg(const std::string& group,
                            const std::vector<const ContentionCase*>& cases,
                            const hardware::ContentionModel& m) {
-  double top = 2;
+  double top = 2, bottom = 1;
   for (const auto* c : cases)
-    for (const auto& p : c->points) top = std::max(top, p.measured);
-  const Axes a{std::min(40.0, top * 1.1)};
+    for (const auto& p : c->points)
+      top = std::max(top, p.measured), bottom = std::min(bottom, p.measured);
+  const Axes a{std::max(0.5, bottom * 0.95), std::min(40.0, top * 1.1)};
   // Taller than the axes where the legend (one line per case) needs it.
   const double height = std::max(kH, kTop + 14.0 * static_cast<double>(cases.size()));
   std::string s = fmt::format(
@@ -65,13 +67,12 @@ std::string contention_svg(const std::string& group,
     const char* col = kColors[i % (sizeof(kColors) / sizeof(kColors[0]))];
     std::string line;
     for (int k = 0; k <= 124; k += 2)
-      line += fmt::format("{:.1f},{:.1f} ", a.x(k), a.y(std::min(a.y_max, c.slowdown(m, k))));
+      line += fmt::format("{:.1f},{:.1f} ", a.x(k), a.y(c.slowdown(m, k)));
     s += fmt::format("<polyline points='{}' fill='none' stroke='{}' stroke-width='1.5'/>\n", line,
                      col);
     for (const auto& p : c.points)
       s += fmt::format("<circle cx='{:.1f}' cy='{:.1f}' r='3' stroke='{}' fill='{}'/>\n",
-                       a.x(p.held), a.y(std::min(a.y_max, p.measured)), col,
-                       p.fitted ? col : "white");
+                       a.x(p.held), a.y(p.measured), col, p.fitted ? col : "white");
     s += fmt::format("<text x='{}' y='{}' font-size='10' fill='{}'>{}</text>\n", kW - kRight + 10,
                      kTop + 14 * static_cast<double>(i), col, c.name.substr(0, 64));
   }

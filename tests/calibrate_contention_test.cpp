@@ -12,6 +12,7 @@
 
 #include "calibrate/contention_data.hpp"
 #include "calibrate/contention_fit.hpp"
+#include "calibrate/contention_plot.hpp"
 #include "calibrate/gemm_fit.hpp"
 #include "calibrate/launch_records.hpp"
 #include "calibrate/split_k_reduce.hpp"
@@ -249,6 +250,24 @@ TEST_CASE("held-out card: on an H100 the elementwise families saturate at its HB
   }
   CHECK(streaming >= 9);
   CHECK(scaled.size() == budget.size());
+}
+
+// The plots show a kernel that runs faster beside held SMs (the H100's RMSNorm at 32–64 held:
+// ×0.84–0.94) below ×1, not clipped to it.
+TEST_CASE("contention plots draw slowdowns below 1 where they were measured") {
+  calibrate::ContentionCase c;
+  c.name = "rmsnorm_fwd[tokens=65536]";
+  c.shape.family = hardware::Family::ew_norm;
+  c.alone_s = 1e-3;
+  c.points = {{0, 1.0, false}, {48, 0.84, false}, {124, 2.7, false}};
+  const auto svg = calibrate::contention_svg("ew_norm", {&c}, profile_model("h200"));
+  std::map<double, double> cy;  // measured slowdown → the circle's height on the page
+  const std::regex circle("<circle cx='[0-9.]+' cy='([0-9.]+)'");
+  auto it = std::sregex_iterator(svg.begin(), svg.end(), circle);
+  for (const auto& p : c.points) cy[p.measured] = std::stod((*it++)[1]);
+  CHECK(cy[0.84] > cy[1.0]);  // SVG's y grows downwards
+  CHECK(cy[1.0] > cy[2.7]);
+  CHECK(svg.find(">×0.8</text>") != std::string::npos);
 }
 
 TEST_CASE("Newton–Schulz is three GEMMs and five elementwise kernels per iteration") {
