@@ -15,13 +15,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-steps=(bursts grouped-fresh contention families pinned fp8-gemm attention gemm-alone)
+steps=(bursts grouped-fresh contention families gemms pinned fp8-gemm attention gemm-alone)
 describe() {
   case $1 in
     bursts) echo "#15  ~4 min  the power controller's onset behind bursts of GEMMs, after light load and after an idle GPU: calibrate/fit_power.py's data (done on two H100s 2026-12-06; the H200's own waits)" ;;
     grouped-fresh) echo "#15  ~2 min  grouped GEMMs fresh, right behind the light load and behind one call of themselves: the fit's share of the micro-step's expert-GEMM excess" ;;
     contention) echo "#15  ~2 min  split-K and clustered small-row launches (split_k_more, cluster_pad), every held count; done on an H200 2026-12-06" ;;
     families) echo "#15  ~7 min  the elementwise, FP8 block, grouped-GEMM and attention families at 10 held counts: with --any-gpu on another card, a held-out test of the H200 fit's transfer (twin-fit-contention --held-out-hbm-scale)" ;;
+    gemms) echo "#15  ~5 min  cuBLAS bf16 and FP8 GEMMs and Newton–Schulz at the same 10 held counts: the families step's GEMM side" ;;
     pinned) echo "#17  ~1 min  what FSDP2's CPU offload pins step by step (any card: PyTorch's host allocator); done on an H100 2026-12-06" ;;
     fp8-gemm) echo "#15  ~1 min  torch._scaled_mm behind a GPU sleep: the H200's own FP8 fit (twin-fit-gemm --fp8); done on an H200 2026-12-06" ;;
     attention) echo "#15  ~1 min  SDPA and FlexAttention behind a GPU sleep: attention refit (attention_bench.py --refit); done on an H200 2026-12-06" ;;
@@ -79,6 +80,10 @@ run_step() {
     families)
       need_lib
       python3 calibrate/contention_bench.py --lib "$lib" --only elementwise,fp8_block,grouped,attention,flex \
+        --held 0,4,8,16,32,48,64,88,112,124 --no-copy --budget-s 380 --commit "$commit" --out "$f.json" ;;
+    gemms)
+      need_lib
+      python3 calibrate/contention_bench.py --lib "$lib" --only gemm,gemm_fp8,newton_schulz \
         --held 0,4,8,16,32,48,64,88,112,124 --no-copy --budget-s 380 --commit "$commit" --out "$f.json" ;;
     pinned)
       python3 calibrate/pinned_offload_probe.py --steps 6 --optimizer adamw --out "$f.json" ;;
