@@ -232,8 +232,10 @@ ReplayedStep replay_trace(const KinetoStep& step, const TraceDependencies& deps,
   // the source's is only asked for slowdowns.
   hardware::Profile nominal = target.hw;
   nominal.gpu.speed_spread = 0;
-  // A recorded kernel's time already carries the power state it ran in: no controller on top.
+  // A recorded kernel's time already carries the power state it ran in: no controller on top
+  // (a limit below the TDP then scales peaks statically, as on a profile without one).
   nominal.power.step_s = 0;
+  hardware::finish_power(nominal);
   hardware::Cluster from(e, f, source.hw, static_cast<int>(source.hw.node.gpus),
                          static_cast<int>(source.nccl.reserved_sms));
   hardware::Cluster to(e, f, nominal, static_cast<int>(nominal.node.gpus),
