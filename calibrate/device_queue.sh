@@ -2,7 +2,8 @@
 # The GPU measurements the open issues waited for, as named steps that each fit one device call
 # (≤ 10 minutes), most wanted first — so that a session lent a GPU for minutes spends them on
 # measuring, not on assembling commands (reports/calibration/README.md, "Waiting for a GPU").
-# All but `bursts` ran on an H200 on 2026-12-06; the script stays to repeat them elsewhere.
+# All but `gemms` ran on 2026-12-06 (on an H200; `families` on an H100, a held-out card); the script
+# stays to repeat them elsewhere.
 #
 #   calibrate/device_queue.sh list                 the steps, their issue and time
 #   calibrate/device_queue.sh [--any-gpu] STEP...  run them; results under $OUT (default out/)
@@ -18,7 +19,7 @@ cd "$(dirname "$0")/.."
 steps=(bursts grouped-fresh contention families gemms pinned fp8-gemm attention gemm-alone)
 describe() {
   case $1 in
-    bursts) echo "#15  ~4 min  the power controller's onset behind bursts of GEMMs, after light load and after an idle GPU: calibrate/fit_power.py's data (done on two H100s 2026-12-06; the H200's own waits)" ;;
+    bursts) echo "#15  ~4 min  the power controller's onset behind bursts of GEMMs, after light load and after an idle GPU: calibrate/fit_power.py's data; done on two H100s and an H200 2026-12-06" ;;
     grouped-fresh) echo "#15  ~2 min  grouped GEMMs fresh, right behind the light load and behind one call of themselves: the fit's share of the micro-step's expert-GEMM excess" ;;
     contention) echo "#15  ~2 min  split-K and clustered small-row launches (split_k_more, cluster_pad), every held count; done on an H200 2026-12-06" ;;
     families) echo "#15  ~7 min  the elementwise, FP8 block, grouped-GEMM and attention families at 10 held counts: with --any-gpu on another card, a held-out test of the H200 fit's transfer (twin-fit-contention --held-out-hbm-scale)" ;;

@@ -56,6 +56,9 @@ SCALE = {"filter_s": 0.005, "delay_s": 0.008, "gain_up_per_s": 2.0, "gain_down_p
 # The clock never falls below this: a floor the data never reach (the H200's sustained GEMM
 # settles near 0.72), so that a runaway integral cannot stop a kernel (hardware/power.hpp).
 MIN_CLOCK = 0.3
+# A class's clock sensitivity stays within the profile's range (hardware/profile_power.cpp):
+# beyond twice the clock's own effect a fit is compensating for something the law lacks.
+MAX_SENSITIVITY = 2.0
 
 
 class State:
@@ -225,10 +228,12 @@ def admissible(p: dict) -> bool:
     drawing at least what a bandwidth-bound kernel does (every one measured did: --classes, the
     H200's SDPA and GEMMs capped at ~690 W, its elementwise kernel 614 W). Without that floor the
     search drifts where attention's demand, under the limit, barely matters: to the idle floor
-    and below, for <0.1 point of rms."""
+    and below, for <0.1 point of rms. Sensitivities stay within the profile's [0, 2] (the H200's
+    files alone took FlexAttention's forward to 2.02)."""
     return min(p["filter_s"], p["delay_s"]) >= p["step_s"] and \
         min(p["gain_up_per_s"], p["gain_down_per_s"]) > 0 and \
-        min(p[f"{c}.demand_W"] for c in CLASSES if c != "gemm") >= p["bandwidth_W"]
+        min(p[f"{c}.demand_W"] for c in CLASSES if c != "gemm") >= p["bandwidth_W"] and \
+        all(0 <= p[f"{c}.clock_sensitivity"] <= MAX_SENSITIVITY for c in CLASSES)
 
 
 def rms(p: dict, obs: list) -> float:
@@ -297,6 +302,10 @@ def main() -> int:
         p = {**load(a.params), **fixed}
     else:
         start = {**START, **(load(a.start) if a.start else {})}
+        # Another card's fit may start below this card's floor (admissible): raise it there.
+        for c in CLASSES:
+            start[f"{c}.demand_W"] = max(start.get(f"{c}.demand_W", 0), a.bandwidth_W)
+            start[f"{c}.clock_sensitivity"] = min(start[f"{c}.clock_sensitivity"], MAX_SENSITIVITY)
         held = {k: start[k] for k in a.fixed.split(",") if k}
         free = [k for k in FITTED if k not in held]
         steps = [SCALE.get(k, 100 if k.endswith("_W") else 0.2) for k in free]
