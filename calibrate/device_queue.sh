@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 steps=(operands bursts grouped-fresh contention families gemms pinned fp8-gemm attention gemm-alone)
 describe() {
   case $1 in
-    operands) echo "#15  ~3 min  GEMM speed against operand values (randn × 1, 0.1, 0.01, zeros), fresh and sustained: the H200's micro-step expert GEMMs ran 5–6% faster than the bench's at the same shape" ;;
+    operands) echo "#15  ~5 min  GEMM speed against operand values (randn × 1, 0.1, 0.01, zeros), fresh and sustained, then the grouped GEMMs fresh at randn × 0.1: the H200's micro-step expert GEMMs ran 5–6% faster than the bench's at the same shape" ;;
     bursts) echo "#15  ~4 min  the power controller's onset behind bursts of GEMMs, after light load and after an idle GPU: calibrate/fit_power.py's data; done on two H100s and an H200 2026-12-06" ;;
     grouped-fresh) echo "#15  ~2 min  grouped GEMMs fresh, right behind the light load and behind one call of themselves: the fit's share of the micro-step's expert-GEMM excess" ;;
     contention) echo "#15  ~2 min  split-K and clustered small-row launches (split_k_more, cluster_pad), every held count; done on an H200 2026-12-06" ;;
@@ -66,7 +66,8 @@ run_step() {
   echo "== $s ($(describe "$s"))"
   case $s in
     operands)
-      python3 calibrate/operand_power_probe.py --cycles 4 --out "$f.json" ;;
+      python3 calibrate/operand_power_probe.py --cycles 4 --out "$f.json" &&
+        python3 calibrate/grouped_gemm_bench.py --fresh 0.5 --reps 3 --operand-scale 0.1 --out "$f-grouped-fresh-0.1.json" ;;
     bursts)
       need_lib
       local plan=reports/calibration/micro-step/plan-max-ctas-16.json counts=0,1,2,3,4,5,7,10,14,20,30,45

@@ -68,13 +68,13 @@ def time_ms(fn: Callable[[], object], reps: int, fresh_s: float = 0.0, light: ob
     return statistics.median(times)
 
 
-def measure(reps: int, fresh_s: float = 0.0, behind_one: bool = False) -> list[dict]:
+def measure(reps: int, fresh_s: float = 0.0, behind_one: bool = False, scale: float = 1.0) -> list[dict]:
     rows = []
     light = torch.empty(1 << 28, device="cuda", dtype=torch.bfloat16).fill_(1).neg_ if fresh_s else None
     for proj, (n, k) in PROJECTIONS.items():
-        b = torch.randn(EXPERTS, k, n, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(EXPERTS, k, n, device="cuda", dtype=torch.bfloat16).mul_(scale)
         for m in ROWS:
-            a = torch.randn(EXPERTS * m, k, device="cuda", dtype=torch.bfloat16)
+            a = torch.randn(EXPERTS * m, k, device="cuda", dtype=torch.bfloat16).mul_(scale)
             offs = torch.arange(m, EXPERTS * m + 1, m, device="cuda", dtype=torch.int32)
             ms = time_ms(lambda a=a, b=b, offs=offs: torch._grouped_mm(a, b, offs=offs), reps, fresh_s, light,
                          behind_one)
@@ -143,6 +143,9 @@ def main() -> int:
                         "0: back to back (the power-capped state)")
     p.add_argument("--behind-one", action="store_true",
                    help="with --fresh: time each call behind one untimed call of itself")
+    p.add_argument("--operand-scale", type=float, default=1.0,
+                   help="operands randn × this (1: the files before 2026-12-07; calibrate/micro_step.py "
+                        "and contention_bench.py use 0.1: operand_power_probe.py measures the difference)")
     a = p.parse_args()
     if a.refit:
         with open(a.refit) as fh:
@@ -154,10 +157,10 @@ def main() -> int:
         return 3
     else:
         torch.manual_seed(0)
-        rows = measure(a.reps, a.fresh, a.behind_one)
+        rows = measure(a.reps, a.fresh, a.behind_one, a.operand_scale)
         prov = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, cuda=torch.version.cuda,
                     date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                    command=" ".join(sys.argv))
+                    command=" ".join(sys.argv), operand_scale=a.operand_scale)
     fr = fit(rows, a.peak_TFLOPs)
     tmp = a.out + ".tmp"
     with open(tmp, "w") as fh:
