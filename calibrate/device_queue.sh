@@ -2,8 +2,8 @@
 # The GPU measurements the open issues waited for, as named steps that each fit one device call
 # (≤ 10 minutes), most wanted first — so that a session lent a GPU for minutes spends them on
 # measuring, not on assembling commands (reports/calibration/README.md, "Waiting for a GPU").
-# All but `gemms` ran on 2026-12-06 (on an H200; `families` on an H100, a held-out card); the script
-# stays to repeat them elsewhere.
+# All ran on 2026-12-06 (on H200s; `families` on an H100, a held-out card; `gemms`, queued for an
+# H100, on a second H200); the script stays to repeat them elsewhere.
 #
 #   calibrate/device_queue.sh list                 the steps, their issue and time
 #   calibrate/device_queue.sh [--any-gpu] STEP...  run them; results under $OUT (default out/)
@@ -19,12 +19,12 @@ cd "$(dirname "$0")/.."
 steps=(operands bursts grouped-fresh contention families gemms pinned fp8-gemm attention gemm-alone)
 describe() {
   case $1 in
-    operands) echo "#15  ~5 min  GEMM speed against operand values (randn × 1, 0.1, 0.01, zeros), fresh and sustained, then the grouped GEMMs fresh at randn × 0.1: the H200's micro-step expert GEMMs ran 5–6% faster than the bench's at the same shape" ;;
+    operands) echo "#15  ~5 min  GEMM speed against operand values (randn × 1, 0.1, 0.01, zeros), fresh and sustained, then the grouped GEMMs fresh at randn × 0.1: the H200's micro-step expert GEMMs ran 5–6% faster than the bench's at the same shape; done on an H200 2026-12-06 (no operand effect but zeros)" ;;
     bursts) echo "#15  ~4 min  the power controller's onset behind bursts of GEMMs, after light load and after an idle GPU: calibrate/fit_power.py's data; done on two H100s and an H200 2026-12-06" ;;
     grouped-fresh) echo "#15  ~2 min  grouped GEMMs fresh, right behind the light load and behind one call of themselves: the fit's share of the micro-step's expert-GEMM excess" ;;
     contention) echo "#15  ~2 min  split-K and clustered small-row launches (split_k_more, cluster_pad), every held count; done on an H200 2026-12-06" ;;
     families) echo "#15  ~7 min  the elementwise, FP8 block, grouped-GEMM and attention families at 10 held counts: with --any-gpu on another card, a held-out test of the H200 fit's transfer (twin-fit-contention --held-out-hbm-scale)" ;;
-    gemms) echo "#15  ~5 min  cuBLAS bf16 and FP8 GEMMs and Newton–Schulz at the same 10 held counts: the families step's GEMM side" ;;
+    gemms) echo "#15  ~5 min  cuBLAS bf16 and FP8 GEMMs and Newton–Schulz at the same 10 held counts: the families step's GEMM side; done on a second H200 2026-12-06" ;;
     pinned) echo "#17  ~1 min  what FSDP2's CPU offload pins step by step (any card: PyTorch's host allocator); done on an H100 2026-12-06" ;;
     fp8-gemm) echo "#15  ~1 min  torch._scaled_mm behind a GPU sleep: the H200's own FP8 fit (twin-fit-gemm --fp8); done on an H200 2026-12-06" ;;
     attention) echo "#15  ~1 min  SDPA and FlexAttention behind a GPU sleep: attention refit (attention_bench.py --refit); done on an H200 2026-12-06" ;;

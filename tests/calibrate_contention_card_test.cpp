@@ -96,3 +96,26 @@ TEST_CASE("contention plots draw slowdowns below 1 where they were measured") {
   CHECK(cy[1.0] > cy[2.7]);
   CHECK(svg.find(">×0.8</text>") != std::string::npos);
 }
+
+// A second H200 (the device tool's, 2026-12-06 23:29Z; `calibrate/device_queue.sh gemms`):
+// cuBLAS bf16 GEMMs at the step's shapes and small expert rows, FP8 GEMMs and Newton–Schulz at
+// 10 held counts, every point held out — what the profile's model, fitted on the first H200's
+// files, predicts of another card of the same kind (reports/calibration/contention/README.md,
+// "A second H200"). Issue #15's budgets, 10% (median over cases) and 15% (every point).
+TEST_CASE("held-out card: a second H200's GEMM curves within issue #15's budgets") {
+  auto cases = calibrate::read_contention_cases(
+      {(kRoot / "reports/calibration/contention/h200-2026-12-06-gemms.json").string()});
+  REQUIRE(cases.size() == 22);
+  for (auto& c : cases)
+    for (auto& p : c.points) p.fitted = false;
+  const auto res = calibrate::contention_residuals(cases, profile_model("h200"));
+  CHECK(res.size() == 2);  // gemm (cuBLAS and Newton–Schulz), gemm_fp8
+  for (const auto& item : res.items()) {
+    const auto& r = item.value();
+    const double median = r["held_out_worst_median"], worst = r["held_out_worst"];
+    MESSAGE(fmt::format("{} on a second H200: worst median {:.1f}%, worst point {:.1f}%",
+                        item.key(), 100 * median, 100 * worst));
+    CHECK(median <= 0.10);
+    CHECK(worst <= 0.15);
+  }
+}

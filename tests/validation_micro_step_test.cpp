@@ -42,6 +42,9 @@ constexpr MicroStepRun kMicroStepRuns[] = {
     {"micro-step-max-ctas-8-2026-12-04.json", "nccl.max_ctas=8"},
     {"micro-step-seq-8192-2026-12-04.json", "training.seq_len=8192"},
     {"micro-step-seq-32768-2026-12-04.json", "training.seq_len=32768"},
+    // Two plans again on another H200 (2026-12-06, 23:31Z): the 32,768-token plan's third run.
+    {"micro-step-seq-32768-2026-12-06.json", "training.seq_len=32768"},
+    {"micro-step-max-ctas-16-2026-12-06.json", "nccl.max_ctas=16"},
     // A held-out card: the same plans under h100-sxm-flex on an H100, 2026-12-06,
     // predicted before they ran (reports/calibration/micro-step/README.md).
     {"micro-step-h100-max-ctas-16-2026-12-06.json", "nccl.max_ctas=16", "h100-sxm-flex"},
@@ -118,9 +121,11 @@ TEST_CASE("the micro-training step: twin against its real execution on our H200 
   // behind ~60 ms of expert GEMMs, whose power state slows them (FlexAttention's backward ×1.22
   // against fresh on our H200, ×1.16–1.23 on H100s; micro-step README); with the integral
   // controller attention is −14…+6%, the expert GEMMs +1…+10%, the compute stream's end
-  // −0.5…+5.3% (the next test compares with the controller off). Known gap: the 32,768-token
-  // plan on the H200 ends +5.3% since h200.json's controller is the H200's own fit (2026-12-06;
-  // +4.0% under the H100's fit it had taken [est]): budget 6% for that run.
+  // −0.5…+5.3% (the next test compares with the controller off). The 32,768-token plan's first
+  // H200 run ends +5.3% (+4.0% under the H100's controller fit): that card ran its grouped GEMMs
+  // 5.5% faster than the two H200s that ran the plan since (+3.9%, +3.1%), neither operand values
+  // nor context explaining it (micro-step README, "the 32,768-token plan a third time"): budget
+  // 6% for that run.
   const std::map<std::string, double> budget{{"attention", 0.15},   {"elementwise", 0.15},
                                              {"expert_gemm", 0.15}, {"other_gemm", 0.10},
                                              {"copy_d2h", 0.10},    {"copy_h2d", 0.10}};
