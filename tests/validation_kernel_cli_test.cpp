@@ -120,6 +120,10 @@ TEST_CASE("twin kernel: small-row launches saturate where their lone CTA says (f
   // measured kernel); the CLI shows why a launch saturates early.
   const auto a = cli_against("h200-2026-12-03-contention-p.json", 0.21);
   CHECK(a.cases == 32);
+  // File p again on a second H200 (2026-12-06): the same launches miss (README, "File p on a
+  // second H200").
+  const auto again = cli_against("h200-2026-12-06-contention-p2.json", 0.24);
+  CHECK(again.cases == 32);
   const Json twin = gemm_json({32, 8192, 4096}, 21.2, {4, 100});  // file p's time alone
   const auto& l = twin["launch"];
   CHECK(l["ctas"].get<double>() == 128);
