@@ -16,7 +16,7 @@ contexts, interleaved over six cycles, each after 0.5 s of the light kernel and 
 reports/calibration/grouped-gemm/h200-2026-12-06-grouped-context.{json,log}, is within 2% for
 every context — context does not explain the first run's speed.)
 
-Usage (GPU machine with PyTorch): OUT=dir python3 calibrate/grouped_context_probe.py
+Usage (GPU machine with PyTorch): python3 calibrate/grouped_context_probe.py --out grouped-context.json
 Without a GPU it exits 3, as the other harnesses.
 """
 from __future__ import annotations
@@ -40,7 +40,9 @@ DESCRIPTION = {"A": "after 0.5 s light + sync (bench)", "B": "light+sync, then 2
 
 
 def main() -> int:
-    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="grouped-context.json")
+    out = ap.parse_args().out
     if torch is None or not torch.cuda.is_available():
         print("grouped_context_probe: no GPU (PyTorch with CUDA needed)", file=sys.stderr)
         return 3
@@ -87,8 +89,9 @@ def main() -> int:
            "kernel": f"grouped_mm {E}x{M} n{N} k{K} randn*0.1",
            "median_ms": {k: statistics.median(v) for k, v in trials.items()}, "trials_ms": trials,
            "contexts": DESCRIPTION}
-    with open(os.path.join(os.environ.get("OUT", "."), "h200-2026-12-06-grouped-context.json"), "w") as f:
+    with open(out + ".tmp", "w") as f:  # whole or not at all
         json.dump(doc, f, indent=1)
+    os.replace(out + ".tmp", out)
     return 0
 
 

@@ -28,6 +28,7 @@ from collections.abc import Callable
 import argparse
 import datetime
 import json
+import os
 import statistics
 import sys
 
@@ -121,8 +122,9 @@ def main() -> int:
            "command": " ".join(sys.argv), "experts": EXPERTS, "rows_per_expert": ROWS,
            "grouped": GROUPED, "dense_mnk": DENSE, "fresh_s": a.fresh_s, "sustained_calls": a.sustained,
            "rows": rows}
-    with open(a.out, "w") as f:
+    with open(a.out + ".tmp", "w") as f:  # whole or not at all
         json.dump(doc, f, indent=1)
+    os.replace(a.out + ".tmp", a.out)
     return 0
 
 
