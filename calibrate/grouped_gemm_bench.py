@@ -144,7 +144,7 @@ def main() -> int:
     p.add_argument("--behind-one", action="store_true",
                    help="with --fresh: time each call behind one untimed call of itself")
     p.add_argument("--operand-scale", type=float, default=1.0,
-                   help="operands randn × this (1: the files before 2026-12-07; calibrate/micro_step.py "
+                   help="operands randn × this (1: every file before the operands step of 2026-12-06; calibrate/micro_step.py "
                         "and contention_bench.py use 0.1: operand_power_probe.py measures the difference)")
     a = p.parse_args()
     if a.refit:
