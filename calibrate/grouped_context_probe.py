@@ -28,6 +28,9 @@ import statistics
 import sys
 import time
 
+from operand_power_probe import timed
+from power_transient_probe import keep_busy
+
 try:
     import torch
 except ImportError:
@@ -53,21 +56,10 @@ def main() -> int:
     big = torch.empty(1 << 28, device="cuda", dtype=bf).fill_(1)
     small = torch.empty(int(2.3e-3 * 4.0e12 / 4), device="cuda", dtype=bf).fill_(1)  # ~2.3 ms of neg_
 
-    def light(seconds: float) -> None:
-        end = time.time() + seconds
-        while time.time() < end:
-            for _ in range(10):
-                big.neg_()
-            torch.cuda.synchronize()
-
-    def timed() -> float:
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record(); torch._grouped_mm(a, b, offs=offs); e.record()
-        e.synchronize()
-        return s.elapsed_time(e)
+    grouped = lambda: torch._grouped_mm(a, b, offs=offs)
 
     def context(k: str) -> float:
-        light(0.5)
+        keep_busy(torch, big.neg_, 0.5)
         if k in "CF":
             time.sleep(0.02)
         if k in "BF":
@@ -75,7 +67,7 @@ def main() -> int:
         if k == "D":
             for _ in range(5):
                 big.neg_()
-        return timed()
+        return timed(grouped)
 
     for k in DESCRIPTION:  # warm-up
         context(k)

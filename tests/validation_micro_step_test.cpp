@@ -21,11 +21,13 @@ using namespace twin;
 namespace {
 
 // The micro-step's runs (calibrate/micro_step.py on our H200 and H100s,
-// reports/calibration/micro-step/): the file, the plan's setting, and the card's profile.
+// reports/calibration/micro-step/): the file, the plan's setting, the card's profile, and how
+// far the compute stream's end may be off (issue #15's 5% unless a run's reason says more).
 struct MicroStepRun {
   const char* file;
   const char* set;
   const char* profile = "";  // another card's runs: the scenario under that card's profile
+  double compute_end_budget = 0.05;
 };
 constexpr MicroStepRun kMicroStepRuns[] = {
     {"micro-step-max-ctas-16.json", "nccl.max_ctas=16"},
@@ -35,7 +37,8 @@ constexpr MicroStepRun kMicroStepRuns[] = {
     {"micro-step-max-ctas-64-2026-12-04a.json", "nccl.max_ctas=64"},
     {"micro-step-max-ctas-64-2026-12-04b.json", "nccl.max_ctas=64"},
     {"micro-step-seq-8192.json", "training.seq_len=8192"},
-    {"micro-step-seq-32768.json", "training.seq_len=32768"},
+    // Its card ran grouped GEMMs 5.5% faster than the H200s since (the test below says why 6%).
+    {"micro-step-seq-32768.json", "training.seq_len=32768", "", 0.06},
     // The same plans on 2026-12-04 (with the power cap's state known: ../grouped-gemm/).
     {"micro-step-max-ctas-16-2026-12-04.json", "nccl.max_ctas=16"},
     {"micro-step-default-ctas-2026-12-04.json", "nccl.max_ctas=0"},
@@ -136,7 +139,7 @@ TEST_CASE("the micro-training step: twin against its real execution on our H200 
     MESSAGE(fmt::format("{}: whole step {:+.1f}%, compute stream end {:+.1f}%", run.file,
                         100 * e.step, 100 * e.compute_end));
     CHECK(std::abs(e.step) <= 0.10);
-    CHECK(std::abs(e.compute_end) <= (file == "micro-step-seq-32768.json" ? 0.06 : 0.05));
+    CHECK(std::abs(e.compute_end) <= run.compute_end_budget);
     for (const auto& entry : budget) {
       const std::string& cat = entry.first;  // CAPTURE cannot take a structured binding (clang 14)
       CAPTURE(cat);
