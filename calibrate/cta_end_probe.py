@@ -86,10 +86,17 @@ CASES = ([("small_rows", m, n, k) for n, k in ((8192, 4096), (2048, 7168), (4096
          # launches file p still misses, over columns and k, one kernel at several of each.
          + [("spread_grid", m, n, k) for m in (160, 192) for n in (2048, 4096, 6144)
             for k in (1024, 2048, 4096, 6144)])
+# torch._grouped_mm (CUTLASS's persistent grouped GEMM: static tile lists) over the GPU's 96
+# experts at contention_bench.py's rows per expert (`--only grouped --held 0`): how unevenly a
+# static list's blocks end on an idle GPU, what a dynamic scheduler could take back
+# (static_dynamic_probe.py). (name, rows per expert, n, k); m in the output is the total rows.
+GROUPED = [("grouped", rows, n, k) for rows in (352, 1376)
+           for n, k in ((2 * EXPERT_HIDDEN, HIDDEN), (HIDDEN, EXPERT_HIDDEN))]
+EXPERTS_PER_GPU = 96
 
 
 def run(torch: object, cp: object, mod: object, gemm: object, held: int, reps: int,
-        trace: bool) -> dict:
+        trace: bool, land_ns: int = 1_000_000) -> dict:
     hold, land = mod.get_function("hold"), mod.get_function("land")
     go, wait_go = mod.get_function("go"), mod.get_function("wait_go")
     s_h, s_g, s_p = (torch.cuda.Stream() for _ in range(3))
@@ -117,7 +124,7 @@ def run(torch: object, cp: object, mod: object, gemm: object, held: int, reps: i
             gemm()
             e1.record()
         wait_go((1,), (1,), (flag, cp.int64(5_000)), stream=p_p)
-        land((SMS - held,), (32,), (out, cp.int64(1_000_000)), shared_mem=SMEM, stream=p_p)
+        land((SMS - held,), (32,), (out, cp.int64(land_ns)), shared_mem=SMEM, stream=p_p)
         torch.cuda.synchronize()
 
     rows = []
@@ -165,13 +172,21 @@ def main() -> None:
            "fields": "per repetition: gemm_us (CUDA events), per free SM its probe CTA's start "
                      "relative to the last one (µs) and its SM", "cases": []}
     only = set(a.only.split(",")) - {""}
-    for name, m, n, k in CASES:
+    for name, m, n, k in CASES + GROUPED:
         if only and name not in only:
             continue
-        x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-        w = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
-        c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-        gemm = lambda: torch.mm(x, w, out=c)  # noqa: E731 — contention_bench.py's gemm_case
+        if name == "grouped":
+            m *= EXPERTS_PER_GPU
+            x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+            w = torch.randn(EXPERTS_PER_GPU, k, n, device="cuda", dtype=torch.bfloat16)
+            offs = torch.arange(1, EXPERTS_PER_GPU + 1, device="cuda", dtype=torch.int32) * (
+                m // EXPERTS_PER_GPU)
+            gemm = lambda: torch._grouped_mm(x, w, offs=offs)  # noqa: E731
+        else:
+            x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+            w = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+            c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            gemm = lambda: torch.mm(x, w, out=c)  # noqa: E731 — contention_bench.py's gemm_case
         for _ in range(3):
             gemm()
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
@@ -180,7 +195,10 @@ def main() -> None:
         kernel = [e.name for e in prof.events() if "CUDA" in str(e.device_type)][:1]
         print(f"{name} {m}×{n}×{k}: {kernel}", flush=True)
         for h in held:
-            r = run(torch, cp, mod, gemm, h, a.reps, a.trace)
+            # A probe CTA holds its SM until every other has landed (none may land twice):
+            # longer than the ends' spread, which for the ~5–15 ms grouped GEMMs may pass 1 ms.
+            r = run(torch, cp, mod, gemm, h, a.reps, a.trace,
+                    30_000_000 if name == "grouped" else 1_000_000)
             doc["cases"].append({"name": name, "shape": {"m": m, "n": n, "k": k},
                                  "kernel": kernel[0][:120] if kernel else "", **r})
             ranked = [sorted(rep["ends_us"]) for rep in r["reps"]]
