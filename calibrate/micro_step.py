@@ -6,7 +6,8 @@ The plan is one rank's forward and backward passes (scenarios/plan.hpp): tasks o
 streams, each waiting for the tasks it names, each launching real kernels of the plan's shapes:
   gemm          torch.mm (cuBLAS), bf16
   grouped_gemm  torch._grouped_mm (CUTLASS persistent grouped GEMM), bf16, the plan's rows per
-                expert (rounded to 16) — or, for a plain MoE kernel, one torch.mm per expert
+                expert (rounded to 16) — or, for a plain MoE kernel, one torch.mm per expert;
+                "backward": the input and weight gradients of that GEMM, two calls
   attention     FlexAttention over the rank's documents (causal, the layer's window, GQA)
   elementwise   a bf16 elementwise kernel on the SMs (torch.neg) moving the plan's bytes
                 (--elementwise memcpy: a device copy, which runs on a copy engine, no SM:
@@ -85,15 +86,27 @@ class Kernels:
         rows = max(16, 16 * int(round(l["rows_per_group"] / 16)))
         a = self.buf(("GA", g * rows, k), lambda: self.rand(g * rows, k))
         b = self.buf(("GB", g, k, n), lambda: self.rand(g, k, n))
+        # "backward": the forward's input and weight gradients (training.expert_backward), as
+        # autograd runs them (calibrate/grouped_backward_bench.py): dY·Wᵀ and Xᵀ·dY per expert.
+        backward = bool(l.get("backward", False))
+        dy = self.buf(("GDY", g * rows, n), lambda: self.rand(g * rows, n)) if backward else None
         if self.persistent:
             offs = self.buf(("offs", g, rows), lambda: torch.arange(1, g + 1, device="cuda",
                                                                   dtype=torch.int32) * rows)
+            if backward:
+                return lambda: (torch._grouped_mm(dy, b.transpose(-2, -1), offs=offs),
+                                torch._grouped_mm(a.t(), dy, offs=offs))
             return lambda: torch._grouped_mm(a, b, offs=offs)
         c = self.buf(("GC", g * rows, n), lambda: torch.empty(g * rows, n, device="cuda", dtype=BF16))
 
         def loop():
             for e in range(g):
-                torch.mm(a[e * rows:(e + 1) * rows], b[e], out=c[e * rows:(e + 1) * rows])
+                r = slice(e * rows, (e + 1) * rows)
+                if backward:
+                    torch.mm(dy[r], b[e].t())
+                    torch.mm(a[r].t(), dy[r])
+                else:
+                    torch.mm(a[r], b[e], out=c[r])
         return loop
 
     def elementwise(self, l):

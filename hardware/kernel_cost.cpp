@@ -29,6 +29,15 @@ double KernelCost::grouped_gemm_s(double m, double n, double k, double groups, b
                                  bytes / (p_.gpu.hbm_bw().per_s));
 }
 
+double KernelCost::grouped_gemm_weight_grad_s(double m, double n, double k, double groups) const {
+  if (m <= 0 || n <= 0 || k <= 0 || groups <= 0) return 0;
+  const auto& e = p_.efficiency;
+  const double flops = 2 * groups * k * n * (m + e.grouped_gemm_half_k);
+  const double bytes = groups * (2.0 * (m * k + m * n) + 2.0 * k * n);
+  return overhead_s() + std::max(flops / (p_.gpu.peak(false).per_s * e.grouped_gemm_peak_fraction),
+                                 bytes / (p_.gpu.hbm_bw().per_s));
+}
+
 double KernelCost::attention_s(sim::Flops flops, bool backward) const {
   if (flops.v <= 0) return 0;
   const auto& e = p_.efficiency;

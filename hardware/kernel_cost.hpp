@@ -35,6 +35,14 @@ class KernelCost {
   double expert_loop_s(double m, double n, double k, double groups) const {
     return groups * gemm_s(m, n, k);
   }
+  // The weight gradient of that grouped GEMM, dW_e = X_eᵀ·dY_e for each of `groups` experts: a
+  // fixed k × n grid of output tiles whose depth is the expert's m rows (a varlen-K grouped
+  // GEMM), on the forward's tile model with the roles swapped — no row padding, and each tile's
+  // fixed cost k½ added to its depth m rather than to k:
+  //   t = overhead + groups · 2·k·n·(m + k½) / (peak · f_g).
+  // No parameter of its own: held out against torch._grouped_mm's weight gradients
+  // (reports/calibration/grouped-gemm/, "The backward").
+  double grouped_gemm_weight_grad_s(double m, double n, double k, double groups) const;
   double attention_s(sim::Flops flops, bool backward) const;
   // A block-sparse attention kernel (FlexAttention), where the profile has one (block_attention()):
   //   t = overhead + block FLOPs / (peak·f_b) + query blocks·heads·t_q,

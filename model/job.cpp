@@ -136,6 +136,12 @@ void add_kernel_and_comm_keys(sim::Schema<TrainingOptions>& s) {
           "rows, padded to whole tiles: the micro-step harness)",
           [](auto& t) -> auto& { return t.expert_rows; })
       .enumeration(
+          "expert_backward", sim::names(kExpertBackwardNames),
+          "the expert GEMMs' backward: their input and weight gradients, each priced on its own "
+          "shape (the weight gradient's depth is the expert's rows), or as two more forward GEMMs "
+          "(the twin before 2026-12-07; what the committed micro-step plans ran)",
+          [](auto& t) -> auto& { return t.expert_backward; })
+      .enumeration(
           "routing", sim::names(kExpertRoutingNames),
           "unconstrained top-k (EP ranks get unequal tokens) or 2 experts per group of 96 "
           "(exactly balanced, rung 7)",

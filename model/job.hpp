@@ -22,6 +22,7 @@ enum class TileScheduler { static_lists, dynamic };
 enum class Elementwise { eager, stand_in };
 enum class NsKernels { unfused, baddbmm };
 enum class ExpertRows { spread, equal };
+enum class ExpertBackward { gradients, forward_twice };
 enum class ExpertRouting { topk, group_limited };
 enum class EpDispatch { pairs, per_rank };
 enum class GatherDtype { bf16, fp8 };
@@ -51,6 +52,8 @@ inline constexpr sim::Named<NsKernels> kNsKernelsNames[] = {{NsKernels::unfused,
                                                             {NsKernels::baddbmm, "baddbmm"}};
 inline constexpr sim::Named<ExpertRows> kExpertRowsNames[] = {{ExpertRows::spread, "spread"},
                                                               {ExpertRows::equal, "equal"}};
+inline constexpr sim::Named<ExpertBackward> kExpertBackwardNames[] = {
+    {ExpertBackward::gradients, "gradients"}, {ExpertBackward::forward_twice, "forward_twice"}};
 inline constexpr sim::Named<ExpertRouting> kExpertRoutingNames[] = {
     {ExpertRouting::topk, "topk"}, {ExpertRouting::group_limited, "group_limited"}};
 inline constexpr sim::Named<EpDispatch> kEpDispatchNames[] = {{EpDispatch::pairs, "pairs"},
@@ -104,10 +107,11 @@ struct TrainingOptions {
   bool float8_precompute_scale = false;   // their scales from one amax pass after the optimizer
   bool async_tp = false;                  // TorchTitan's async TP: collectives overlap GEMMs
   std::int64_t loss_chunk_tokens = 4096;  // fused chunked cross-entropy; 0: over the whole batch
-  ExpertRows expert_rows = ExpertRows::spread;           // hardware/kernel_cost.hpp
-  ExpertRouting routing = ExpertRouting::group_limited;  // rung 7
-  double routing_imbalance_cv = 0.15;                    // topk: spread of an EP rank's token share
-  EpDispatch ep_dispatch = EpDispatch::per_rank;         // JOB.md §4: a HybridEP-style dispatcher
+  ExpertRows expert_rows = ExpertRows::spread;                 // hardware/kernel_cost.hpp
+  ExpertBackward expert_backward = ExpertBackward::gradients;  // model/step_costs.cpp
+  ExpertRouting routing = ExpertRouting::group_limited;        // rung 7
+  double routing_imbalance_cv = 0.15;             // topk: spread of an EP rank's token share
+  EpDispatch ep_dispatch = EpDispatch::per_rank;  // JOB.md §4: a HybridEP-style dispatcher
   bool ep_worst_case_buffer = false;  // HybridEP's preallocated buffer (memory_replay.hpp) [est]
   GatherDtype expert_gather_dtype = GatherDtype::fp8;     // rung 8
   GradReduce grad_reduce = GradReduce::bf16_all_to_all;   // rung 9

@@ -123,6 +123,24 @@ struct LayerKernels {
               0,
               {Launch::kGroupedGemm, per_expert, n, kk, e_gpu}};
   }
+  // The backward of grouped(name, n, kk) as one op: the input gradient (rows × kk at depth n:
+  // the forward's tile model on its own shape) and the weight gradient (a kk × n grid at depth
+  // rows, KernelCost::grouped_gemm_weight_grad_s; a plain loop: one cuBLAS GEMM per expert of
+  // each). Measured against torch._grouped_mm (reports/calibration/grouped-gemm/, "The
+  // backward"): two more forward GEMMs, the pricing until 2026-12-07 (training.expert_backward =
+  // forward_twice), were 8–12% dear for the down projection at the ladder's rows and up to 20%
+  // cheap below 700 rows per expert.
+  Op grouped_backward(const char* name, double n, double kk) const {
+    Op op = grouped(name, n, kk);
+    if (job.training.expert_backward == ExpertBackward::forward_twice) return times(op, name, 2);
+    op.work.alone_s = sonic ? cost.grouped_gemm_s(per_expert, kk, n, e_gpu,
+                                                  job.training.expert_rows == ExpertRows::equal) +
+                                  cost.grouped_gemm_weight_grad_s(per_expert, n, kk, e_gpu)
+                            : cost.expert_loop_s(per_expert, kk, n, e_gpu) +
+                                  e_gpu * cost.gemm_s(kk, n, per_expert);
+    op.launch.backward = true;
+    return op;
+  }
   Op gemm(const char* name, double rows, double n, double kk) const {
     return Op{name, kOtherGemm, grid_work(cost.gemm_s(rows, n, kk), gemm_shape(sms, rows, n, kk)),
               0, gemm_launch(rows, n, kk)};
@@ -273,15 +291,15 @@ std::vector<Op> recompute_ops(Checkpointing mode, const std::vector<Op>& fw) {
   return out;
 }
 
-// Backward: matmuls 2× (input and weight gradients), attention with its backward efficiency,
-// elementwise passes 2×; EP all-to-alls mirror the forward ones. Blocks run in reverse order.
-void moe_backward(const LayerKernels& x, const Op& router, const Op& up, const Op& down,
-                  std::vector<Op>& bw) {
+// Backward: matmuls 2× (input and weight gradients; the expert GEMMs' each on its own shape,
+// grouped_backward), attention with its backward efficiency, elementwise passes 2×; EP
+// all-to-alls mirror the forward ones. Blocks run in reverse order.
+void moe_backward(const LayerKernels& x, const Op& router, std::vector<Op>& bw) {
   bw.push_back(x.ew("unpermute_bwd", Family::ew_gather, 2 * x.permute()));
   bw.push_back(x.a2a("combine_bwd"));
-  bw.push_back(LayerKernels::times(down, "expert_down_bwd", 2));
+  bw.push_back(x.grouped_backward("expert_down_bwd", x.h, x.f));
   if (!x.sonic) bw.push_back(x.ew("swiglu_bwd", Family::ew_swiglu_bwd, 2 * x.pairs * 3 * x.f * 2));
-  bw.push_back(LayerKernels::times(up, "expert_up_bwd", 2));
+  bw.push_back(x.grouped_backward("expert_up_bwd", 2 * x.f, x.h));
   bw.push_back(x.a2a("dispatch_bwd"));
   bw.push_back(x.ew("route_bwd", x.combine(), 2 * (x.route_ew() + x.permute())));
   bw.push_back(LayerKernels::times(router, "router_bwd", 2));
@@ -328,7 +346,7 @@ LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankW
     const Op up = x.grouped("expert_up", 2 * x.f, x.h), down = x.grouped("expert_down", x.h, x.f);
     const auto moe = moe_forward(x, up, down);
     ops.forward.insert(ops.forward.end(), moe.begin(), moe.end());
-    moe_backward(x, moe[0], up, down, ops.backward);
+    moe_backward(x, moe[0], ops.backward);
   }
   if (x.F > 0) ffn_backward(x, ops.backward);
   attention_backward(x, ops.backward);

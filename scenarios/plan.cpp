@@ -46,6 +46,8 @@ Json launch_json(const Launch& l, std::int32_t category, double seconds) {
                 {"n", l.n},
                 {"k", l.k},
                 {"repeat", l.repeat}});
+      // The input and weight gradients of that forward GEMM (training.expert_backward).
+      if (l.backward) j["backward"] = true;
       break;
     case Launch::kAttention:
       j.update({{"sliding", l.sliding}, {"backward", l.backward}});
