@@ -28,6 +28,8 @@ import math
 import statistics
 import time
 
+from contention_bench import EXPERT_HIDDEN, EXPERTS_PER_GPU, HIDDEN, expert_rows  # model shapes
+
 try:  # --help without Triton (the development machine)
     import triton
     import triton.language as tl
@@ -35,7 +37,6 @@ except ImportError:
     triton = None
 
 SMS = 132  # H100/H200 SXM
-HIDDEN, EXPERT_HIDDEN, EXPERTS_PER_GPU = 6144, 1792, 96  # contention_bench.py's model shapes
 BM, BN, BK, STAGES = 128, 128, 64, 4
 HOLD_SMEM = 200 * 1024  # a holder fits only on an empty SM, and no GEMM block beside it
 
@@ -99,17 +100,6 @@ if triton is not None:
         tl.store(log + 4 * pid + 1, t1)
         tl.store(log + 4 * pid + 2, _smid().to(tl.int64))
         tl.store(log + 4 * pid + 3, done.to(tl.int64))
-
-
-def expert_rows(mean: int, groups: int, imbalance: float, seed: int = 0) -> list[int]:
-    """contention_bench.py's rows per expert: multiples of 16, log-normal with CV `imbalance`."""
-    import torch
-    if imbalance <= 0:
-        return [mean] * groups
-    g = torch.Generator().manual_seed(seed)
-    sigma = math.sqrt(math.log(1 + imbalance ** 2))
-    x = torch.exp(torch.randn(groups, generator=g) * sigma - sigma ** 2 / 2) * mean
-    return [max(16, 16 * int(round(v / 16))) for v in x.tolist()]
 
 
 def tile_table(counts: list[int], n: int) -> list[list[int]]:
