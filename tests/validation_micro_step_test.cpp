@@ -28,6 +28,7 @@ struct MicroStepRun {
   const char* set;
   const char* profile = "";  // another card's runs: the scenario under that card's profile
   double compute_end_budget = 0.05;
+  const char* also = "";  // a second setting of its plan (empty: none)
 };
 constexpr MicroStepRun kMicroStepRuns[] = {
     {"micro-step-max-ctas-16.json", "nccl.max_ctas=16"},
@@ -59,7 +60,15 @@ constexpr MicroStepRun kMicroStepRuns[] = {
     // The first plan twice more, another H100, the same day: once traced, once with
     // nvidia-smi sampling the clock (the attention backward's power state, README).
     {"micro-step-h100-max-ctas-16-2026-12-06-traced.json", "nccl.max_ctas=16", "h100-sxm-flex"},
-    {"micro-step-h100-max-ctas-16-2026-12-06-smi.json", "nccl.max_ctas=16", "h100-sxm-flex"}};
+    {"micro-step-h100-max-ctas-16-2026-12-06-smi.json", "nccl.max_ctas=16", "h100-sxm-flex"},
+    // The expert GEMMs' backward as both gradients (training.expert_backward=gradients: the
+    // plans marked so), each beside the same plan as two forwards, one H100, 2026-12-07.
+    {"micro-step-h100-max-ctas-16-2026-12-07.json", "nccl.max_ctas=16", "h100-sxm-flex"},
+    {"micro-step-h100-max-ctas-16-gradients-2026-12-07.json", "nccl.max_ctas=16", "h100-sxm-flex",
+     0.05, "training.expert_backward=gradients"},
+    {"micro-step-h100-seq-8192-2026-12-07.json", "training.seq_len=8192", "h100-sxm-flex"},
+    {"micro-step-h100-seq-8192-gradients-2026-12-07.json", "training.seq_len=8192", "h100-sxm-flex",
+     0.05, "training.expert_backward=gradients"}};
 
 // The twin against one run: the whole step's and the compute stream end's error, and each
 // category's (twin / measured − 1), with `extra` settings on top of the run's own.
@@ -73,6 +82,7 @@ MicroStepErrors micro_step_errors(const MicroStepRun& run, const std::vector<std
       scenarios::read_json_file(root / "reports/calibration/micro-step" / run.file);
   scenarios::LoadOptions lo{root, {run.set}};
   if (*run.profile) lo.sets.push_back(std::string("hardware.profile=") + run.profile);
+  if (*run.also) lo.sets.push_back(run.also);
   lo.sets.insert(lo.sets.end(), extra.begin(), extra.end());
   const auto loaded = scenarios::load_scenario(root / "scenarios/micro-step.json", lo);
   scenarios::RunOptions o;
