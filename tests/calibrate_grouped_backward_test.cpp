@@ -61,8 +61,8 @@ TEST_CASE("held out: the expert GEMMs' input and weight gradients against their 
   MESSAGE(fmt::format("median |error| {:.1f}% (as two forwards {:.1f}%)", 100 * median(now),
                       100 * median(before)));
   // The input gradient is the forward's tile model at its own depth (k½ on n, not k): within
-  // 10% everywhere; the weight gradient within 12% from 128 rows per expert (64 rows: −24%,
-  // its depth of one K-step pair no longer pays k½); the backward within 6% from 128 rows.
+  // 10% everywhere; the weight gradient within 12% from 128 rows per expert (64 rows: −24%, a
+  // tile only 64 rows deep costs more than its fixed k½ says); the backward within 6% from 128.
   CHECK(worst_input <= 0.10);
   CHECK(worst_weight <= 0.12);
   CHECK(worst_from_128 <= 0.06);
