@@ -23,19 +23,22 @@ double KernelCost::grouped_gemm_s(double m, double n, double k, double groups, b
   const auto& e = p_.efficiency;
   const double tile = std::max(1.0, e.grouped_gemm_tile_rows);
   const double padded = equal ? std::ceil(m / tile) * tile : m + tile / 2;
-  const double flops = 2 * groups * padded * n * (k + e.grouped_gemm_half_k);
-  const double bytes = groups * (2.0 * (m * k + k * n) + 2.0 * m * n);
-  return overhead_s() + std::max(flops / (p_.gpu.peak(false).per_s * e.grouped_gemm_peak_fraction),
-                                 bytes / (p_.gpu.hbm_bw().per_s));
+  return grouped_roofline_s(2 * groups * padded * n * (k + e.grouped_gemm_half_k), m, n, k, groups);
 }
 
 double KernelCost::grouped_gemm_weight_grad_s(double m, double n, double k, double groups) const {
   if (m <= 0 || n <= 0 || k <= 0 || groups <= 0) return 0;
   const auto& e = p_.efficiency;
-  const double flops = 2 * groups * k * n * (m + e.grouped_gemm_half_k);
-  const double bytes = groups * (2.0 * (m * k + m * n) + 2.0 * k * n);
-  return overhead_s() + std::max(flops / (p_.gpu.peak(false).per_s * e.grouped_gemm_peak_fraction),
-                                 bytes / (p_.gpu.hbm_bw().per_s));
+  return grouped_roofline_s(2 * groups * k * n * (m + e.grouped_gemm_half_k), m, n, k, groups);
+}
+
+double KernelCost::grouped_roofline_s(double flops, double m, double n, double k,
+                                      double groups) const {
+  // Its three matrices once each, whichever two it reads (the weight gradient: X and dY).
+  const double bytes = groups * (2.0 * (m * k + k * n) + 2.0 * m * n);
+  return overhead_s() +
+         std::max(flops / (p_.gpu.peak(false).per_s * p_.efficiency.grouped_gemm_peak_fraction),
+                  bytes / (p_.gpu.hbm_bw().per_s));
 }
 
 double KernelCost::attention_s(sim::Flops flops, bool backward) const {

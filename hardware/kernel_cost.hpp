@@ -68,6 +68,9 @@ class KernelCost {
   int sm_count() const { return static_cast<int>(p_.gpu.sm_count); }
 
  private:
+  // A grouped GEMM of `flops` (its tiles' work) over `groups` experts' operands (m × k)·(k × n):
+  // overhead + max(flops / (peak · f_g), bytes / HBM bandwidth).
+  double grouped_roofline_s(double flops, double m, double n, double k, double groups) const;
   const Profile& p_;
 };
 
