@@ -12,8 +12,8 @@
 using namespace twin::scenarios;
 
 namespace {
-// The slowdown of a grouped GEMM (ROWS_PER_EXPERT, N, K, EXPERTS) with `held` SMs taken.
-double grouped_slowdown(const std::string& kernel, std::vector<double> shape, int held) {
+// `twin kernel`'s point for a grouped GEMM (ROWS_PER_EXPERT, N, K, EXPERTS) with `held` SMs taken.
+Json grouped_point(const std::string& kernel, std::vector<double> shape, int held) {
   CommonArgs args;
   args.scenario = std::string(TWIN_SOURCE_DIR) + "/scenarios/ladder/04-muon-gpu.json";
   args.data_dir = TWIN_SOURCE_DIR;
@@ -24,7 +24,10 @@ double grouped_slowdown(const std::string& kernel, std::vector<double> shape, in
   k.held_sms = {held};
   std::ostringstream out;
   REQUIRE(cmd_kernel(args, k, out) == 0);
-  return Json::parse(out.str())["points"][0]["slowdown"].get<double>();
+  return Json::parse(out.str())["points"][0];
+}
+double grouped_slowdown(const std::string& kernel, std::vector<double> shape, int held) {
+  return grouped_point(kernel, std::move(shape), held)["slowdown"].get<double>();
 }
 }  // namespace
 
@@ -46,4 +49,25 @@ TEST_CASE("SonicMoE on one GH200: static tiles beside 40 held SMs, and what dyna
     CHECK(1 - s_dynamic / s_static >= 0.17);
     CHECK(1 - s_dynamic / s_static <= 0.45);
   }
+}
+
+// The same section's layer: forward + backward went from 304 ms (static) to 217 ms (dynamic)
+// with 40 SMs held. The twin's layer from the same two GEMMs, each run three times (forward, input
+// and weight gradient: at 131,072 rows the twin prices each gradient at 0.91–1.02 of its forward,
+// hardware/kernel_cost.hpp, so three forwards overstate its layer by ~2%). Its static layer lands
+// within 20%, its dynamic one within 5% — where the section's single up projection, 55–60 ms alone,
+// would make the layer ~1.4× the twin's: at the twin's ratio of up to down projection, 304 ms is an
+// up projection of ~65 ms beside 40 held SMs, ~36 ms alone (the twin: 41). The two published
+// figures do not share one GEMM speed; the twin's sits with the layer's (README, Validation).
+TEST_CASE("SonicMoE on one GH200: the layer with 40 held SMs, static and dynamic tiles") {
+  const std::vector<double> up{131072, 3584, 6144, 4}, down{131072, 6144, 1792, 4};
+  const auto layer_ms = [&](const std::string& kernel) {
+    return 3 * (grouped_point(kernel, up, 40)["time_ms"].get<double>() +
+                grouped_point(kernel, down, 40)["time_ms"].get<double>());
+  };
+  const double s = layer_ms("grouped_static"), d = layer_ms("grouped_dynamic");
+  MESSAGE("layer, 40 SMs held: static " << s << " ms (published 304), dynamic " << d
+                                        << " ms (217)");
+  CHECK(std::abs(s / 304 - 1) <= 0.20);
+  CHECK(std::abs(d / 217 - 1) <= 0.05);
 }
