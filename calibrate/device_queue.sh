@@ -4,7 +4,7 @@
 # measuring, not on assembling commands (reports/calibration/README.md, "Waiting for a GPU").
 # All ran on 2026-12-06 (on H200s; `families` on an H100, a held-out card; `gemms`, queued for an
 # H100, on a second H200), `static-dynamic` on 2026-12-07 (an H100); the script stays to repeat
-# them elsewhere.
+# them elsewhere. `gradients` waits for an H200 (its H100 runs: 2026-12-07).
 #
 #   calibrate/device_queue.sh list                 the steps, their issue and time
 #   calibrate/device_queue.sh [--any-gpu] STEP...  run them; results under $OUT (default out/)
@@ -17,9 +17,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-steps=(static-dynamic operands bursts grouped-fresh contention families gemms pinned fp8-gemm attention gemm-alone)
+steps=(gradients static-dynamic operands bursts grouped-fresh contention families gemms pinned fp8-gemm attention gemm-alone)
 describe() {
   case $1 in
+    gradients) echo "#17  ~4 min  the expert GEMMs' backward on the H200: the two micro-step plans with both gradients beside their two-forwards plans (written before any run, 2026-12-07), and grouped_backward_bench.py; done on an H100 2026-12-07" ;;
     static-dynamic) echo "#15  ~1 min  one Triton persistent grouped GEMM with static and with dynamic tile lists, idle and beside 16/40 held SMs, and torch._grouped_mm's CTA ends on an idle GPU (what a dynamic scheduler gains on an idle GPU, JOB.md §6.5); done on an H100 2026-12-07" ;;
     operands) echo "#15  ~5 min  GEMM speed against operand values (randn × 1, 0.1, 0.01, zeros), fresh and sustained, then the grouped GEMMs fresh at randn × 0.1: the H200's micro-step expert GEMMs ran 5–6% faster than the bench's at the same shape; done on an H200 2026-12-06 (no operand effect but zeros)" ;;
     bursts) echo "#15  ~4 min  the power controller's onset behind bursts of GEMMs, after light load and after an idle GPU: calibrate/fit_power.py's data; done on two H100s and an H200 2026-12-06" ;;
@@ -67,6 +68,14 @@ run_step() {
   local s=$1 f="$out/$stamp-$1"
   echo "== $s ($(describe "$s"))"
   case $s in
+    gradients)
+      need_lib
+      local p d=reports/calibration/micro-step
+      for p in max-ctas-16 max-ctas-16-gradients seq-8192 seq-8192-gradients; do
+        python3 calibrate/micro_step.py --plan "$d/plan-$p.json" --lib "$lib" --reps 5 \
+          --out "$f-micro-step-$p.json" || return 1
+      done
+      python3 calibrate/grouped_backward_bench.py --reps 20 --out "$f-grouped-backward.json" ;;
     static-dynamic)
       python3 calibrate/static_dynamic_probe.py --held 0,16,40 --reps 5 --out "$f.json" &&
         python3 calibrate/cta_end_probe.py --only grouped --held 0 --reps 3 --out "$f-cta-ends-grouped.json" ;;
