@@ -5,6 +5,7 @@
 // JOB.md §6.13). The twin's grouped GEMMs on the GH200 profile, through `twin kernel`.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <sstream>
 
 #include "scenarios/commands.hpp"
@@ -29,14 +30,14 @@ Json grouped_point(const std::string& kernel, std::vector<double> shape, int hel
 double grouped_slowdown(const std::string& kernel, std::vector<double> shape, int held) {
   return grouped_point(kernel, std::move(shape), held)["slowdown"].get<double>();
 }
+// A rank's four experts at 65,536-token rows (top-8 of 384 experts: 131,072 rows each when
+// balanced): the up projection (gate and up fused, 2 × 1,792) and the down projection.
+const std::vector<double> kUp{131072, 3584, 6144, 4}, kDown{131072, 6144, 1792, 4};
 }  // namespace
 
 TEST_CASE("SonicMoE on one GH200: static tiles beside 40 held SMs, and what dynamic tiles gain") {
-  // A rank's four experts at 65,536-token rows (top-8 of 384 experts: 131,072 rows each when
-  // balanced): the up projection (gate and up fused, 2 × 1,792) and the down projection. The
-  // published sizes were "this model's"; the twin's slowdowns do not depend on the rows.
-  for (const auto& shape :
-       {std::vector<double>{131072, 3584, 6144, 4}, std::vector<double>{131072, 6144, 1792, 4}}) {
+  // The published sizes were "this model's"; the twin's slowdowns do not depend on the rows.
+  for (const auto& shape : {kUp, kDown}) {
     CAPTURE(shape[1]);
     const double s_static = grouped_slowdown("grouped_static", shape, 40);
     const double s_dynamic = grouped_slowdown("grouped_dynamic", shape, 40);
@@ -60,10 +61,9 @@ TEST_CASE("SonicMoE on one GH200: static tiles beside 40 held SMs, and what dyna
 // up projection of ~65 ms beside 40 held SMs, ~36 ms alone (the twin: 41). The two published
 // figures do not share one GEMM speed; the twin's sits with the layer's (README, Validation).
 TEST_CASE("SonicMoE on one GH200: the layer with 40 held SMs, static and dynamic tiles") {
-  const std::vector<double> up{131072, 3584, 6144, 4}, down{131072, 6144, 1792, 4};
-  const auto layer_ms = [&](const std::string& kernel) {
-    return 3 * (grouped_point(kernel, up, 40)["time_ms"].get<double>() +
-                grouped_point(kernel, down, 40)["time_ms"].get<double>());
+  const auto layer_ms = [](const std::string& kernel) {
+    return 3 * (grouped_point(kernel, kUp, 40)["time_ms"].get<double>() +
+                grouped_point(kernel, kDown, 40)["time_ms"].get<double>());
   };
   const double s = layer_ms("grouped_static"), d = layer_ms("grouped_dynamic");
   MESSAGE("layer, 40 SMs held: static " << s << " ms (published 304), dynamic " << d
