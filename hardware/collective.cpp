@@ -312,9 +312,9 @@ namespace twin::hardware {
 void run_cpu_all_reduce(const std::vector<sim::Task*>& tasks, Cluster& c, double bytes) {
   const double n = static_cast<double>(tasks.size());
   const auto& p = c.profile();
-  const double steps = n > 1 ? 2 * std::ceil(std::log2(n)) : 0;
-  const sim::Time took = sim::Time::us(steps * p.host.gloo_hop_latency_us) +
-                         sim::Time::s(n > 1 ? 2 * bytes / p.node.nic().per_s : 0);
+  const double hops = n > 1 ? 2 * (n - 1) : 0;  // the ring's two phases (collective.hpp)
+  const sim::Time took = sim::Time::us(hops * p.host.gloo_hop_latency_us) +
+                         sim::Time::s(n > 1 ? hops / n * bytes / p.node.nic().per_s : 0);
   auto arrived = std::make_shared<std::size_t>(0);
   for (auto* t : tasks)
     t->on_ready = [&c, tasks, arrived, took](sim::Task&) {

@@ -125,9 +125,13 @@ inline void merge_alike_links(Cluster& c) {
   c.collectives().merge_alike_links(c);
 }
 
-// A CPU (gloo-style) all-reduce of `bytes` among the host threads of `ranks`: no SMs, no GPU
-// links. It starts when the last participant arrives and takes recursive doubling's
-// 2·⌈log2 n⌉ steps of host.gloo_hop_latency_us plus 2·bytes over the NIC.
+// A CPU (gloo) all-reduce of `bytes` among the host threads of `ranks`: no SMs, no GPU links.
+// It starts when the last participant arrives and runs gloo's ring, the algorithm PyTorch's
+// ProcessGroupGloo gets (its allreduce sets none, and gloo/allreduce.cc runs `ring` for
+// UNSPECIFIED): a reduce-scatter and an all-gather of n − 1 steps each, so a payload of one
+// segment (a scalar: gloo cuts the input into 2n segments, all but the first empty) passes every
+// rank twice, one after another — 2(n − 1) hops of host.gloo_hop_latency_us — plus
+// 2(n − 1)/n · bytes over the NIC.
 void run_cpu_all_reduce(const std::vector<sim::Task*>& tasks, Cluster& c, double bytes);
 
 }  // namespace twin::hardware

@@ -45,9 +45,13 @@ sim::Task& StepBuilder::cpu(std::int64_t rank, const char* name, double seconds_
   return t;
 }
 
-// The gradient norm: on the CPU over the rank's shards with a gloo all-reduce of the scalar
-// among each replica's ranks, or accumulated during backward and all-reduced by NCCL at the end
-// (JOB.md §6.11a).
+// The gradient norm and clip: on the CPU, TorchTitan's clip_grad_norm_ over the rank's fp32
+// shards — the total norm (reads 4 B/param), the scalar all-reduced by gloo among each
+// replica's ranks (the gradients are CPU tensors), then clip_grads_with_norm_, which multiplies
+// every gradient by the clamped coefficient, even at 1 (torch/nn/utils/clip_grad.py: no branch
+// on the value; 8 B/param). Or the norm accumulated during backward and all-reduced by NCCL at
+// the end (JOB.md §6.11a), which "replaced" the CPU norm's ~0.43 s: the coefficient then scales
+// the update [est], no pass of its own.
 void StepBuilder::grad_norm(const PerRank& grads_home, double shard) {
   if (job_.training.grad_norm == GradNorm::cpu) {
     for (std::int64_t r = 0; r < ranks_; ++r)
@@ -58,6 +62,8 @@ void StepBuilder::grad_norm(const PerRank& grads_home, double shard) {
       for (int r : grp)
         op.tasks.push_back(task_id(task(r, kCpu, "grad_norm_gloo_all_reduce", kCpuOther, -1)));
     }
+    for (std::int64_t r = 0; r < ranks_; ++r)
+      cpu(r, "grad_clip_cpu", cost_.cpu_stream_s(sim::bytes(8 * shard)));
     return;
   }
   auto ar = collective(StepColl::norm_all_reduce, 4, "grad_norm_all_reduce", -1);

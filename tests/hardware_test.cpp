@@ -218,8 +218,8 @@ TEST_SUITE("hardware.sequence") {
     // One GPU of a 2-node cluster runs, strictly in order: a kernel (1 s alone), an H2D copy of
     // 40 GB (0.1 s at 400 GB/s), an all-gather with its peer on the other node (A = 1 GB at
     // 25 GB/s = 0.04 s + 10 µs + 1 network step of 5 µs), a CPU task of 72 core·s on 72 cores
-    // (1 s) and a CPU all-reduce (2 steps of 50 µs + 2·4 B/25 GB/s). Nothing overlaps, so the
-    // end is the sum.
+    // (1 s) and a CPU all-reduce (gloo's ring on 2 ranks: 2 hops of 50 µs + 4 B/25 GB/s).
+    // Nothing overlaps, so the end is the sum.
     Rig r(8);
     auto& k = r.graph.add("k");
     auto& copy = r.graph.add("copy");
@@ -239,9 +239,30 @@ TEST_SUITE("hardware.sequence") {
     ar[1]->after(cpu);
     r.graph.start();
     r.engine.run();
-    const double expect = 1.0 + 0.1 + (0.04 + 15e-6) + 1.0 + (100e-6 + 8 / 25e9);
+    const double expect = 1.0 + 0.1 + (0.04 + 15e-6) + 1.0 + (100e-6 + 4 / 25e9);
     CHECK(ar[0]->end_time().to_s() == doctest::Approx(expect).epsilon(1e-9));
     CHECK(ar[1]->end_time() == ar[0]->end_time());
+  }
+
+  TEST_CASE("a CPU all-reduce is gloo's ring: 2(n − 1) hops after the last rank arrives") {
+    // 8 ranks (one per node); rank i arrives at i ms. A scalar passes every rank twice, one
+    // hop after another: 14 hops of the profile's 50 µs (recursive doubling would take 6), and
+    // 2·7/8 · 4 B over the 25 GB/s NIC.
+    Rig r(32);
+    std::vector<sim::Task*> ar;
+    for (int i = 0; i < 8; ++i) {
+      auto& wait = r.graph.add("arrive");
+      run_delay(wait, r.cluster, sim::Time::ms(i));
+      ar.push_back(&r.graph.add("all_reduce"));
+      ar.back()->after(wait);
+    }
+    run_cpu_all_reduce(ar, r.cluster, 4);
+    r.graph.start();
+    r.engine.run();
+    const double expect = 7e-3 + 14 * 50e-6 + 2.0 * 7 / 8 * 4 / 25e9;
+    for (auto* t : ar) CHECK(t->end_time().to_s() == doctest::Approx(expect).epsilon(1e-9));
+    CHECK(ar[0]->end_time().to_s() - ar[0]->start_time().to_s() ==
+          doctest::Approx(expect).epsilon(1e-9));  // rank 0 waits for the last from 0 ms
   }
 }
 
