@@ -309,12 +309,18 @@ void CollectiveModel::merge_alike_links(Cluster& c) {
 
 namespace twin::hardware {
 
-void run_cpu_all_reduce(const std::vector<sim::Task*>& tasks, Cluster& c, double bytes) {
-  const double n = static_cast<double>(tasks.size());
-  const auto& p = c.profile();
-  const double hops = n > 1 ? 2 * (n - 1) : 0;  // the ring's two phases (collective.hpp)
-  const sim::Time took = sim::Time::us(hops * p.host.gloo_hop_latency_us) +
-                         sim::Time::s(n > 1 ? hops / n * bytes / p.node.nic().per_s : 0);
+sim::Time cpu_collective_time(const Profile& p, CpuCollKind kind, double n, double bytes) {
+  if (n <= 1) return sim::Time{};
+  const double hops = kind == CpuCollKind::all_reduce ? 2 * (n - 1) : 1;  // collective.hpp
+  const double sent = (kind == CpuCollKind::all_reduce ? 2 : 1) * (n - 1) / n * bytes;
+  return sim::Time::us(hops * p.host.gloo_hop_latency_us) +
+         sim::Time::s(sent / (p.host.gloo_GBps * 1e9));
+}
+
+void run_cpu_collective(const std::vector<sim::Task*>& tasks, Cluster& c, CpuCollKind kind,
+                        double bytes) {
+  const sim::Time took =
+      cpu_collective_time(c.profile(), kind, static_cast<double>(tasks.size()), bytes);
   auto arrived = std::make_shared<std::size_t>(0);
   for (auto* t : tasks)
     t->on_ready = [&c, tasks, arrived, took](sim::Task&) {

@@ -125,13 +125,20 @@ inline void merge_alike_links(Cluster& c) {
   c.collectives().merge_alike_links(c);
 }
 
-// A CPU (gloo) all-reduce of `bytes` among the host threads of `ranks`: no SMs, no GPU links.
-// It starts when the last participant arrives and runs gloo's ring, the algorithm PyTorch's
-// ProcessGroupGloo gets (its allreduce sets none, and gloo/allreduce.cc runs `ring` for
-// UNSPECIFIED): a reduce-scatter and an all-gather of n − 1 steps each, so a payload of one
-// segment (a scalar: gloo cuts the input into 2n segments, all but the first empty) passes every
-// rank twice, one after another — 2(n − 1) hops of host.gloo_hop_latency_us — plus
-// 2(n − 1)/n · bytes over the NIC.
-void run_cpu_all_reduce(const std::vector<sim::Task*>& tasks, Cluster& c, double bytes);
+// CPU (gloo) collectives among the host threads of the tasks' ranks, on CPU tensors: no SMs, no
+// GPU links. Each starts when the last participant arrives and takes, with n ranks, h =
+// host.gloo_hop_latency_us and r = host.gloo_GBps:
+//  all_reduce  gloo's ring, the algorithm PyTorch's ProcessGroupGloo gets (its allreduce sets
+//              none, and gloo/allreduce.cc runs `ring` for UNSPECIFIED): a reduce-scatter and an
+//              all-gather of n − 1 steps each, so a payload of one segment (a scalar: gloo cuts
+//              the input into 2n segments, all but the first empty) passes every rank twice, one
+//              after another: 2(n − 1)·h + 2(n − 1)/n · bytes / r;
+//  all_to_all  gloo/alltoall.cc posts the sends and receives to every peer at once, then waits
+//              for them: h + (n − 1)/n · bytes / r (`bytes`: what one rank holds, all peers'
+//              parts).
+enum class CpuCollKind { all_reduce, all_to_all };
+sim::Time cpu_collective_time(const Profile& p, CpuCollKind kind, double ranks, double bytes);
+void run_cpu_collective(const std::vector<sim::Task*>& tasks, Cluster& c, CpuCollKind kind,
+                        double bytes);
 
 }  // namespace twin::hardware

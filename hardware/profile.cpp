@@ -72,6 +72,10 @@ sim::Schema<HostSpec> host_schema() {
           "latency of one step of a CPU (gloo) collective",
           [](auto& h) -> auto& { return h.gloo_hop_latency_us; })
       .real(
+          "gloo_GBps", "GBps", 0.001, 1e6, std::nullopt,
+          "bytes per second one rank's CPU (gloo) collective sends over TCP",
+          [](auto& h) -> auto& { return h.gloo_GBps; })
+      .real(
           "process_baseline_GiB", "GiB", 0, 1e6, std::nullopt,
           "host memory of a rank's process besides its tensors (Python, CUDA, NCCL, data)",
           [](auto& h) -> auto& { return h.process_baseline_GiB; })

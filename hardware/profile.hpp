@@ -60,6 +60,7 @@ struct HostSpec {
   double mem_bw_GBps = 0;           // achieved (STREAM) per socket
   double fp32_TFLOPs = 0;           // sustained SGEMM per socket
   double gloo_hop_latency_us = 0;   // one step of a CPU (gloo) collective over TCP
+  double gloo_GBps = 0;             // bytes a rank's gloo moves per second (its TCP pairs)
   double process_baseline_GiB = 0;  // a rank's process besides tensors (Python, CUDA, NCCL host)
   // Memory held by no process at job start, per socket, log-normal through these two points
   // (JOB.md §7: 20,436 observations of Grace sockets).

@@ -40,8 +40,6 @@ CommPlan plan_comms(const Job& job, const hardware::NcclOptions& nccl, int sm_co
   // The norm's scalar: accumulated during backward (rung 11a), or computed by a GPU optimizer.
   set(StepColl::norm_all_reduce, planned(Comm::dense, CollKind::all_reduce, d.dense,
                                          t.grad_norm == GradNorm::accumulated || !t.cpu_offload));
-  set(StepColl::optimizer_all_to_all,
-      planned(Comm::dense, CollKind::all_to_all, d.dense, t.optimizer == Optimizer::muon));
   const bool tp = job.parallel.tp > 1;
   set(StepColl::tp_all_gather, planned(Comm::tp, CollKind::all_gather, d.tp, tp));
   set(StepColl::tp_reduce_scatter, planned(Comm::tp, CollKind::reduce_scatter, d.tp, tp));

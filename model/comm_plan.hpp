@@ -26,18 +26,17 @@ inline constexpr sim::Named<Comm> kCommNames[] = {
 
 // The collectives of the step, each on one communicator with one kind.
 enum class StepColl : std::int32_t {
-  dense_gather,          // FSDP all-gather of dense weights (embedding, layers, head)
-  dense_reduce,          // reduce-scatter of dense gradients
-  nvlink_gather,         // node-local re-gather of dense weights in backward (rung 10)
-  expert_gather,         // FSDP all-gather of expert weights
-  expert_grad_reduce,    // expert gradients: fp32 reduce-scatter or bf16 all-to-all (rung 9)
-  ep_all_to_all,         // token dispatch and combine
-  replica_all_reduce,    // HSDP: gradient shards across replicas
-  norm_all_reduce,       // the accumulated gradient norm's scalar (rung 11a)
-  optimizer_all_to_all,  // dense matrices to and from their Newton–Schulz owners (rung 4)
-  tp_all_gather,         // tensor parallelism: activations gathered over the sequence
-  tp_reduce_scatter,     // … and partial sums reduced and scattered back
-  float8_amax,           // FP8 all-gather: a weight's amax over its shard group
+  dense_gather,        // FSDP all-gather of dense weights (embedding, layers, head)
+  dense_reduce,        // reduce-scatter of dense gradients
+  nvlink_gather,       // node-local re-gather of dense weights in backward (rung 10)
+  expert_gather,       // FSDP all-gather of expert weights
+  expert_grad_reduce,  // expert gradients: fp32 reduce-scatter or bf16 all-to-all (rung 9)
+  ep_all_to_all,       // token dispatch and combine
+  replica_all_reduce,  // HSDP: gradient shards across replicas
+  norm_all_reduce,     // the accumulated gradient norm's scalar (rung 11a)
+  tp_all_gather,       // tensor parallelism: activations gathered over the sequence
+  tp_reduce_scatter,   // … and partial sums reduced and scattered back
+  float8_amax,         // FP8 all-gather: a weight's amax over its shard group
   count
 };
 

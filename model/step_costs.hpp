@@ -28,7 +28,6 @@ enum Category : std::int32_t {
   kCollEpAllToAll,
   kCollReplicaAllReduce,
   kCollNormAllReduce,
-  kCollOptimizerAllToAll,
   kCollTpAllGather,
   kCollTpReduceScatter,
   kCollFloat8Amax,

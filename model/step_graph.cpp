@@ -135,17 +135,17 @@ void StepBuilder::record_fused(const sim::Task& t, std::int64_t rank,
 namespace {
 
 // Each collective's category in the reports, in StepColl's order.
-constexpr Category kCategoryOf[] = {
-    kCollDenseGather,       kCollDenseReduce, kCollDenseGather,      kCollExpertGather,
-    kCollExpertReduce,      kCollEpAllToAll,  kCollReplicaAllReduce, kCollNormAllReduce,
-    kCollOptimizerAllToAll, kCollTpAllGather, kCollTpReduceScatter,  kCollFloat8Amax};
+constexpr Category kCategoryOf[] = {kCollDenseGather,      kCollDenseReduce,   kCollDenseGather,
+                                    kCollExpertGather,     kCollExpertReduce,  kCollEpAllToAll,
+                                    kCollReplicaAllReduce, kCollNormAllReduce, kCollTpAllGather,
+                                    kCollTpReduceScatter,  kCollFloat8Amax};
 static_assert(std::size(kCategoryOf) == static_cast<std::size_t>(StepColl::count));
 // Whether FSDP issues it on one of its streams (in StepColl's order): the gathers and gradient
 // reductions. The rest run on NCCL's internal streams (functional collectives: the EP and TP
 // exchanges) or the compute stream, at normal priority; HSDP's all-reduce stream FSDP2 creates
 // at the default priority.
-constexpr bool kOnFsdpStream[] = {true,  true,  true,  true,  true,  false,
-                                  false, false, false, false, false, false};
+constexpr bool kOnFsdpStream[] = {true,  true,  true,  true,  true, false,
+                                  false, false, false, false, false};
 static_assert(std::size(kOnFsdpStream) == static_cast<std::size_t>(StepColl::count));
 
 }  // namespace

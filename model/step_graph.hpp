@@ -201,6 +201,10 @@ class StepBuilder {
                          std::span<const hardware::KernelPart> dense_parts, double dense_own,
                          sim::Task& gathered);
   sim::Task& cpu(std::int64_t rank, const char* name, double seconds_alone);
+  // A gloo collective on CPU tensors over each dense group: on the rank's CPU thread, or, with
+  // `worker`, on gloo's worker thread (async_op=True: the CPU thread goes on; the task sits on
+  // the CPU lane outside its order, after what the thread last did).
+  PerRank cpu_collective(hardware::CpuCollKind kind, double bytes, const char* name, bool worker);
   // A host↔device copy on the D2H or H2D stream.
   sim::Task& copy(std::int64_t rank, bool to_host, const char* name, std::int32_t layer,
                   double bytes);

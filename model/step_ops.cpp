@@ -24,10 +24,10 @@ void bind_step(const StepOps& ops, sim::TaskGraph& g, hardware::Cluster& c) {
     hardware::run_copy(g[x.task], c, x.rank, x.dir, x.bytes);
   }
   for (const auto& x : ops.cpu) hardware::run_cpu(g[x.task], c, x.rank, x.core_s, x.max_cores);
-  for (const auto& x : ops.cpu_all_reduces) {
+  for (const auto& x : ops.cpu_collectives) {
     std::vector<sim::Task*> ts;
     for (const auto id : x.tasks) ts.push_back(&g[id]);
-    hardware::run_cpu_all_reduce(ts, c, x.bytes);
+    hardware::run_cpu_collective(ts, c, x.kind, x.bytes);
   }
   hardware::merge_alike_links(c);  // every collective of the step is bound now
 }

@@ -52,8 +52,9 @@ struct CpuOp {
   std::int32_t rank;
   double core_s, max_cores;
 };
-// A gloo-style all-reduce of `bytes` among the host threads of the tasks' ranks.
-struct CpuAllReduceOp {
+// A gloo collective of `bytes` among the host threads of the tasks' ranks (collective.hpp).
+struct CpuCollectiveOp {
+  hardware::CpuCollKind kind;
   std::vector<std::uint32_t> tasks;
   double bytes;
 };
@@ -67,7 +68,7 @@ struct StepOps {
   sim::Chunked<CollectiveOp, 16> collectives;
   sim::Chunked<CopyOp, 17> copies;
   std::vector<CpuOp> cpu;
-  std::vector<CpuAllReduceOp> cpu_all_reduces;
+  std::vector<CpuCollectiveOp> cpu_collectives;
 };
 
 // Binds every record to the machine: each task's on_ready runs its work there. The ops must

@@ -45,6 +45,29 @@ sim::Task& StepBuilder::cpu(std::int64_t rank, const char* name, double seconds_
   return t;
 }
 
+StepBuilder::PerRank StepBuilder::cpu_collective(hardware::CpuCollKind kind, double bytes,
+                                                 const char* name, bool worker) {
+  PerRank out(static_cast<std::size_t>(ranks_), nullptr);
+  for (const auto& grp : pgs_[Comm::dense]) {
+    auto& op = ops_.cpu_collectives.emplace_back();
+    op.kind = kind;
+    op.bytes = bytes;
+    for (int r : grp) {
+      const auto ri = static_cast<std::size_t>(r);
+      sim::Task* t = nullptr;
+      if (worker) {
+        t = &g_.add(name, lane_of(r, kCpu), kCpuOther, -1);
+        t->after(*last_[ri][kCpu]);
+      } else {
+        t = &task(r, kCpu, name, kCpuOther, -1);
+      }
+      op.tasks.push_back(task_id(*t));
+      out[ri] = t;
+    }
+  }
+  return out;
+}
+
 // The gradient norm and clip: on the CPU, TorchTitan's clip_grad_norm_ over the rank's fp32
 // shards — the total norm (reads 4 B/param), the scalar all-reduced by gloo among each
 // replica's ranks (the gradients are CPU tensors), then clip_grads_with_norm_, which multiplies
@@ -56,12 +79,7 @@ void StepBuilder::grad_norm(const PerRank& grads_home, double shard) {
   if (job_.training.grad_norm == GradNorm::cpu) {
     for (std::int64_t r = 0; r < ranks_; ++r)
       cpu(r, "grad_norm_cpu", cost_.cpu_stream_s(sim::bytes(4 * shard)));
-    for (const auto& grp : pgs_[Comm::dense]) {
-      auto& op = ops_.cpu_all_reduces.emplace_back();
-      op.bytes = 4;
-      for (int r : grp)
-        op.tasks.push_back(task_id(task(r, kCpu, "grad_norm_gloo_all_reduce", kCpuOther, -1)));
-    }
+    cpu_collective(hardware::CpuCollKind::all_reduce, 4, "grad_norm_gloo_all_reduce", false);
     for (std::int64_t r = 0; r < ranks_; ++r)
       cpu(r, "grad_clip_cpu", cost_.cpu_stream_s(sim::bytes(8 * shard)));
     return;
@@ -102,7 +120,12 @@ void StepBuilder::newton_schulz_gpu(std::int64_t r, double owned_expert,
 
 // Muon's orthogonalisation and update. Expert matrices are owned whole: each rank of an expert
 // shard group owns layers × (experts/ep) × 3 / (replica_gpus/ep) of them. Dense matrices stay
-// sharded and are gathered to their owner (round-robin) by an all-to-all, and scattered back after.
+// sharded and are gathered to their owner (round-robin) by an all-to-all, and scattered back
+// after. Their shards are CPU tensors (the CPU offload), so the all-to-alls are gloo's, over TCP
+// (JOB.md §6.4: "on CPU tensors PyTorch streams and events do nothing, so the dense all-to-alls
+// blocked the main thread"): blocking, the CPU thread runs both; async (rung 4's fix), gloo's
+// worker thread does, while the CPU thread sets up the experts' Newton–Schulz and then updates
+// the expert matrices, the dense ones once their results are home.
 void StepBuilder::muon_newton_schulz(double muon_elems) {
   const auto& m = job_.model;
   const auto& t = job_.training;
@@ -116,15 +139,12 @@ void StepBuilder::muon_newton_schulz(double muon_elems) {
   for (const auto& d : dense) dense_elems += d.rows * d.cols;
   const bool epilogues = t.newton_schulz_kernels == NsKernels::baddbmm;
   // The fp32 shards of every dense matrix, to their owners and back.
+  const bool worker = t.dense_ns_all_to_all == AllToAllMode::async;
   auto dense_all_to_all = [&](const char* name) {
-    return collective(StepColl::optimizer_all_to_all, 4 * dense_elems / R, name, -1);
+    return cpu_collective(hardware::CpuCollKind::all_to_all, 4 * dense_elems / R, name, worker);
   };
   auto gather = dense_all_to_all("ns_dense_gather_all_to_all");
   for (std::int64_t r = 0; r < ranks_; ++r) {
-    auto& cpu_last = last_[static_cast<std::size_t>(r)][kCpu];
-    gather[static_cast<std::size_t>(r)]->after(*cpu_last);
-    if (t.dense_ns_all_to_all != AllToAllMode::async)
-      cpu_last = gather[static_cast<std::size_t>(r)];  // the CPU blocks
     double dense_flops = 0, dense_own = 0;
     std::vector<hardware::KernelPart> dense_parts;
     for (std::size_t j = static_cast<std::size_t>(r % job_.parallel.replica_gpus); j < dense.size();
@@ -143,11 +163,11 @@ void StepBuilder::muon_newton_schulz(double muon_elems) {
           .after(*gather[static_cast<std::size_t>(r)]);
   }
   auto scatter = dense_all_to_all("ns_dense_scatter_all_to_all");
+  const double dense_shard = dense_elems / R;
   for (std::int64_t r = 0; r < ranks_; ++r) {
-    auto& cpu_last = last_[static_cast<std::size_t>(r)][kCpu];
-    scatter[static_cast<std::size_t>(r)]->after(*cpu_last);
-    cpu_last = scatter[static_cast<std::size_t>(r)];
-    cpu(r, "muon_update", cost_.cpu_stream_s(sim::bytes(12 * muon_elems)));
+    cpu(r, "muon_update", cost_.cpu_stream_s(sim::bytes(12 * (muon_elems - dense_shard))));
+    cpu(r, "muon_update_dense", cost_.cpu_stream_s(sim::bytes(12 * dense_shard)))
+        .after(*scatter[static_cast<std::size_t>(r)]);
   }
 }
 

@@ -14,7 +14,7 @@ inline Profile test_profile() {
   Profile p;
   p.name = "test";
   p.gpu = {132, 228, 95, 3000, 989, 1979, 0};
-  p.host = {72, 108, 450, 5, 50};
+  p.host = {72, 108, 450, 5, 50, 1};
   p.node = {4, 400, 300, 150, 450, 25};
   p.network = {1000, 100, 10};
   p.nccl = {40, 5, 10, 2, 5, 2.5};

@@ -218,8 +218,8 @@ TEST_SUITE("hardware.sequence") {
     // One GPU of a 2-node cluster runs, strictly in order: a kernel (1 s alone), an H2D copy of
     // 40 GB (0.1 s at 400 GB/s), an all-gather with its peer on the other node (A = 1 GB at
     // 25 GB/s = 0.04 s + 10 µs + 1 network step of 5 µs), a CPU task of 72 core·s on 72 cores
-    // (1 s) and a CPU all-reduce (gloo's ring on 2 ranks: 2 hops of 50 µs + 4 B/25 GB/s).
-    // Nothing overlaps, so the end is the sum.
+    // (1 s) and a CPU all-reduce (gloo's ring on 2 ranks: 2 hops of 50 µs + 4 B at gloo's
+    // 1 GB/s). Nothing overlaps, so the end is the sum.
     Rig r(8);
     auto& k = r.graph.add("k");
     auto& copy = r.graph.add("copy");
@@ -230,7 +230,7 @@ TEST_SUITE("hardware.sequence") {
     run_copy(copy, r.cluster, 0, CopyDir::h2d, 40e9);
     run_collective(ag, r.cluster, {CollKind::all_gather, {0, 4}, 2e9, 16});
     run_cpu(cpu, r.cluster, 0, 72, 72);
-    run_cpu_all_reduce(ar, r.cluster, 4);
+    run_cpu_collective(ar, r.cluster, CpuCollKind::all_reduce, 4);
     copy.after(k);
     ag[0]->after(copy);
     ag[1]->after(copy);
@@ -239,30 +239,42 @@ TEST_SUITE("hardware.sequence") {
     ar[1]->after(cpu);
     r.graph.start();
     r.engine.run();
-    const double expect = 1.0 + 0.1 + (0.04 + 15e-6) + 1.0 + (100e-6 + 4 / 25e9);
+    const double expect = 1.0 + 0.1 + (0.04 + 15e-6) + 1.0 + (100e-6 + 4 / 1e9);
     CHECK(ar[0]->end_time().to_s() == doctest::Approx(expect).epsilon(1e-9));
     CHECK(ar[1]->end_time() == ar[0]->end_time());
   }
 
-  TEST_CASE("a CPU all-reduce is gloo's ring: 2(n − 1) hops after the last rank arrives") {
-    // 8 ranks (one per node); rank i arrives at i ms. A scalar passes every rank twice, one
-    // hop after another: 14 hops of the profile's 50 µs (recursive doubling would take 6), and
-    // 2·7/8 · 4 B over the 25 GB/s NIC.
-    Rig r(32);
-    std::vector<sim::Task*> ar;
+  // 8 ranks (one per node); rank i arrives at i ms. Both start when the last arrives.
+  std::vector<sim::Task*> cpu_collective(Rig & r, CpuCollKind kind, double bytes) {
+    std::vector<sim::Task*> ts;
     for (int i = 0; i < 8; ++i) {
       auto& wait = r.graph.add("arrive");
       run_delay(wait, r.cluster, sim::Time::ms(i));
-      ar.push_back(&r.graph.add("all_reduce"));
-      ar.back()->after(wait);
+      ts.push_back(&r.graph.add("cpu_collective"));
+      ts.back()->after(wait);
     }
-    run_cpu_all_reduce(ar, r.cluster, 4);
+    run_cpu_collective(ts, r.cluster, kind, bytes);
     r.graph.start();
     r.engine.run();
-    const double expect = 7e-3 + 14 * 50e-6 + 2.0 * 7 / 8 * 4 / 25e9;
+    return ts;
+  }
+
+  TEST_CASE("a CPU all-reduce is gloo's ring: 2(n − 1) hops after the last rank arrives") {
+    // A scalar passes every rank twice, one hop after another: 14 hops of the profile's 50 µs
+    // (recursive doubling would take 6), and 2·7/8 · 4 B at gloo's 1 GB/s.
+    Rig r(32);
+    const auto ar = cpu_collective(r, CpuCollKind::all_reduce, 4);
+    const double expect = 7e-3 + 14 * 50e-6 + 2.0 * 7 / 8 * 4 / 1e9;
     for (auto* t : ar) CHECK(t->end_time().to_s() == doctest::Approx(expect).epsilon(1e-9));
-    CHECK(ar[0]->end_time().to_s() - ar[0]->start_time().to_s() ==
-          doctest::Approx(expect).epsilon(1e-9));  // rank 0 waits for the last from 0 ms
+    CHECK(ar[0]->start_time().to_s() == 0);  // rank 0 waits for the last from 0 ms
+  }
+
+  TEST_CASE("a CPU all-to-all posts every peer's part at once: one hop and the bytes") {
+    // gloo/alltoall.cc: 1 MB per rank, 7/8 of it to the peers at 1 GB/s, after one hop.
+    Rig r(32);
+    const auto a2a = cpu_collective(r, CpuCollKind::all_to_all, 1e6);
+    const double expect = 7e-3 + 50e-6 + 7.0 / 8 * 1e6 / 1e9;
+    for (auto* t : a2a) CHECK(t->end_time().to_s() == doctest::Approx(expect).epsilon(1e-9));
   }
 }
 

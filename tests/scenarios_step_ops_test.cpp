@@ -72,7 +72,7 @@ TEST_SUITE("scenarios.step_ops") {
         count(static_cast<std::uint32_t>(ops.collectives[i].first_task + j));
     for (std::size_t i = 0; i < ops.copies.size(); ++i) count(ops.copies[i].task);
     for (const auto& x : ops.cpu) count(x.task);
-    for (const auto& x : ops.cpu_all_reduces)
+    for (const auto& x : ops.cpu_collectives)
       for (const auto id : x.tasks) count(id);
     std::size_t unbound = 0;
     for (std::size_t i = 0; i < g.size(); ++i) {
