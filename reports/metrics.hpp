@@ -17,9 +17,11 @@
 //   gpu_time_s[k]         = Σ durations of the rank's tasks of kind k (overlaps counted twice).
 //   optimizer_step_s      = end of the rank's optimizer − the moment its last gradient reached
 //                           the host.
-//   host_thread_s[name]   = Σ durations of rank 0's host-thread tasks of that name (the
-//                           optimizer's parts on the CPU: gradient norm, its gloo all-reduce,
-//                           clip, AdamW, Muon; a collective's time includes waiting for peers).
+//   optimizer_parts_s[name] = Σ durations of rank 0's tasks of that name that start once its
+//                           last gradient reached the host (optimizer_step_s's origin): the
+//                           optimizer's parts on the CPU, GPU and copies (gradient norm, its gloo
+//                           all-reduce, clip, AdamW, Muon, Newton–Schulz; a collective's time
+//                           includes waiting for peers).
 //   power_cap_s           = Σ over rank 0's kernels of (its time alone under the power
 //                           controller's clock − its time alone at full clock) (hardware/power.hpp;
 //                           0 where the profile's power model is off).

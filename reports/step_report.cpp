@@ -120,9 +120,9 @@ Json to_json(const StepReport& r) {
   Json gt = Json::object();
   for (const auto& [k, v] : r.gpu_time_s) gt[k] = v;
   j["gpu_time_s"] = gt;
-  Json host = Json::object();
-  for (const auto& [k, v] : r.host_thread_s) host[k] = v;
-  j["host_thread_s"] = host;
+  Json parts = Json::object();
+  for (const auto& [k, v] : r.optimizer_parts_s) parts[k] = v;
+  j["optimizer_parts_s"] = parts;
   j["optimizer_step_s"] = r.optimizer_step_s;
   j["power_cap_s"] = r.power_cap_s;
   j["exposed_comm_s"] = r.exposed_comm_s();

@@ -101,9 +101,9 @@ struct StepReport {
   Breakdown rank0, slowest;                                // breakdown_s
   std::vector<std::pair<std::string, double>> gpu_time_s;  // rank 0, by category name
   double optimizer_step_s = 0;
-  std::vector<std::pair<std::string, double>> host_thread_s;  // rank 0, by task name
-  double power_cap_s = 0;                                     // metrics.hpp
-  double node_compute_spread = 0, node_comm_wait_ratio = 0;   // metrics.hpp
+  std::vector<std::pair<std::string, double>> optimizer_parts_s;  // rank 0, by task name
+  double power_cap_s = 0;                                         // metrics.hpp
+  double node_compute_spread = 0, node_comm_wait_ratio = 0;       // metrics.hpp
   double exposed_comm_s() const { return rank0.comm_wait; }
   SmTimeline::Stats nccl_sms;  // rank 0
   MemoryReport memory;

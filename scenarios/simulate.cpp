@@ -282,13 +282,14 @@ std::vector<RankTimes> rank_times(const Pass& p) {
   return times;
 }
 
-// Rank 0's host-thread tasks by name (reports/metrics.hpp, host_thread_s).
-std::vector<std::pair<std::string, double>> host_thread_times(const Pass& p) {
+// Rank 0's optimizer tasks by name (reports/metrics.hpp, optimizer_parts_s).
+std::vector<std::pair<std::string, double>> optimizer_parts(const Pass& p) {
   std::map<std::string, double> by_name;
-  const auto lane = model::lane_of(0, model::kCpu);
+  const sim::Time from = p.marks.backward_end[0]->end_time();
   for (std::size_t i = 0; i < p.graph.size(); ++i) {
     const auto& t = p.graph[i];
-    if (t.lane == lane && t.category != model::kMarker)
+    if (t.lane >= 0 && t.lane < model::kStreamCount && t.category != model::kMarker &&
+        t.start_time() >= from)
       by_name[t.name] += (t.end_time() - t.start_time()).to_s();
   }
   return {by_name.begin(), by_name.end()};
@@ -322,7 +323,7 @@ reports::StepReport time_report(const Scenario& s, Pass& p, double step) {
   r.gpu_time_s.assign(by_name.begin(), by_name.end());
   r.optimizer_step_s =
       (p.marks.optimizer_end[0]->end_time() - p.marks.backward_end[0]->end_time()).to_s();
-  r.host_thread_s = host_thread_times(p);
+  r.optimizer_parts_s = optimizer_parts(p);
   const auto nodes = reports::node_spread(busy, waits, static_cast<int>(s.hw.node.gpus));
   r.node_compute_spread = nodes.compute_spread;
   r.node_comm_wait_ratio = nodes.comm_wait_ratio;
