@@ -57,7 +57,7 @@ StepBuilder::PerRank StepBuilder::cpu_collective(hardware::CpuCollKind kind, dou
       sim::Task* t = nullptr;
       if (worker) {
         t = &g_.add(name, lane_of(r, kCpu), kCpuOther, -1);
-        t->after(*last_[ri][kCpu]);
+        if (last_[ri][kCpu]) t->after(*last_[ri][kCpu]);
       } else {
         t = &task(r, kCpu, name, kCpuOther, -1);
       }
