@@ -53,6 +53,8 @@ class KernelCost {
   double elementwise_s(sim::Bytes bytes, Family f) const;
   double cpu_matmul_s(sim::Flops flops) const;
   double cpu_stream_s(sim::Bytes bytes) const;
+  // PyTorch's CPU vector norm over `bytes` of gradients: one thread (host.norm_GBps).
+  double cpu_norm_s(sim::Bytes bytes) const { return bytes.v / (p_.host.norm_GBps * 1e9); }
   double overhead_s() const { return p_.efficiency.kernel_overhead_us * 1e-6; }
   // A bf16 GEMM's fixed time alone; FP8 GEMMs (torch._scaled_mm) keep the per-kernel cost their
   // own curve was fitted with (reports/calibration/gemm-alone/README.md).

@@ -76,6 +76,10 @@ sim::Schema<HostSpec> host_schema() {
           "bytes per second one rank's CPU (gloo) collective sends over TCP",
           [](auto& h) -> auto& { return h.gloo_GBps; })
       .real(
+          "norm_GBps", "GBps", 0.001, 1e6, std::nullopt,
+          "bytes per second PyTorch's CPU vector norm reads (one thread, whatever the cores)",
+          [](auto& h) -> auto& { return h.norm_GBps; })
+      .real(
           "process_baseline_GiB", "GiB", 0, 1e6, std::nullopt,
           "host memory of a rank's process besides its tensors (Python, CUDA, NCCL, data)",
           [](auto& h) -> auto& { return h.process_baseline_GiB; })

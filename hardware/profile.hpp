@@ -55,12 +55,15 @@ struct GpuSpec {
 };
 
 struct HostSpec {
-  std::int64_t cores_per_gpu = 0;   // CPU cores serving one GPU's rank
-  double memory_per_gpu_GiB = 0;    // usable host memory per rank (after kernel reservation)
-  double mem_bw_GBps = 0;           // achieved (STREAM) per socket
-  double fp32_TFLOPs = 0;           // sustained SGEMM per socket
-  double gloo_hop_latency_us = 0;   // one step of a CPU (gloo) collective over TCP
-  double gloo_GBps = 0;             // bytes a rank's gloo moves per second (its TCP pairs)
+  std::int64_t cores_per_gpu = 0;  // CPU cores serving one GPU's rank
+  double memory_per_gpu_GiB = 0;   // usable host memory per rank (after kernel reservation)
+  double mem_bw_GBps = 0;          // achieved (STREAM) per socket
+  double fp32_TFLOPs = 0;          // sustained SGEMM per socket
+  double gloo_hop_latency_us = 0;  // one step of a CPU (gloo) collective over TCP
+  double gloo_GBps = 0;            // bytes a rank's gloo moves per second (its TCP pairs)
+  // PyTorch's CPU gradient norm: bytes read per second. It runs on one thread, whatever the
+  // cores (calibrate/cpu_optimizer_probe.py), so one core's memory bandwidth bounds it.
+  double norm_GBps = 0;
   double process_baseline_GiB = 0;  // a rank's process besides tensors (Python, CUDA, NCCL host)
   // Memory held by no process at job start, per socket, log-normal through these two points
   // (JOB.md §7: 20,436 observations of Grace sockets).

@@ -77,7 +77,10 @@ struct FusedParts {
 };
 
 struct StepMarks {
-  std::vector<sim::Task*> backward_end;   // per rank: last gradient on the host
+  std::vector<sim::Task*> backward_end;  // per rank: last gradient on the host
+  // Per rank: where optimizer.step() begins, after the gradient norm and clip (PyTorch's
+  // profiler records it as Optimizer.step#…, clip_grad_norm_ outside it).
+  std::vector<sim::Task*> optimizer_step_start;
   std::vector<sim::Task*> optimizer_end;  // per rank
 };
 
@@ -191,16 +194,17 @@ class StepBuilder {
   void embedding_regather(const PerRank& boundary);
   void backward_embedding(BackwardState& st, PerRank& grads_home);
   PerRank marker(Stream s, const char* name, std::int32_t layer);
-  PerRank build_optimizer(const PerRank& grads_home);
+  void build_optimizer(const PerRank& grads_home, StepMarks& marks);
   // build_optimizer's named steps (step_optimizer.cpp).
   void grad_norm(const PerRank& grads_home, double shard);
-  void gpu_optimizer(const PerRank& grads_home, double shard);
+  PerRank gpu_optimizer(const PerRank& grads_home, double shard);  // → optimizer.step() begins
   void float8_precompute(double shard);
   void muon_newton_schulz(double muon_elems);
   void newton_schulz_gpu(std::int64_t r, double owned_expert,
                          std::span<const hardware::KernelPart> dense_parts, double dense_own,
                          sim::Task& gathered);
-  sim::Task& cpu(std::int64_t rank, const char* name, double seconds_alone);
+  // CPU work of `seconds_alone` on `threads` of the rank's cores (0: all of them).
+  sim::Task& cpu(std::int64_t rank, const char* name, double seconds_alone, double threads = 0);
   // A gloo collective on CPU tensors over each dense group: on the rank's CPU thread, or, with
   // `worker`, on gloo's worker thread (async_op=True: the CPU thread goes on; the task sits on
   // the CPU lane outside its order, after what the thread last did).

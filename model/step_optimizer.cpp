@@ -38,9 +38,10 @@ std::vector<Matrix> dense_matrices(const ModelArch& m) {
 
 }  // namespace
 
-sim::Task& StepBuilder::cpu(std::int64_t rank, const char* name, double seconds_alone) {
+sim::Task& StepBuilder::cpu(std::int64_t rank, const char* name, double seconds_alone,
+                            double threads) {
   sim::Task& t = task(rank, kCpu, name, kCpuOptimizer, -1);
-  const double cores = static_cast<double>(c_.profile().host.cores_per_gpu);
+  const double cores = threads > 0 ? threads : static_cast<double>(c_.profile().host.cores_per_gpu);
   ops_.cpu.push_back({task_id(t), static_cast<std::int32_t>(rank), seconds_alone * cores, cores});
   return t;
 }
@@ -69,16 +70,17 @@ StepBuilder::PerRank StepBuilder::cpu_collective(hardware::CpuCollKind kind, dou
 }
 
 // The gradient norm and clip: on the CPU, TorchTitan's clip_grad_norm_ over the rank's fp32
-// shards — the total norm (reads 4 B/param), the scalar all-reduced by gloo among each
+// shards — the total norm (reads 4 B/param on one thread: PyTorch's CPU vector norm does not
+// spread over the cores, measured, host.norm_GBps), the scalar all-reduced by gloo among each
 // replica's ranks (the gradients are CPU tensors), then clip_grads_with_norm_, which multiplies
 // every gradient by the clamped coefficient, even at 1 (torch/nn/utils/clip_grad.py: no branch
-// on the value; 8 B/param). Or the norm accumulated during backward and all-reduced by NCCL at
-// the end (JOB.md §6.11a), which "replaced" the CPU norm's ~0.43 s: the coefficient then scales
-// the update [est], no pass of its own.
+// on the value; 8 B/param, on every core). Or the norm accumulated during backward and
+// all-reduced by NCCL at the end (JOB.md §6.11a), which "replaced" the CPU norm's ~0.43 s: the
+// coefficient then scales the update [est], no pass of its own.
 void StepBuilder::grad_norm(const PerRank& grads_home, double shard) {
   if (job_.training.grad_norm == GradNorm::cpu) {
     for (std::int64_t r = 0; r < ranks_; ++r)
-      cpu(r, "grad_norm_cpu", cost_.cpu_stream_s(sim::bytes(4 * shard)));
+      cpu(r, "grad_norm_cpu", cost_.cpu_norm_s(sim::bytes(4 * shard)), 1);
     cpu_collective(hardware::CpuCollKind::all_reduce, 4, "grad_norm_gloo_all_reduce", false);
     for (std::int64_t r = 0; r < ranks_; ++r)
       cpu(r, "grad_clip_cpu", cost_.cpu_stream_s(sim::bytes(8 * shard)));
@@ -177,7 +179,7 @@ void StepBuilder::muon_newton_schulz(double muon_elems) {
 // multiplies every gradient by the clamped coefficient: 8 B/param), and a fused AdamW (reads p,
 // g, m, v, writes p, m, v: 28 B/param) — bandwidth-bound passes [est: each at a vectorized
 // elementwise kernel's measured bandwidth].
-void StepBuilder::gpu_optimizer(const PerRank& grads_home, double shard) {
+StepBuilder::PerRank StepBuilder::gpu_optimizer(const PerRank& grads_home, double shard) {
   auto pass = [&](std::int64_t r, const char* name, double bytes) -> sim::Task& {
     auto& k = kernel(r, name, kOptimizerGpu,
                      hardware::elementwise_work(cost_, Family::ew_add, bytes), -1);
@@ -191,8 +193,10 @@ void StepBuilder::gpu_optimizer(const PerRank& grads_home, double shard) {
     const auto ri = static_cast<std::size_t>(r);
     ar[ri]->after(*last_[ri][kCompute]);
     pass(r, "clip_grads", 8 * shard).after(*ar[ri]);
-    pass(r, "adamw_gpu", 28 * shard);
   }
+  auto start = marker(kCompute, "optimizer_step_start", -1);
+  for (std::int64_t r = 0; r < ranks_; ++r) pass(r, "adamw_gpu", 28 * shard);
+  return start;
 }
 
 // torchao's precompute_float8_dynamic_scale_for_fsdp after the optimizer step: one pass over the
@@ -217,18 +221,19 @@ void StepBuilder::float8_precompute(double shard) {
   after_all(ready, ar);
 }
 
-StepBuilder::PerRank StepBuilder::build_optimizer(const PerRank& grads_home) {
+void StepBuilder::build_optimizer(const PerRank& grads_home, StepMarks& marks) {
   const auto& t = job_.training;
   const auto params = count_params(job_.model);
   const double R = static_cast<double>(job_.parallel.replica_gpus);
   const double shard = params.total() / R;
   if (!t.cpu_offload) {
-    gpu_optimizer(grads_home, shard);
+    marks.optimizer_step_start = gpu_optimizer(grads_home, shard);
     float8_precompute(shard);
-    auto end = marker(kCpu, "optimizer_end", -1);
+    marks.optimizer_end = marker(kCpu, "optimizer_end", -1);
     for (std::int64_t r = 0; r < ranks_; ++r)
-      end[static_cast<std::size_t>(r)]->after(*last_[static_cast<std::size_t>(r)][kCompute]);
-    return end;
+      marks.optimizer_end[static_cast<std::size_t>(r)]->after(
+          *last_[static_cast<std::size_t>(r)][kCompute]);
+    return;
   }
   const bool muon = t.optimizer == Optimizer::muon;
   const double adam =
@@ -237,13 +242,14 @@ StepBuilder::PerRank StepBuilder::build_optimizer(const PerRank& grads_home) {
   auto start = marker(kCpu, "optimizer_start", -1);
   after_all(start, grads_home);
   grad_norm(grads_home, shard);
+  marks.optimizer_step_start = marker(kCpu, "optimizer_step_start", -1);
   // AdamW reads p, g, m, v and writes p, m, v (7 fp32); Muon momentum reads g, m, writes m.
   for (std::int64_t r = 0; r < ranks_; ++r) {
     cpu(r, "adamw", cost_.cpu_stream_s(sim::bytes(28 * adam)));
     if (muon) cpu(r, "muon_momentum", cost_.cpu_stream_s(sim::bytes(12 * muon_elems)));
   }
   if (muon) muon_newton_schulz(muon_elems);
-  return marker(kCpu, "optimizer_end", -1);
+  marks.optimizer_end = marker(kCpu, "optimizer_end", -1);
 }
 
 }  // namespace twin::model

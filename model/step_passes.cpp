@@ -108,7 +108,7 @@ StepMarks StepBuilder::build() {
   forward(begin, end, d2h);
   StepMarks marks;
   backward(end, d2h, marks.backward_end);
-  marks.optimizer_end = build_optimizer(marks.backward_end);
+  build_optimizer(marks.backward_end, marks);
   return marks;
 }
 

@@ -15,10 +15,12 @@
 //   node_comm_wait_ratio  with w(n) = the mean over its GPUs of comm_wait: max_n w(n) / min_n w(n)
 //                         (0 when a node waits for none) — fast nodes wait for slow ones.
 //   gpu_time_s[k]         = Σ durations of the rank's tasks of kind k (overlaps counted twice).
-//   optimizer_step_s      = end of the rank's optimizer − the moment its last gradient reached
-//                           the host.
+//   optimizer_step_s      = end of the rank's optimizer − the moment its optimizer.step() begins,
+//                           after the gradient norm and clip (clip_grad_norm_, which PyTorch's
+//                           profiler records outside Optimizer.step#…; with the norm
+//                           accumulated in backward, once the last gradient reached the host).
 //   optimizer_parts_s[name] = Σ durations of rank 0's tasks of that name that start once its
-//                           last gradient reached the host (optimizer_step_s's origin): the
+//                           last gradient reached the host (backward's end): the
 //                           optimizer's parts on the CPU, GPU and copies (gradient norm, its gloo
 //                           all-reduce, clip, AdamW, Muon, Newton–Schulz; a collective's time
 //                           includes waiting for peers).

@@ -322,7 +322,7 @@ reports::StepReport time_report(const Scenario& s, Pass& p, double step) {
       by_name[model::category_name(c)] = times[0].gpu_time[static_cast<std::size_t>(c)];
   r.gpu_time_s.assign(by_name.begin(), by_name.end());
   r.optimizer_step_s =
-      (p.marks.optimizer_end[0]->end_time() - p.marks.backward_end[0]->end_time()).to_s();
+      (p.marks.optimizer_end[0]->end_time() - p.marks.optimizer_step_start[0]->end_time()).to_s();
   r.optimizer_parts_s = optimizer_parts(p);
   const auto nodes = reports::node_spread(busy, waits, static_cast<int>(s.hw.node.gpus));
   r.node_compute_spread = nodes.compute_spread;
