@@ -18,6 +18,13 @@ struct Matrix {
   double rows, cols;
 };
 
+// Muon's fp32 passes per parameter, as its reference code and TorchTitan's DistMuon write them
+// (torchtitan/distributed/flex_shard/dist_muon.py): the momentum, m.lerp_(g, 1 − μ) (reads g, m,
+// writes m), and Nesterov's input, torch.lerp(g, m, μ) (reads g, m, writes it): 24 B; the
+// update, p.mul_(1 − lr·wd) then p.add_(direction, −lr) (8 + 12 B): 20 B.
+constexpr double kMuonMomentumBytes = 24;
+constexpr double kMuonUpdateBytes = 20;
+
 // Dense matrices of the model, in layer order (q, k, v, o); FlexShard gives them out round-robin.
 std::vector<Matrix> dense_matrices(const ModelArch& m) {
   std::vector<Matrix> out;
@@ -167,8 +174,9 @@ void StepBuilder::muon_newton_schulz(double muon_elems) {
   auto scatter = dense_all_to_all("ns_dense_scatter_all_to_all");
   const double dense_shard = dense_elems / R;
   for (std::int64_t r = 0; r < ranks_; ++r) {
-    cpu(r, "muon_update", cost_.cpu_stream_s(sim::bytes(12 * (muon_elems - dense_shard))));
-    cpu(r, "muon_update_dense", cost_.cpu_stream_s(sim::bytes(12 * dense_shard)))
+    cpu(r, "muon_update",
+        cost_.cpu_stream_s(sim::bytes(kMuonUpdateBytes * (muon_elems - dense_shard))));
+    cpu(r, "muon_update_dense", cost_.cpu_stream_s(sim::bytes(kMuonUpdateBytes * dense_shard)))
         .after(*scatter[static_cast<std::size_t>(r)]);
   }
 }
@@ -243,10 +251,11 @@ void StepBuilder::build_optimizer(const PerRank& grads_home, StepMarks& marks) {
   after_all(start, grads_home);
   grad_norm(grads_home, shard);
   marks.optimizer_step_start = marker(kCpu, "optimizer_step_start", -1);
-  // AdamW reads p, g, m, v and writes p, m, v (7 fp32); Muon momentum reads g, m, writes m.
+  // AdamW reads p, g, m, v and writes p, m, v (7 fp32); Muon's momentum (kMuonMomentumBytes).
   for (std::int64_t r = 0; r < ranks_; ++r) {
     cpu(r, "adamw", cost_.cpu_stream_s(sim::bytes(28 * adam)));
-    if (muon) cpu(r, "muon_momentum", cost_.cpu_stream_s(sim::bytes(12 * muon_elems)));
+    if (muon)
+      cpu(r, "muon_momentum", cost_.cpu_stream_s(sim::bytes(kMuonMomentumBytes * muon_elems)));
   }
   if (muon) muon_newton_schulz(muon_elems);
   marks.optimizer_end = marker(kCpu, "optimizer_end", -1);
