@@ -17,12 +17,13 @@ Usage (any machine with PyTorch; no GPU used):
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import statistics
 import sys
 import time
+
+from gloo_probe import host_provenance
 
 try:
     import torch
@@ -104,12 +105,8 @@ def main() -> int:
             result["tensor_by_threads"] = by_threads
         del params
     out = {
-        "probe": "calibrate/cpu_optimizer_probe.py",
-        "command": " ".join(sys.argv),
-        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-        "torch": torch.__version__,
+        **host_provenance("calibrate/cpu_optimizer_probe.py"),
         "threads": torch.get_num_threads(),
-        "cpus": os.cpu_count(),
         "params": elems,
         "tensors": args.tensors,
         "passes": result,

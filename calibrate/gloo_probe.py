@@ -62,6 +62,13 @@ def worker(rank: int, n: int, port: int, reps: int, a2a_bytes: int, queue: objec
     dist.destroy_process_group()
 
 
+def host_provenance(probe: str) -> dict:
+    """What a host-side probe's file records of its run (also cpu_optimizer_probe.py's)."""
+    return {"probe": probe, "command": " ".join(sys.argv),
+            "started": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "torch": torch.__version__, "cpus": os.cpu_count()}
+
+
 def slope(xs: list[float], ys: list[float]) -> tuple[float, float]:
     """Least squares y = a + b x: (a, b)."""
     mx, my = statistics.mean(xs), statistics.mean(ys)
@@ -101,11 +108,7 @@ def main() -> int:
         return math.sqrt(statistics.mean((fit[0] + fit[1] * x - y) ** 2 for x, y in zip(xs, ys)))
 
     out = {
-        "probe": "calibrate/gloo_probe.py",
-        "command": " ".join(sys.argv),
-        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-        "torch": torch.__version__,
-        "cpus": os.cpu_count(),
+        **host_provenance("calibrate/gloo_probe.py"),
         "rows": rows,
         "ring_fit": {"fixed_s": ring[0], "hop_s": ring[1],
                      "rms_s": rms(ring, [2.0 * (r["ranks"] - 1) for r in rows])},
