@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "calibrate/launch_records.hpp"
+#include "calibrate/line_fit.hpp"
 
 namespace twin::calibrate {
 
@@ -29,11 +30,11 @@ std::array<double, 3> shape_of(const Json& c) {
 
 // Least squares time = t_s + k·s over (k, time) rounds; points 0 if fewer than two k.
 LoneCtaTile line(LoneCtaTile t, const std::vector<std::pair<double, double>>& v) {
-  double mk = 0, mt = 0, sxy = 0, sxx = 0, syy = 0;
-  for (const auto& [k, s] : v) mk += k / v.size(), mt += s / v.size();
-  for (const auto& [k, s] : v) sxy += (k - mk) * (s - mt), sxx += (k - mk) * (k - mk);
-  if (sxx <= 0) return t;  // one k only: no line
-  t.per_k_s = sxy / sxx, t.setup_s = mt - t.per_k_s * mk, t.mean_s = mt;
+  const auto f = fit_line(
+      v, [](const auto& p) { return p.first; }, [](const auto& p) { return p.second; });
+  if (f.sxx <= 0) return t;  // one k only: no line
+  t.per_k_s = f.b, t.setup_s = f.a, t.mean_s = f.mean_y;
+  double syy = 0;
   for (const auto& [k, s] : v) syy += std::pow(s - t.setup_s - t.per_k_s * k, 2);
   t.rms_s = std::sqrt(syy / v.size()), t.points = static_cast<int>(v.size());
   return t;

@@ -8,6 +8,7 @@
 
 #include "calibrate/contention_data.hpp"
 #include "calibrate/launch_records.hpp"
+#include "calibrate/line_fit.hpp"
 
 namespace twin::calibrate {
 
@@ -120,14 +121,12 @@ std::pair<double, double> fit_split_k_waves(const std::string& file, int columns
 }
 
 hardware::ContentionModel::SplitKReduce fit_split_k_reduce(const std::vector<ReduceRecord>& r) {
-  double mb = 0, mt = 0, sxy = 0, sxx = 0;
-  for (const auto& x : r) mb += x.bytes / r.size(), mt += x.seconds / r.size();
-  for (const auto& x : r)
-    sxy += (x.bytes - mb) * (x.seconds - mt), sxx += (x.bytes - mb) * (x.bytes - mb);
-  if (sxx <= 0 || sxy <= 0)
+  const auto f = fit_line(
+      r, [](const ReduceRecord& x) { return x.bytes; },
+      [](const ReduceRecord& x) { return x.seconds; });
+  if (f.sxx <= 0 || f.sxy <= 0)
     throw std::runtime_error("the split-K reductions' times do not grow with their bytes");
-  const double per_byte = sxy / sxx;
-  return {(mt - per_byte * mb) * 1e6, 1e-9 / per_byte};
+  return {f.a * 1e6, 1e-9 / f.b};
 }
 
 }  // namespace twin::calibrate

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <vector>
 
+#include "calibrate/line_fit.hpp"
 #include "hardware/collective.hpp"
 #include "tests/calibrate_rig.hpp"
 
@@ -18,17 +19,16 @@ using namespace twin;
 using twin::test::kRoot;
 
 namespace {
+// The line through (x, y) and its rms residual.
 struct Line {
   double a = 0, b = 0, rms = 0;
 };
 Line least_squares(const std::vector<double>& x, const std::vector<double>& y) {
-  double mx = 0, my = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) mx += x[i], my += y[i];
-  mx /= static_cast<double>(x.size()), my /= static_cast<double>(x.size());
-  double sxy = 0, sxx = 0;
-  for (std::size_t i = 0; i < x.size(); ++i)
-    sxy += (x[i] - mx) * (y[i] - my), sxx += (x[i] - mx) * (x[i] - mx);
-  Line l{my - sxy / sxx * mx, sxy / sxx};
+  std::vector<std::size_t> at(x.size());
+  for (std::size_t i = 0; i < at.size(); ++i) at[i] = i;
+  const auto f = calibrate::fit_line(
+      at, [&](std::size_t i) { return x[i]; }, [&](std::size_t i) { return y[i]; });
+  Line l{f.a, f.b};
   for (std::size_t i = 0; i < x.size(); ++i) l.rms += std::pow(l.a + l.b * x[i] - y[i], 2);
   l.rms = std::sqrt(l.rms / static_cast<double>(x.size()));
   return l;
