@@ -10,13 +10,7 @@ void Task::after(Task& pred) {
   if (state_ != State::blocked) throw std::logic_error("dependency added to a started task");
   auto& edges = graph_->edges_;
   if (edges.size() >= 0xffffffffULL) throw std::length_error("too many task dependencies");
-  edges.emplace_back(static_cast<std::uint32_t>(id_), 0u);
-  const auto e = static_cast<std::uint32_t>(edges.size());
-  if (pred.last_edge_)
-    edges[pred.last_edge_ - 1].next = e;
-  else
-    pred.first_edge_ = e;
-  pred.last_edge_ = e;
+  edges.emplace_back(pred.id_, id_);
   ++graph_->pending_[id_];
 }
 
@@ -42,10 +36,12 @@ void Task::finish() {
   ++graph_->finished_;
   graph_->on_finish(*this);
   auto& g = *graph_;
-  for (std::uint32_t e = first_edge_; e != 0; e = g.edges_[e - 1].next) {
-    const std::uint32_t s = g.edges_[e - 1].to;
-    if (--g.pending_[s] == 0) g.ready_queue_.push_back(&g[s]);
-  }
+  const auto [first, last] = g.successors(id_);
+  for (auto* s = first; s != last; ++s)
+    if (--g.pending_[*s] == 0) {
+      __builtin_prefetch(&g[*s]);  // ready() reads it next: overlap the successors' misses
+      g.ready_queue_.push_back(&g[*s]);
+    }
   graph_->drain();
 }
 
@@ -74,7 +70,19 @@ Task& TaskGraph::add(const char* name, std::int32_t lane, std::int32_t category,
   return t;
 }
 
+void TaskGraph::index_successors() const {
+  const std::size_t n = tasks_.size(), m = edges_.size();
+  succ_begin_.assign(n + 1, 0);
+  for (std::size_t e = 0; e < m; ++e) ++succ_begin_[edges_[e].from + 1];
+  for (std::size_t i = 0; i < n; ++i) succ_begin_[i + 1] += succ_begin_[i];
+  succ_.resize(m);
+  std::pmr::vector<std::uint32_t> at(succ_begin_.begin(), succ_begin_.end() - 1, &large_pages());
+  for (std::size_t e = 0; e < m; ++e) succ_[at[edges_[e].from]++] = edges_[e].to;
+  indexed_edges_ = m;
+}
+
 void TaskGraph::start() {
+  index_successors();
   std::vector<Task*> roots;
   for (std::size_t i = 0; i < tasks_.size(); ++i) {
     Task& t = (*this)[i];

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory_resource>
 #include <string>
 #include <utility>
 #include <vector>
@@ -54,8 +55,6 @@ class Task {
   friend class TaskGraph;
   void ready();
   TaskGraph* graph_ = nullptr;
-  // Successors as a list in the graph's edge pool (index + 1; 0 = none): no allocation per task.
-  std::uint32_t first_edge_ = 0, last_edge_ = 0;
   State state_ = State::blocked;
 };
 
@@ -85,12 +84,23 @@ class TaskGraph {
   friend class Task;
   Engine& engine_;
   void drain();
+  // Dependencies as added (pred → succ, task ids), then per task its successors contiguously
+  // (compressed rows: succ_[succ_begin_[i] .. succ_begin_[i + 1]), in the order added), built
+  // by one counting sort when the graph starts or is next read: finishing a task reads its
+  // successors without chasing a list through memory, and adding one touches neither task.
   struct Edge {
-    std::uint32_t to;    // task id
-    std::uint32_t next;  // index + 1 of the next edge of the same task; 0 = last
+    std::uint32_t from, to;
   };
+  void index_successors() const;
+  std::pair<const std::uint32_t*, const std::uint32_t*> successors(std::uint32_t id) const {
+    if (indexed_edges_ != edges_.size() || succ_begin_.size() != tasks_.size() + 1)
+      index_successors();
+    return {succ_.data() + succ_begin_[id], succ_.data() + succ_begin_[id + 1]};
+  }
   // Chunks of 2 MiB (edges, counters, times) and 5 MiB (tasks: stable addresses).
   Chunked<Edge, 18> edges_;
+  mutable std::pmr::vector<std::uint32_t> succ_begin_{&large_pages()}, succ_{&large_pages()};
+  mutable std::size_t indexed_edges_ = 0;
   // Unfinished predecessors per task id, apart from the tasks: finishing a task touches its
   // successors' counters, which stay in cache here (a step has ~10⁶ tasks of ~100 bytes).
   Chunked<std::uint32_t, 19> pending_;
@@ -116,8 +126,8 @@ inline Time Task::end_time() const {
 
 template <class F>
 void Task::each_successor(F&& f) const {
-  for (std::uint32_t e = first_edge_; e != 0; e = graph_->edges_[e - 1].next)
-    f(std::as_const(*graph_)[graph_->edges_[e - 1].to]);
+  const auto [first, last] = graph_->successors(id_);
+  for (auto* s = first; s != last; ++s) f(std::as_const(*graph_)[*s]);
 }
 
 }  // namespace twin::sim

@@ -171,6 +171,31 @@ TEST_SUITE("sim.task") {
     CHECK(c.start_time() == Time::ns(9));
     CHECK(c.state() == Task::State::done);
   }
+  TEST_CASE("successors in the order they were added, also when added after a first read") {
+    Engine e;
+    TaskGraph g(e);
+    Task& a = g.add("a");
+    Task& b = g.add("b");
+    Task& c = g.add("c");
+    Task& d = g.add("d");
+    b.after(a), d.after(a), c.after(a);
+    auto names = [](const Task& t) {
+      std::string s;
+      t.each_successor([&](const Task& n) { s += n.name; });
+      return s;
+    };
+    CHECK(names(a) == "bdc");
+    Task& x = g.add("x");  // a task and dependencies after the successors were indexed
+    x.after(b), c.after(b);
+    CHECK(names(a) == "bdc");
+    CHECK(names(b) == "xc");
+    std::string order;
+    g.on_start.connect([&](const Task& t) { order += t.name; });
+    g.start();
+    e.run();
+    CHECK(g.finished() == 5);
+    CHECK(order == "abdxc");  // ready in successor order; c waited for b too
+  }
   TEST_CASE("a long chain of markers finishing at once does not recurse") {
     Engine e;
     TaskGraph g(e);
