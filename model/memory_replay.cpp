@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <stdexcept>
 #include <tuple>
+#include <unordered_map>
 
 #include "hardware/cluster.hpp"
 #include "hardware/collective.hpp"
@@ -55,10 +57,12 @@ void tag_actions(AllocatorTrace& t, const std::vector<CachingAllocator::TraceEve
 }
 }  // namespace
 
-HbmReplay replay_hbm(const BufferLog& log, std::int64_t rank, const CachingAllocator::Options& opts,
-                     std::int64_t warm_steps, AllocatorTrace* trace) {
+namespace {
+HbmReplay replay_events(const BufferLog& log, std::int64_t rank,
+                        const std::vector<AllocEvent>& events,
+                        const CachingAllocator::Options& opts, std::int64_t warm_steps,
+                        AllocatorTrace* trace) {
   const auto bufs = log.rank(rank);
-  const auto events = alloc_sequence(log, rank);
   CachingAllocator a(opts, kPoolCount);
   std::vector<CachingAllocator::TraceEvent> actions;
   if (trace) *trace = AllocatorTrace{};
@@ -73,7 +77,8 @@ HbmReplay replay_hbm(const BufferLog& log, std::int64_t rank, const CachingAlloc
       actions.clear();
       a.record(&actions);
     }
-    for (const AllocEvent& e : events) {
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      const AllocEvent& e = events[i];
       const Buffer& b = bufs[e.buffer];
       const std::size_t from = actions.size();
       if (!e.alloc) {
@@ -88,7 +93,7 @@ HbmReplay replay_hbm(const BufferLog& log, std::int64_t rank, const CachingAlloc
       const auto r = a.malloc(static_cast<std::int64_t>(b.bytes), b.pool);
       if (r.retried) {
         if (out.retries.empty()) out.at_first_retry.assign(before.begin(), before.end());
-        out.retries.push_back({b.alloc_task, e.time_ns, r.segments_released, r.bytes_released});
+        out.retries.push_back({b.alloc_task, e.time_ns, i, r.segments_released, r.bytes_released});
       }
       if (r.block < 0 && !out.oom) {
         out.oom = true;
@@ -113,6 +118,72 @@ HbmReplay replay_hbm(const BufferLog& log, std::int64_t rank, const CachingAlloc
   out.total = a.total();
   for (int p = 0; p < kPoolCount; ++p) out.pools[static_cast<std::size_t>(p)] = a.stream(p);
   if (trace) trace->segments = a.segments();
+  return out;
+}
+
+// Whether two ranks' sequences ask the allocator for the same things in the same order.
+bool same_requests(const BufferLog& log, std::int64_t r, const std::vector<AllocEvent>& x,
+                   std::int64_t q, const std::vector<AllocEvent>& y) {
+  if (x.size() != y.size()) return false;
+  const auto bx = log.rank(r), by = log.rank(q);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const Buffer &a = bx[x[i].buffer], &b = by[y[i].buffer];
+    if (x[i].alloc != y[i].alloc || a.bytes != b.bytes || a.pool != b.pool ||
+        a.freed() != b.freed() || a.name != b.name)
+      return false;
+  }
+  return true;
+}
+
+std::uint64_t requests_hash(const BufferLog& log, std::int64_t r,
+                            const std::vector<AllocEvent>& x) {
+  std::uint64_t h = 1469598103934665603ULL;  // FNV-1a over the fields same_requests compares
+  auto mix = [&h](std::uint64_t v) { h = (h ^ v) * 1099511628211ULL; };
+  const auto bufs = log.rank(r);
+  for (const AllocEvent& e : x) {
+    const Buffer& b = bufs[e.buffer];
+    std::uint64_t bytes;
+    std::memcpy(&bytes, &b.bytes, sizeof bytes);
+    mix(bytes ^ (static_cast<std::uint64_t>(b.pool) << 1) ^ (e.alloc ? 1 : 0));
+    mix(reinterpret_cast<std::uintptr_t>(b.name) ^ (b.freed() ? 1 : 0));
+  }
+  return h;
+}
+}  // namespace
+
+HbmReplay replay_hbm(const BufferLog& log, std::int64_t rank, const CachingAllocator::Options& opts,
+                     std::int64_t warm_steps, AllocatorTrace* trace) {
+  return replay_events(log, rank, alloc_sequence(log, rank), opts, warm_steps, trace);
+}
+
+std::vector<HbmReplay> replay_hbm_ranks(const BufferLog& log, std::int64_t ranks,
+                                        const CachingAllocator::Options& opts,
+                                        std::int64_t warm_steps) {
+  std::vector<HbmReplay> out;
+  out.reserve(static_cast<std::size_t>(ranks));
+  std::vector<std::vector<AllocEvent>> events;  // of the ranks replayed
+  std::vector<std::int64_t> replayed;
+  std::unordered_multimap<std::uint64_t, std::size_t> by_hash;  // → index into replayed
+  for (std::int64_t r = 0; r < ranks; ++r) {
+    auto ev = alloc_sequence(log, r);
+    const std::uint64_t h = requests_hash(log, r, ev);
+    const auto [lo, hi] = by_hash.equal_range(h);
+    const auto same = std::find_if(lo, hi, [&](const auto& kv) {
+      return same_requests(log, r, ev, replayed[kv.second], events[kv.second]);
+    });
+    if (same == hi) {
+      out.push_back(replay_events(log, r, ev, opts, warm_steps, nullptr));
+      by_hash.emplace(h, replayed.size());
+      replayed.push_back(r);
+      events.push_back(std::move(ev));
+      continue;
+    }
+    HbmReplay h_r = out[static_cast<std::size_t>(replayed[same->second])];
+    const auto bufs = log.rank(r);
+    for (AllocRetry& a : h_r.retries)  // the same request, this rank's task and time
+      a.task = bufs[ev[a.event].buffer].alloc_task, a.time_ns = ev[a.event].time_ns;
+    out.push_back(std::move(h_r));
+  }
   return out;
 }
 

@@ -20,6 +20,7 @@ namespace twin::model {
 struct AllocRetry {
   std::size_t task = 0;  // id of the task whose allocation retried
   std::int64_t time_ns = 0;
+  std::size_t event = 0;  // its index in the rank's alloc_sequence
   int segments_released = 0;
   std::int64_t bytes_released = 0;
   static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
@@ -71,6 +72,12 @@ struct AllocatorTrace {
 };
 HbmReplay replay_hbm(const BufferLog& log, std::int64_t rank, const CachingAllocator::Options& opts,
                      std::int64_t warm_steps = 0, AllocatorTrace* trace = nullptr);
+// replay_hbm of ranks 0 … ranks − 1. Ranks whose allocations form the same sequence (sizes,
+// pools, names, order; times aside) are replayed once, the others told their own retries' tasks
+// and times: the same results (issue #21: of europa's 384 ranks 228 sequences are distinct).
+std::vector<HbmReplay> replay_hbm_ranks(const BufferLog& log, std::int64_t ranks,
+                                        const CachingAllocator::Options& opts,
+                                        std::int64_t warm_steps = 0);
 
 // NCCL's device buffers on one rank: the channels it keeps buffers for (comm_plan.hpp) × the
 // buffer per channel.

@@ -167,9 +167,8 @@ std::unique_ptr<Pass> run_pass(const Scenario& s, const RunOptions& opts, double
     throw std::logic_error(fmt::format("deadlock: {} of {} tasks finished; first blocked: {}",
                                        p->graph.finished(), p->graph.size(), stuck));
   }
-  for (int r = 0; r < gpus; ++r)
-    p->hbm.push_back(model::replay_hbm(p->builder.buffers(), r, alloc_options(s, alloc_capacity),
-                                       s.job.training.allocator_warm_steps));
+  p->hbm = model::replay_hbm_ranks(p->builder.buffers(), gpus, alloc_options(s, alloc_capacity),
+                                   s.job.training.allocator_warm_steps);
   return p;
 }
 

@@ -2,9 +2,11 @@
 // machine.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "hardware/cluster.hpp"
+#include "model/memory_replay.hpp"
 #include "model/step_graph.hpp"
 #include "scenarios/loader.hpp"
 #include "sim/engine.hpp"
@@ -88,6 +90,47 @@ TEST_SUITE("scenarios.step_ops") {
     g.start();
     e.run();
     CHECK(g.finished() == g.size());
+  }
+
+  // replay_hbm_ranks replays each distinct allocation sequence once (issue #21): every rank's
+  // result must be the one its own replay gives, retries (task, time) included — here with an
+  // allocator squeezed to two thirds of the worst rank's reserved peak, so that ranks retry. With
+  // group-limited routing 6 of the small scenario's 8 ranks repeat another's sequence.
+  TEST_CASE("the ranks' HBM replays, alike ones replayed once, equal each rank's own") {
+    Built x({"training.routing=group_limited"});
+    twin::model::bind_step(x.b.ops(), x.g, x.c);
+    x.g.start();
+    x.e.run();
+    const auto& log = x.b.buffers();
+    const auto ranks = static_cast<std::int64_t>(x.l.scenario.job.parallel.total_gpus());
+    std::int64_t peak = 0;
+    for (std::int64_t r = 0; r < ranks; ++r)
+      peak = std::max(
+          peak,
+          twin::model::replay_hbm(log, r, {std::int64_t{1} << 50, false}).total.peak_reserved);
+    const twin::model::CachingAllocator::Options tight{peak * 2 / 3, false};
+    const auto all = twin::model::replay_hbm_ranks(log, ranks, tight, 1);
+    REQUIRE(all.size() == static_cast<std::size_t>(ranks));
+    std::size_t retries = 0;
+    for (std::int64_t r = 0; r < ranks; ++r) {
+      CAPTURE(r);
+      const auto own = twin::model::replay_hbm(log, r, tight, 1);
+      const auto& got = all[static_cast<std::size_t>(r)];
+      CHECK(got.total.peak_reserved == own.total.peak_reserved);
+      CHECK(got.total.peak_allocated == own.total.peak_allocated);
+      CHECK(got.oom == own.oom);
+      CHECK(got.failed == own.failed);
+      REQUIRE(got.retries.size() == own.retries.size());
+      for (std::size_t i = 0; i < own.retries.size(); ++i) {
+        CHECK(got.retries[i].task == own.retries[i].task);
+        CHECK(got.retries[i].time_ns == own.retries[i].time_ns);
+        CHECK(got.retries[i].bytes_released == own.retries[i].bytes_released);
+      }
+      for (std::size_t p = 0; p < own.pools.size(); ++p)
+        CHECK(got.pools[p].reserved == own.pools[p].reserved);
+      retries += own.retries.size();
+    }
+    CHECK(retries > 0);
   }
 
   // JOB.md §4: the small scenario's 4,096 tokens per GPU, hidden 512, top-4 of 16 experts over
