@@ -94,6 +94,32 @@ class Cluster {
     return contention_.stretch(k, memo_.time_units(own, held, lending) / memo_.time_units(own, 0),
                                alone_s);
   }
+  // What of contention_slowdown does not depend on the SMs held, for one launch: worked out at
+  // its first use and kept by the caller, since a running kernel is re-bounded at every change of
+  // NCCL's CTAs on its GPU (issue #21).
+  struct Prepared {
+    bool ready = false, split = false;  // split: a split-K launch (taken the long way)
+    std::uint8_t load_intensity = 0;    // its own saturation's (own_saturation)
+    double units_alone = 0;             // T(0) of that shape
+  };
+  // contention_slowdown(k, held, alone_s, lending), the same arithmetic, p kept between calls for
+  // the same launch (k and alone_s).
+  double contention_slowdown(const KernelShape& k, int held, double alone_s, int lending,
+                             Prepared& p) {
+    if (held <= 0) return 1.0;
+    if (!p.ready) {
+      p.ready = true;
+      p.split = contention_.split_k(k, alone_s).has_value();
+      const KernelShape own = contention_.own_saturation(k, alone_s);
+      p.load_intensity = own.load_intensity;
+      p.units_alone = p.split ? 0.0 : memo_.time_units(own, 0);
+    }
+    if (p.split) return contention_slowdown(k, held, alone_s, lending);
+    KernelShape own = k;  // own_saturation's result: cta_k applied, its load intensity
+    own.cta_k = 0;
+    own.load_intensity = p.load_intensity;
+    return contention_.stretch(k, memo_.time_units(own, held, lending) / p.units_alone, alone_s);
+  }
   // Keeps an activity's state alive as long as the cluster (its callbacks hold a raw pointer).
   template <class T>
   T* keep(std::shared_ptr<T> p) {

@@ -22,10 +22,12 @@ struct FluidRun {
   sim::Fluid::FlowId flow;
   bool started;
   bool waiting;  // no block has run yet: its interval starts at the first (Task::mark_started)
-  const KernelPart* parts;  // a fused run's kernels, or null
+  const KernelPart* parts;      // a fused run's kernels, or null
+  Cluster::Prepared* prepared;  // for each of them (fused), or for the kernel (`own`)
   std::uint32_t n_parts;
   KernelShape shape;  // the kernel's shape and time alone when not fused
   double alone_s;
+  Cluster::Prepared own;
 };
 
 // `sms`: the free SMs the kernel gets (gpu.hpp); the rest are held by NCCL (which leaves room
@@ -34,12 +36,14 @@ struct FluidRun {
 double fluid_speed(const FluidRun& r, int sms) {
   if (sms == SmListener::kBehind || (sms == 0 && r.g->nccl_sms() == 0)) return 0.0;
   const int held = r.c->contention().sm_count - sms, lending = std::min(held, r.g->nccl_sms());
-  if (r.parts == nullptr) return 1.0 / r.c->contention_slowdown(r.shape, held, r.alone_s, lending);
+  if (r.parts == nullptr)
+    return 1.0 / r.c->contention_slowdown(r.shape, held, r.alone_s, lending, *r.prepared);
   double t = 0, slowed = 0;
   for (std::uint32_t i = 0; i < r.n_parts; ++i) {
-    t += r.parts[i].alone_s;
-    slowed += r.parts[i].alone_s *
-              r.c->contention_slowdown(r.parts[i].shape, held, r.parts[i].alone_s, lending);
+    const KernelPart& p = r.parts[i];
+    t += p.alone_s;
+    slowed +=
+        p.alone_s * r.c->contention_slowdown(p.shape, held, p.alone_s, lending, r.prepared[i]);
   }
   return slowed > 0 ? t / slowed : 1.0;
 }
@@ -56,7 +60,8 @@ void rebound(SmListener* l, int sms) {
 }
 
 void run_grid(sim::Task& t, Cluster& c, Gpu& g, double alone_s, double hbm_bytes, KernelShape shape,
-              const KernelPart* parts, std::uint32_t n_parts, Gpu::Priority priority) {
+              const KernelPart* parts, Cluster::Prepared* prepared, std::uint32_t n_parts,
+              Gpu::Priority priority) {
   static_assert(std::is_trivially_destructible_v<FluidRun>);
   auto* st =
       new (c.take_transient(sizeof(FluidRun), alignof(FluidRun))) FluidRun{SmListener{rebound},
@@ -67,9 +72,12 @@ void run_grid(sim::Task& t, Cluster& c, Gpu& g, double alone_s, double hbm_bytes
                                                                            false,
                                                                            false,
                                                                            parts,
+                                                                           prepared,
                                                                            n_parts,
                                                                            shape,
-                                                                           alone_s};
+                                                                           alone_s,
+                                                                           {}};
+  if (!parts) st->prepared = &st->own;
   g.listen(&st->listener, priority);  // told the SMs it gets from now on
   const sim::Fluid::Use hbm[] = {{g.hbm_resource(), hbm_bytes / alone_s}};
   const double speed = fluid_speed(*st, g.share_of(&st->listener));
@@ -195,7 +203,8 @@ void run_kernel(sim::Task& t, Cluster& c, int gpu, KernelWork w) {
       w.alone_s *= p->run(c.engine().now().to_s(), w.shape.family, w.alone_s);
     switch (w.cls) {
       case KernelClass::grid:
-        return run_grid(task, c, g, w.alone_s, w.hbm_bytes, w.shape, nullptr, 0, w.priority);
+        return run_grid(task, c, g, w.alone_s, w.hbm_bytes, w.shape, nullptr, nullptr, 0,
+                        w.priority);
       case KernelClass::persistent_static:
         return run_static(task, c, g, w);
       case KernelClass::persistent_dynamic:
@@ -209,6 +218,7 @@ struct FusedCall {
   Cluster* c;
   int gpu;
   const KernelPart* parts;
+  Cluster::Prepared* prepared;  // per part, filled at its first use
   std::uint32_t n;
   Gpu::Priority priority;
 };
@@ -216,7 +226,11 @@ struct FusedCall {
 
 void run_fused(sim::Task& t, Cluster& c, int gpu, std::span<const KernelPart> parts,
                Gpu::Priority priority) {
-  t.on_ready = [k = c.make<FusedCall>(&c, gpu, parts.data(),
+  static_assert(std::is_trivially_destructible_v<Cluster::Prepared>);
+  auto* prepared = static_cast<Cluster::Prepared*>(
+      c.allocate(parts.size() * sizeof(Cluster::Prepared), alignof(Cluster::Prepared)));
+  std::uninitialized_default_construct_n(prepared, parts.size());
+  t.on_ready = [k = c.make<FusedCall>(&c, gpu, parts.data(), prepared,
                                       static_cast<std::uint32_t>(parts.size()),
                                       priority)](sim::Task& task) {
     Gpu& g = k->c->gpu(k->gpu);
@@ -231,7 +245,8 @@ void run_fused(sim::Task& t, Cluster& c, int gpu, std::span<const KernelPart> pa
       alone += p.alone_s * p.power_slowdown, hbm_bytes += p.hbm_bytes;
     }
     if (alone <= 0) return task.finish();
-    run_grid(task, *k->c, g, alone / g.speed(), hbm_bytes, {}, k->parts, k->n, k->priority);
+    run_grid(task, *k->c, g, alone / g.speed(), hbm_bytes, {}, k->parts, k->prepared, k->n,
+             k->priority);
   };
 }
 
