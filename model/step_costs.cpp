@@ -333,23 +333,25 @@ void attention_backward(const LayerKernels& x, std::vector<Op>& bw) {
 }  // namespace
 
 LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankWorkload& w,
-                   std::int64_t layer) {
+                   std::int64_t layer, bool with_backward) {
   const LayerKernels x(job, cost, w, layer);
   const auto attn = attention_forward(x);
   const auto ffn = x.F > 0 ? ffn_forward(x) : std::vector<Op>{};
   LayerOps ops;
   ops.forward = attn;
   ops.forward.insert(ops.forward.end(), ffn.begin(), ffn.end());
-  ops.backward.reserve(16);
+  if (with_backward) ops.backward.reserve(16);
   if (job.model.moe()) {
     const Op up = x.grouped("expert_up", 2 * x.f, x.h), down = x.grouped("expert_down", x.h, x.f);
     const auto moe = moe_forward(x, up, down);
     ops.forward.insert(ops.forward.end(), moe.begin(), moe.end());
-    moe_backward(x, moe[0], ops.backward);
+    if (with_backward) moe_backward(x, moe[0], ops.backward);
   }
-  if (x.F > 0) ffn_backward(x, ops.backward);
-  attention_backward(x, ops.backward);
-  ops.recompute = recompute_ops(job.training.activation_checkpointing, ops.forward);
+  if (with_backward) {
+    if (x.F > 0) ffn_backward(x, ops.backward);
+    attention_backward(x, ops.backward);
+    ops.recompute = recompute_ops(job.training.activation_checkpointing, ops.forward);
+  }
   // FSDP2's copy-out of the gathered dense weights (step_graph.hpp reduce_copy_in) before the
   // forward and before backward's first pass: a grid kernel, so it runs fused with the ops after.
   if (job.training.fsdp_copies) {
@@ -358,7 +360,7 @@ LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankW
                  elementwise_launch(b)};
     ops.forward.insert(ops.forward.begin(), out);
     auto& first = ops.recompute.empty() ? ops.backward : ops.recompute;
-    first.insert(first.begin(), out);
+    if (with_backward) first.insert(first.begin(), out);
   }
   return ops;
 }

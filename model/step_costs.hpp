@@ -110,8 +110,10 @@ struct LayerOps {
   std::vector<Op> backward;
 };
 
+// with_backward false: the forward alone (recompute and backward left empty), what the forward
+// pass reads; the backward pass asks for all three.
 LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankWorkload& w,
-                   std::int64_t layer);
+                   std::int64_t layer, bool with_backward = true);
 // One part of every rank's ops, moved out (each part is run once).
 inline std::vector<std::vector<Op>> per_rank(std::vector<LayerOps>& ops,
                                              std::vector<Op> LayerOps::*part) {

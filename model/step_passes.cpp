@@ -92,7 +92,8 @@ void StepBuilder::forward(std::vector<PerRank>& begin, std::vector<PerRank>& end
     after_all(begin[i], agd);
     std::vector<LayerOps> ops;
     ops.reserve(static_cast<std::size_t>(ranks_));
-    for (std::int64_t r = 0; r < ranks_; ++r) ops.push_back(layer_ops(job_, cost_, work_[r], i));
+    for (std::int64_t r = 0; r < ranks_; ++r)
+      ops.push_back(layer_ops(job_, cost_, work_[r], i, false));
     run_ops(per_rank(ops, &LayerOps::forward), i, age);
     end[i] = marker(kCompute, "layer_forward_end", i);
     for (std::int64_t r = 0; r < ranks_; ++r) {
