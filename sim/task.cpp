@@ -18,10 +18,18 @@ void Task::ready() {
   state_ = State::running;
   graph_->times_[id_].start = graph_->engine_.now();
   graph_->on_start(*this);
-  if (on_ready)
+  if (on_ready) {
+    // Its successors' counters and tasks are read when it finishes, after other events: ask for
+    // them now, so they are in cache then rather than missed one by one.
+    const auto [first, last] = graph_->successors(id_);
+    for (auto* s = first; s != last; ++s) {
+      __builtin_prefetch(&graph_->pending_[*s], 1);
+      __builtin_prefetch(&(*graph_)[*s], 1);
+    }
     on_ready(*this);
-  else
+  } else {
     finish();  // a pure dependency marker
+  }
 }
 
 void Task::mark_started() {
