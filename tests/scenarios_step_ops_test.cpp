@@ -133,6 +133,42 @@ TEST_SUITE("scenarios.step_ops") {
     CHECK(retries > 0);
   }
 
+  // alloc_sequence sorts a rank's allocations and frees by (time, record number) with a radix
+  // sort: against a comparison sort of the same records.
+  TEST_CASE("a rank's allocation sequence is in (time, record) order, every record once") {
+    Built x({});
+    twin::model::bind_step(x.b.ops(), x.g, x.c);
+    x.g.start();
+    x.e.run();
+    const auto& log = x.b.buffers();
+    for (std::int64_t r : {0, 5}) {
+      struct Ref {
+        std::int64_t t;
+        std::uint32_t seq;
+        std::size_t buffer;
+        bool alloc;
+      };
+      std::vector<Ref> want;
+      const auto bufs = log.rank(r);
+      for (std::size_t i = 0; i < bufs.size(); ++i) {
+        if (bufs[i].bytes <= 0) continue;
+        want.push_back({log.alloc_ns(bufs[i]), bufs[i].alloc_seq, i, true});
+        if (bufs[i].freed()) want.push_back({log.free_ns(bufs[i]), bufs[i].free_seq, i, false});
+      }
+      std::sort(want.begin(), want.end(),
+                [](const Ref& a, const Ref& b) { return a.t != b.t ? a.t < b.t : a.seq < b.seq; });
+      const auto got = twin::model::alloc_sequence(log, r);
+      REQUIRE(got.size() == want.size());
+      CHECK(got.size() > 100);
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        CAPTURE(i);
+        CHECK(got[i].time_ns == want[i].t);
+        CHECK(got[i].buffer == want[i].buffer);
+        CHECK(got[i].alloc == want[i].alloc);
+      }
+    }
+  }
+
   // JOB.md §4: the small scenario's 4,096 tokens per GPU, hidden 512, top-4 of 16 experts over
   // EP 4. Per pair: T·k·h·2 bytes. Per rank under plain top-k: a token reaches
   // 4·(1 − C(12,4)/C(16,4)) = 4·(1 − 495/1820) ranks on average; group-limited routing reaches
