@@ -101,9 +101,7 @@ void tag_actions(AllocatorTrace& t, const std::vector<CachingAllocator::TraceEve
   for (std::size_t i = from; i < actions.size(); ++i)
     t.events.push_back({actions[i], time_ns, buffer});
 }
-}  // namespace
 
-namespace {
 HbmReplay replay_events(const BufferLog& log, std::int64_t rank,
                         const std::vector<AllocEvent>& events,
                         const CachingAllocator::Options& opts, std::int64_t warm_steps,

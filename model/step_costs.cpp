@@ -338,8 +338,8 @@ LayerOps layer_ops(const Job& job, const hardware::KernelCost& cost, const RankW
   const auto attn = attention_forward(x);
   const auto ffn = x.F > 0 ? ffn_forward(x) : std::vector<Op>{};
   LayerOps ops;
-  ops.forward.reserve(attn.size() + ffn.size() +
-                      16);  // the MoE's ops and the copy-out: one allocation
+  // Room for the MoE's ops and the copy-out too: one allocation.
+  ops.forward.reserve(attn.size() + ffn.size() + 16);
   ops.forward = attn;
   ops.forward.insert(ops.forward.end(), ffn.begin(), ffn.end());
   if (with_backward) ops.backward.reserve(16);
