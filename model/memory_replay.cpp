@@ -34,7 +34,7 @@ struct Timed {
 // seq (b bits hold every record number), by least-significant-digit radix sort, a few linear
 // passes over a rank's ~2,500 events where comparing them in random order mispredicts most
 // branches (issue #21: the sort had become most of the allocator replay). std::sort where the
-// key would not fit (a step of more than ~2^40 ns).
+// key would not fit: a step longer than 2^(64 − b) ns (with 2^24 records, 2^40 ns, ~18 min).
 std::vector<AllocEvent> sorted_by_time(const std::vector<Timed>& ev) {
   std::vector<AllocEvent> out;
   out.reserve(ev.size());
