@@ -8,15 +8,16 @@ double merge(std::vector<Interval>& v) {
   std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) {
     return a.begin_ns != b.begin_ns ? a.begin_ns < b.begin_ns : a.end_ns < b.end_ns;
   });
-  std::vector<Interval> out;
-  for (const auto& i : v) {
+  std::size_t n = 0;  // merged in place: the first n are the result so far
+  for (std::size_t k = 0; k < v.size(); ++k) {
+    const Interval i = v[k];
     if (i.end_ns <= i.begin_ns) continue;
-    if (!out.empty() && i.begin_ns <= out.back().end_ns)
-      out.back().end_ns = std::max(out.back().end_ns, i.end_ns);
+    if (n > 0 && i.begin_ns <= v[n - 1].end_ns)
+      v[n - 1].end_ns = std::max(v[n - 1].end_ns, i.end_ns);
     else
-      out.push_back(i);
+      v[n++] = i;
   }
-  v = std::move(out);
+  v.resize(n);
   std::int64_t total = 0;
   for (const auto& i : v) total += i.end_ns - i.begin_ns;
   return static_cast<double>(total) * 1e-9;
@@ -36,6 +37,11 @@ double intersection_s(const std::vector<Interval>& a, const std::vector<Interval
 
 Breakdown breakdown(std::vector<Interval> compute, std::vector<Interval> comm, double step_s) {
   const double c = merge(compute), n = merge(comm);
+  return breakdown_merged(compute, c, comm, n, step_s);
+}
+
+Breakdown breakdown_merged(const std::vector<Interval>& compute, double c,
+                           const std::vector<Interval>& comm, double n, double step_s) {
   const double both = intersection_s(compute, comm);
   Breakdown b;
   b.compute_overlapped = both;

@@ -81,6 +81,10 @@ struct Breakdown {
   double compute_overlapped = 0, compute_only = 0, comm_wait = 0, idle = 0;
 };
 Breakdown breakdown(std::vector<Interval> compute, std::vector<Interval> comm, double step_s);
+// The same from lists already merged, with their lengths (what merge() returned): a report over
+// hundreds of ranks sorts each list once.
+Breakdown breakdown_merged(const std::vector<Interval>& compute, double compute_s,
+                           const std::vector<Interval>& comm, double comm_s, double step_s);
 
 // node_compute_spread and node_comm_wait_ratio (above) from per-rank compute time |C| and
 // comm_wait, ranks numbered node by node, `gpus_per_node` each.

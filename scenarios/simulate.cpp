@@ -300,10 +300,12 @@ reports::StepReport time_report(const Scenario& s, Pass& p, double step) {
   auto times = rank_times(p);
   std::size_t slowest = 0;
   std::vector<double> busy(times.size()), waits(times.size());
+  std::vector<reports::Breakdown> parts(times.size());
   for (std::size_t r = 0; r < times.size(); ++r) {
-    auto c = times[r].compute;
-    busy[r] = reports::merge(c);
-    waits[r] = reports::breakdown(times[r].compute, times[r].comm, step).comm_wait;
+    auto& t = times[r];
+    busy[r] = reports::merge(t.compute);
+    parts[r] = reports::breakdown_merged(t.compute, busy[r], t.comm, reports::merge(t.comm), step);
+    waits[r] = parts[r].comm_wait;
     if (busy[r] > busy[slowest]) slowest = r;
   }
   const double tokens = static_cast<double>(s.job.tokens_per_step());
@@ -313,8 +315,8 @@ reports::StepReport time_report(const Scenario& s, Pass& p, double step) {
   r.tokens_per_s_per_gpu = tokens / (static_cast<double>(s.job.parallel.total_gpus()) * step);
   r.tokens_per_day = tokens * 86400 / step;
   r.slowest_rank = {slowest, busy[slowest], slowest_why(p.builder.workload(), slowest)};
-  r.rank0 = reports::breakdown(times[0].compute, times[0].comm, step);
-  r.slowest = reports::breakdown(times[slowest].compute, times[slowest].comm, step);
+  r.rank0 = parts[0];
+  r.slowest = parts[slowest];
   std::map<std::string, double> by_name;  // reports list categories by name
   for (std::int32_t c = 0; c < model::kCategoryCount; ++c)
     if (times[0].ran[static_cast<std::size_t>(c)])

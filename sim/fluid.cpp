@@ -63,7 +63,6 @@ Fluid::FlowId Fluid::start(double amount, std::span<const Use> uses, double boun
   f.uses.assign(uses.begin(), uses.end());  // reuses the slot's buffer
   f.done = std::move(done);
   f.active = true;
-  ++f.version;
   ++active_;
   for (const auto& u : f.uses) resources_[u.resource].flows.push_back({id, u.weight});
   count_demand(id, +1);
@@ -304,26 +303,24 @@ double Fluid::saturated_s(ResourceId r) const {
 
 void Fluid::reschedule(FlowId id) {
   Flow& f = flows_[id];
-  // Flow id and version packed in one word keep the callback within std::function's inline
-  // buffer (no allocation per completion).
-  const std::uint64_t key = (++f.version << 32) | id;
-  if (f.remaining <= 0) {
-    engine_.at(
-        engine_.now(), [this, key] { complete(key); }, Priority::completion);
-    return;
+  Time when = engine_.now();
+  if (f.remaining > 0) {
+    const double ns = f.rate > 0 ? std::ceil(f.remaining / f.rate * 1e9) : INFINITY;
+    if (ns >= 9.2e18) {  // starved (or as good as): waits for a change
+      engine_.cancel(f.completion);
+      return;
+    }
+    when += Time::ns(static_cast<std::int64_t>(ns));
   }
-  if (f.rate <= 0) return;  // starved: waits for a change
-  const double ns = std::ceil(f.remaining / f.rate * 1e9);
-  if (ns >= 9.2e18) return;
-  engine_.at(
-      engine_.now() + Time::ns(static_cast<std::int64_t>(ns)), [this, key] { complete(key); },
-      Priority::completion);
+  // The flow's one pending completion moves (issue #21: no stale events).
+  if (!engine_.move(f.completion, when, Priority::completion))
+    f.completion = engine_.at(
+        when, [this, id] { complete(id); }, Priority::completion);
 }
 
-void Fluid::complete(std::uint64_t key) {
-  const auto id = static_cast<FlowId>(key & 0xffffffffULL);
+void Fluid::complete(FlowId id) {
   Flow& f = flows_[id];
-  if (!f.active || (f.version & 0xffffffffULL) != (key >> 32)) return;  // stale: rate changed
+  f.completion = {};
   auto done = std::move(f.done);
   detach(id);
   if (done) done();
@@ -339,10 +336,10 @@ void Fluid::detach(FlowId id) {
         std::find_if(v.begin(), v.end(), [id](const Resource::On& on) { return on.flow == id; }));
     if (v.empty()) resources_[u.resource].demand = 0;  // no rounding drift left behind
   }
+  engine_.cancel(f.completion);
   f.active = false;
   f.rate = 0;
   f.uses.clear();
-  ++f.version;
   --active_;
   free_flows_.push_back(id);
 }

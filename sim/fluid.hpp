@@ -19,7 +19,7 @@
 // (Engine::on_settle). Components are joined only through resources that can saturate: one whose
 // flows could not fill it even at their bounds (Σ w·B ≤ C) never binds and is left out. Between
 // changes each flow's progress is linear, so its completion is one event; a changed rate
-// re-schedules it (stale completions are recognised by a version number).
+// moves it (Engine::move).
 #pragma once
 
 #include <cstdint>
@@ -122,7 +122,7 @@ class Fluid {
     Time since{};
     std::vector<Use> uses;
     std::function<void()> done;
-    std::uint64_t version = 0;
+    EventId completion;  // pending while the flow runs at a rate > 0
     bool active = false;
     std::uint32_t mark = 0;
     bool fixed = false;
@@ -137,7 +137,7 @@ class Fluid {
   void solve_isolated(FlowId f);
   void progressive_filling(const std::vector<FlowId>& flows, const std::vector<ResourceId>& res);
   void reschedule(FlowId f);
-  void complete(std::uint64_t id_and_version);
+  void complete(FlowId id);
   void detach(FlowId f);
 
   Engine& engine_;

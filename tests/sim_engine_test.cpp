@@ -1,9 +1,12 @@
 // Tier 1: the engine on hand-solvable cases; each derivation is in the comment.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "sim/engine.hpp"
 #include "sim/fluid.hpp"
@@ -26,6 +29,72 @@ TEST_SUITE("sim.engine") {
     CHECK(e.run() == 5);
     CHECK(order == "abcde");
     CHECK(e.now() == Time::ns(10));
+  }
+  TEST_CASE("a cancelled event never fires; a moved one fires once, as if scheduled anew") {
+    Engine e;
+    std::string order;
+    const EventId a = e.at(Time::ns(10), [&] { order += "a"; });
+    const EventId b = e.at(Time::ns(20), [&] { order += "b"; });
+    e.at(Time::ns(5), [&] { order += "c"; });
+    const EventId d = e.at(Time::ns(30), [&] { order += "d"; });
+    e.at(Time::ns(15), [&] { order += "e"; });
+    CHECK(e.cancel(a));
+    CHECK_FALSE(e.cancel(a));  // already gone
+    // Moved to 15 ns: after "e", scheduled earlier at the same instant (a new sequence).
+    CHECK(e.move(d, Time::ns(15)));
+    CHECK(e.move(b, Time::ns(1)));  // earlier: rises to the top
+    CHECK(e.pending() == 4);
+    CHECK(e.run() == 4);
+    CHECK(order == "bced");
+    CHECK_FALSE(e.move(b, Time::ns(40)));  // already ran
+    CHECK_FALSE(e.cancel(d));
+    // A slot reused by a new event is not reached through an old id.
+    const EventId f = e.at(Time::ns(50), [&] { order += "f"; });
+    CHECK(f.slot == d.slot);
+    CHECK_FALSE(e.cancel(d));
+    CHECK_THROWS_AS(e.move(f, Time::ns(1)), std::logic_error);  // the past
+    e.run();
+    CHECK(order == "bcedf");
+  }
+  TEST_CASE("cancelling and moving keep the heap ordered (against a sorted reference)") {
+    // 2,000 events at pseudo-random times; every third is moved, every fifth cancelled. The
+    // order they fire in must be the (time, sequence) order of what is left.
+    Engine e;
+    std::vector<std::pair<std::int64_t, int>> expected;  // (time, order of its last scheduling)
+    std::vector<int> fired;
+    std::vector<EventId> ids;
+    std::uint64_t x = 12345;
+    auto next = [&] {
+      return static_cast<std::int64_t>((x = x * 6364136223846793005ULL + 1) >> 44);
+    };
+    std::vector<std::int64_t> when(2000);
+    std::vector<int> seq(2000);
+    int s = 0;
+    for (int i = 0; i < 2000; ++i) {
+      when[i] = next();
+      seq[i] = s++;
+      ids.push_back(e.at(Time::ns(when[i]), [&fired, i] { fired.push_back(i); }));
+    }
+    std::vector<bool> gone(2000);
+    for (int i = 0; i < 2000; ++i) {
+      if (i % 5 == 0) {
+        CHECK(e.cancel(ids[i]));
+        gone[i] = true;
+      } else if (i % 3 == 0) {
+        when[i] = next();
+        seq[i] = s++;
+        CHECK(e.move(ids[i], Time::ns(when[i])));
+      }
+    }
+    std::vector<std::pair<std::pair<std::int64_t, int>, int>> ref;
+    for (int i = 0; i < 2000; ++i)
+      if (!gone[i]) ref.push_back({{when[i], seq[i]}, i});
+    std::sort(ref.begin(), ref.end());
+    e.run();
+    REQUIRE(fired.size() == ref.size());
+    bool same = true;
+    for (std::size_t k = 0; k < ref.size(); ++k) same = same && fired[k] == ref[k].second;
+    CHECK(same);
   }
   TEST_CASE("an event budget stops a runaway simulation with an error") {
     Engine e;
@@ -122,8 +191,34 @@ TEST_SUITE("sim.fluid") {
     Time t;
     f.start(100, {{l, 1}}, Fluid::kUnbounded, [&] { t = e.now(); });
     e.at(Time::s(5), [&] { f.set_capacity(l, 5); });
-    e.run();
+    CHECK(e.run() == 2);  // the change and the one completion: the first estimate was moved
     CHECK(t.to_s() == doctest::Approx(15));
+  }
+  TEST_CASE("a flow starved of its resource waits, then completes once") {
+    // 10 B at 10 B/s; at 0.5 s the capacity drops to 0 (5 B left): no completion is pending;
+    // at 2 s it is 5 B/s again: ends at 3 s. Three events: two changes and one completion.
+    Engine e;
+    Fluid f(e);
+    const auto l = f.add_resource(10, "l");
+    Time t;
+    int done = 0;
+    f.start(10, {{l, 1}}, Fluid::kUnbounded, [&] { t = e.now(), ++done; });
+    e.at(Time::ms(500), [&] { f.set_capacity(l, 0); });
+    e.at(Time::s(2), [&] { f.set_capacity(l, 5); });
+    CHECK(e.run() == 3);
+    CHECK(done == 1);
+    CHECK(t.to_s() == doctest::Approx(3));
+  }
+  TEST_CASE("a cancelled flow's completion never fires") {
+    Engine e;
+    Fluid f(e);
+    const auto l = f.add_resource(10, "l");
+    int done = 0;
+    const auto id = f.start(10, {{l, 1}}, Fluid::kUnbounded, [&] { ++done; });
+    e.at(Time::ms(500), [&] { f.cancel(id); });
+    CHECK(e.run() == 1);
+    CHECK(done == 0);
+    CHECK(e.pending() == 0);
   }
 }
 
