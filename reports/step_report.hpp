@@ -76,6 +76,8 @@ struct NetworkReport {
   std::vector<LinkReport> busiest_links;  // the first 8, most saturated first
 };
 
+// The run's own cost: tasks in the step's graph, events the engine fired (cancelled and re-timed
+// ones count once, when they fire), fluid components solved.
 struct SimulationStats {
   std::size_t tasks = 0;
   std::uint64_t events = 0, fluid_solves = 0;

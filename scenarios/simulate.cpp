@@ -47,6 +47,8 @@ ResourceEstimate estimate_resources(const Scenario& s) {
   e.documents =
       rows * model::kBands * static_cast<double>(s.job.training.seq_len) / std::max(1.0, mean_doc);
   e.tasks = 45.0 * simulated_gpus(s) * static_cast<double>(s.job.model.layers + 2);
+  // An upper bound: the shipped scenarios run 0.32–0.80 events a task (2026-12-07, once a
+  // flow's re-timed completion stopped leaving a stale event behind; 0.89 before).
   e.events = 1.1 * e.tasks;
   constexpr double kBytesPerTask = 300, kBytesPerDocument = 24;  // measured RSS, rounded up
   e.GiB = (e.tasks * kBytesPerTask + e.documents * kBytesPerDocument) / (1ull << 30);
