@@ -28,7 +28,7 @@ EventId Engine::at(Time t, Callback cb, Priority p) {
 }
 
 bool Engine::cancel(EventId e) {
-  if (!pending(e)) return false;
+  if (!queued(e)) return false;
   remove_at(place_[e.slot]);
   slots_[e.slot] = nullptr;
   release(e.slot);
@@ -36,7 +36,7 @@ bool Engine::cancel(EventId e) {
 }
 
 bool Engine::move(EventId e, Time t, Priority p) {
-  if (!pending(e)) return false;
+  if (!queued(e)) return false;
   const std::size_t i = place_[e.slot];
   const Key k = key(t, p, e.slot);
   // A new key is later in sequence, so it can only sink unless its time is earlier.

@@ -70,7 +70,7 @@ class Engine {
   };
   static constexpr std::uint32_t kNotQueued = ~0U;
   Key key(Time t, Priority p, std::uint32_t slot);
-  bool pending(EventId e) const {
+  bool queued(EventId e) const {
     return e.slot < slots_.size() && generation_[e.slot] == e.generation &&
            place_[e.slot] != kNotQueued;
   }
