@@ -39,7 +39,7 @@ bool Engine::move(EventId e, Time t, Priority p) {
   if (!queued(e)) return false;
   const std::size_t i = place_[e.slot];
   const Key k = key(t, p, e.slot);
-  // A new key is later in sequence, so it can only sink unless its time is earlier.
+  // Rises if it now precedes its parent, else sinks (or stays).
   if (i > 0 && k < heap_[(i - 1) / 2])
     sift_up(i, k);
   else
