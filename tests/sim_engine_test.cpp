@@ -60,7 +60,6 @@ TEST_SUITE("sim.engine") {
     // 2,000 events at pseudo-random times; every third is moved, every fifth cancelled. The
     // order they fire in must be the (time, sequence) order of what is left.
     Engine e;
-    std::vector<std::pair<std::int64_t, int>> expected;  // (time, order of its last scheduling)
     std::vector<int> fired;
     std::vector<EventId> ids;
     std::uint64_t x = 12345;
