@@ -171,8 +171,20 @@ bool is_point(const Json& row, const std::vector<Axis>& axes, std::size_t i) {
   return true;
 }
 
+// A point found out of HBM before simulating (SweepArgs::skip_certain_oom): the row says so and
+// why, and has no step metrics.
+void add_certain_oom(Json& row, const CertainOom& c) {
+  row["oom"] = true;
+  row["fits"] = false;
+  row["certain_oom"] = {{"live_GiB", c.live_GiB},
+                        {"capacity_GiB", c.capacity_GiB},
+                        {"rank", c.rank},
+                        {"across", c.across}};
+}
+
 // One point of the grid simulated: its row (a point that cannot run is a row saying why).
-Json sweep_point(const CommonArgs& args, const std::vector<Axis>& axes, std::size_t i) {
+Json sweep_point(const CommonArgs& args, const std::vector<Axis>& axes, std::size_t i,
+                 bool skip_certain_oom) {
   const auto vals = point_values(axes, i);
   Json row = Json::object();
   auto sets = args.sets;
@@ -183,9 +195,14 @@ Json sweep_point(const CommonArgs& args, const std::vector<Axis>& axes, std::siz
   try {
     LoadOptions lo = args.load_options();
     lo.sets = sets;
-    const RunOptions ro = args.run_options();
+    RunOptions ro = args.run_options();
+    ro.stop_if_certain_oom = skip_certain_oom;
     const auto loaded = load_scenario(args.scenario, lo);
-    add_outputs(row, simulate(loaded, ro).report);
+    const auto run = simulate(loaded, ro);
+    if (run.certain_oom)
+      add_certain_oom(row, *run.certain_oom);
+    else
+      add_outputs(row, run.report);
     row["error"] = "";
     row["twin"] = fmt::format("{} {}", twin_version(), twin_commit());
     row["resolved_fnv1a"] = content_hash(loaded.resolved);  // this point's scenario
@@ -240,7 +257,7 @@ Json sweep_json(const CommonArgs& args, const SweepArgs& sw, const std::string& 
     reports::Progress meter("sweep: points", todo.size(),
                             writer && args.progress ? stderr : nullptr);
     auto got = run_over_mpi(
-        todo, [&](std::size_t i) { return sweep_point(args, axes, i); },
+        todo, [&](std::size_t i) { return sweep_point(args, axes, i, sw.skip_certain_oom); },
         [&](std::size_t i, const Json& row) { keep(i, row), meter.done(); });
     Json rows = Json::array();
     if (writer)
@@ -253,7 +270,7 @@ Json sweep_json(const CommonArgs& args, const SweepArgs& sw, const std::string& 
       [&](std::size_t j) {
         const std::size_t i = mine[j];
         if (const Json* r = resumed(i)) return *r;
-        Json row = sweep_point(args, axes, i);
+        Json row = sweep_point(args, axes, i, sw.skip_certain_oom);
         keep(i, row);
         return row;
       },

@@ -105,6 +105,7 @@ Json coordinate_search(const CommonArgs& args, const TuneArgs& t, const std::vec
       if (seen.size() + todo.size() > t.budget_points) return rows_of(seen);
       SweepArgs line;
       line.jobs = t.jobs;
+      line.skip_certain_oom = !t.any;  // ranked only if they fit: no need to time them
       for (std::size_t b = 0; b < axes.size(); ++b) {
         std::string values;
         for (const auto v : b == a ? todo : std::vector<std::size_t>{at[b]})
@@ -166,6 +167,7 @@ Json tune_json(const CommonArgs& args, const TuneArgs& t) {
   SweepArgs sw;
   sw.grid = t.vary.empty() ? kDefaultSpace : t.vary;
   sw.jobs = t.jobs;
+  sw.skip_certain_oom = !t.any;  // ranked only if they fit: no need to time them
   const auto axes = parse_grid(sw.grid);
   const std::size_t points = sweep_points(sw);
   const bool exhaustive = points <= t.budget_points;
@@ -182,11 +184,14 @@ Json tune_json(const CommonArgs& args, const TuneArgs& t) {
         fmt::format("{} is fewer than the first axis's values: nothing searched", t.budget_points));
   std::vector<std::size_t> ok;
   std::map<std::string, int> skipped;
-  for (std::size_t i = 0; i < rows.size(); ++i)
+  int oom_unsimulated = 0;  // out of HBM whatever the timing: found before simulating
+  for (std::size_t i = 0; i < rows.size(); ++i) {
     if (rankable(rows[i], t))
       ok.push_back(i);
     else
       ++skipped[skip_reason(rows[i])];
+    oom_unsimulated += rows[i].contains("certain_oom") ? 1 : 0;
+  }
   // Best first; ties in grid order (stable): the same answer every run.
   std::stable_sort(ok.begin(), ok.end(), [&](std::size_t a, std::size_t b) {
     return rows[a][t.objective].get<double>() > rows[b][t.objective].get<double>();
@@ -209,6 +214,7 @@ Json tune_json(const CommonArgs& args, const TuneArgs& t) {
           {"configurations", rows.size()},
           {"ranked", ok.size()},
           {"skipped", skip},
+          {"oom_before_simulating", oom_unsimulated},
           {"baseline", {{t.objective, base_objective}, {"step_time_s", base.step_time_s}}},
           {"top", top}};
 }
@@ -225,6 +231,11 @@ int cmd_tune(const CommonArgs& args, const TuneArgs& t, std::ostream& out) {
              j["search"].get<std::string>(), j["ranked"].get<std::size_t>(), t.objective);
   for (const auto& [reason, count] : j["skipped"].items())
     fmt::print(out, "  skipped {:4d}: {}\n", count.get<int>(), reason);
+  if (const int n = j["oom_before_simulating"].get<int>(); n > 0)
+    fmt::print(out,
+               "  ({} of them out of HBM before simulating: more bytes live at once, whatever "
+               "the timing, than HBM holds)\n",
+               n);
   fmt::print(out, "baseline (the scenario as given): {} {:.1f}, step {:.3g} s\n", t.objective,
              j["baseline"][t.objective].get<double>(), j["baseline"]["step_time_s"].get<double>());
   int rank = 0;

@@ -57,6 +57,9 @@ struct SweepArgs {
   // --shard I/N: only the points i with i mod N = I (0 ≤ I < N), written as a part that
   // `twin merge` joins with the others into the file one unsharded sweep writes.
   int shard = 0, shards = 1;
+  // A point out of HBM whatever its timing is not simulated: its row says so (`oom`, `fits`,
+  // `certain_oom`) and has no step metrics. `twin tune` asks for it; the command never does.
+  bool skip_certain_oom = false;
 };
 // "I/N" → (I, N); InputError naming --shard unless 0 ≤ I < N.
 std::pair<int, int> parse_shard(const std::string& text);

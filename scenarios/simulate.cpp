@@ -12,6 +12,7 @@
 #include "hardware/cluster.hpp"
 #include "model/accounting.hpp"
 #include "model/host_memory.hpp"
+#include "model/memory_bound.hpp"
 #include "model/memory_replay.hpp"
 #include "model/step_graph.hpp"
 #include "reports/metrics.hpp"
@@ -114,6 +115,7 @@ struct Pass {
   model::StepMarks marks;
   std::map<int, reports::SmTimeline> sms;
   std::vector<model::HbmReplay> hbm;  // per rank
+  model::CertainLive certain_oom;     // rank ≥ 0: out of HBM whatever the timing, not simulated
   Pass(const Scenario& s)
       : cluster(engine, fluid, s.hw, simulated_gpus(s), static_cast<int>(s.nccl.reserved_sms),
                 hardware::FabricSpec{s.placement, s.placement.simulate_all_replicas
@@ -149,6 +151,14 @@ std::unique_ptr<Pass> run_pass(const Scenario& s, const RunOptions& opts, double
       recorded.push_back(r);
   p->builder.record_launches(recorded);
   p->marks = p->builder.build();
+  if (opts.stop_if_certain_oom && !retries) {
+    const auto live = model::certain_live(p->graph, p->builder.buffers(), p->builder.ops(),
+                                          model::kStreamCount, model::kCompute);
+    if (live.bytes > static_cast<std::int64_t>(alloc_capacity)) {
+      p->certain_oom = live;
+      return p;
+    }
+  }
   model::bind_step(p->builder.ops(), p->graph, p->cluster);
   if (retries) model::inject_retries(p->graph, p->cluster, *retries);
   const int gpus = p->cluster.gpus();
@@ -255,6 +265,7 @@ Json alloc_events_json(const Scenario& s, const Pass& p, int r, double capacity)
 std::unique_ptr<Pass> run_with_retries(const Scenario& s, const RunOptions& opts, double capacity,
                                        int& passes) {
   auto pass = run_pass(s, opts, capacity, nullptr);
+  if (pass->certain_oom.rank >= 0) return pass;
   std::vector<std::vector<model::AllocRetry>> retries;
   bool any = false;
   for (const auto& h : pass->hbm) retries.push_back(h.retries), any = any || !h.retries.empty();
@@ -369,9 +380,15 @@ RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
       model::allocator_capacity_bytes(s.job, s.hw, s.nccl, host.hbm_spill_bytes);
   int passes = 1;
   auto pass = run_with_retries(s, opts, capacity, passes);
+  RunResult out;
+  if (const auto& c = pass->certain_oom; c.rank >= 0) {
+    const auto& t = pass->graph[static_cast<std::size_t>(c.task)];
+    out.certain_oom = {static_cast<double>(c.bytes) / kGiB, capacity / kGiB, c.rank,
+                       t.index >= 0 ? fmt::format("{} (layer {})", t.name, t.index) : t.name};
+    return out;
+  }
   double step = 0;
   for (auto* t : pass->marks.optimizer_end) step = std::max(step, t->end_time().to_s());
-  RunResult out;
   auto& r = out.report;
   r = time_report(s, *pass, step);
   r.memory = memory_report(s, host, capacity, pass->hbm);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,16 @@ struct RunOptions {
   int snapshot_rank = -1;       // ≥ 0: that rank's allocator snapshot (memory_snapshot.hpp)
   int plan_rank = -1;           // ≥ 0: export that rank's launch plan (scenarios/plan.hpp)
   bool plan_all_ranks = false;  // export every simulated rank's plan (RunResult::plans)
+  // Before simulating, look for HBM that runs out whatever the timing (model/memory_bound.hpp);
+  // if so, stop there: RunResult::certain_oom says why and nothing else is set (`twin tune`).
+  bool stop_if_certain_oom = false;
+};
+
+// More bytes live at once in every schedule than the allocator may hold, on one rank.
+struct CertainOom {
+  double live_GiB = 0, capacity_GiB = 0;
+  std::int64_t rank = -1;
+  std::string across;  // the compute-stream task they are all live across, with its layer
 };
 
 struct RunResult {
@@ -29,9 +40,10 @@ struct RunResult {
   // {"capacity_bytes", "expandable_segments", "pools": [...], "events": [["alloc", id, bytes,
   // pool, name, t_s] | ["free", id, t_s]]}, t_s the simulated time in the step.
   Json alloc_events;
-  Json plan;                // scenarios/plan.hpp, when asked for
-  std::vector<Json> plans;  // every rank's, in rank order, with plan_all_ranks
-  Json memory_snapshot;     // scenarios/memory_snapshot.hpp, when asked for
+  Json plan;                              // scenarios/plan.hpp, when asked for
+  std::vector<Json> plans;                // every rank's, in rank order, with plan_all_ranks
+  Json memory_snapshot;                   // scenarios/memory_snapshot.hpp, when asked for
+  std::optional<CertainOom> certain_oom;  // with RunOptions::stop_if_certain_oom: not simulated
 };
 
 RunResult simulate(const Loaded& loaded, const RunOptions& opts);

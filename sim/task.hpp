@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory_resource>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -76,6 +77,11 @@ class TaskGraph {
   Time start_of(std::size_t i) const { return times_[i].start; }
   Time end_of(std::size_t i) const { return times_[i].end; }
   Engine& engine() { return engine_; }
+  // Task id's successors' ids, in the order added (for passes over the whole graph).
+  std::span<const std::uint32_t> successor_ids(std::size_t id) const {
+    const auto [first, last] = successors(static_cast<std::uint32_t>(id));
+    return {first, last};
+  }
 
   Signal<const Task&> on_start;
   Signal<const Task&> on_finish;

@@ -11,6 +11,7 @@
 
 #include "model/caching_allocator.hpp"
 #include "model/host_memory.hpp"
+#include "model/memory_bound.hpp"
 #include "model/memory_replay.hpp"
 #include "model/step_memory.hpp"
 
@@ -232,4 +233,51 @@ TEST_CASE("EP dispatcher: HybridEP's worst-case buffer, only where it is modelle
   CHECK(ep_buffer_bytes(j) == doctest::Approx(3.375 * GiB));
   j.training.ep_dispatch = EpDispatch::pairs;  // NCCL's all-to-all: its own channel buffers
   CHECK(ep_buffer_bytes(j) == 0);
+}
+
+// model/memory_bound.hpp on a hand-built rank: a compute stream c0 → c1 → c2 → c3 (c1 and c2
+// kernels that take time, c0 and c3 markers) and a side-stream task s after c0, before c3.
+TEST_CASE(
+    "certain live bytes: only buffers live across a timed compute-stream task in every order") {
+  twin::sim::Engine e;
+  twin::sim::TaskGraph g(e);
+  auto& c0 = g.add("c0", 0);
+  auto& c1 = g.add("c1", 0);
+  auto& c2 = g.add("c2", 0);
+  auto& c3 = g.add("c3", 0);
+  auto& s = g.add("s", 1);
+  c1.after(c0), c2.after(c1), c3.after(c2), s.after(c0), c3.after(s);
+  StepOps ops;
+  for (const auto* t : {&c1, &c2})
+    ops.kernels.emplace_back(static_cast<std::uint32_t>(t->id()), 0,
+                             twin::hardware::KernelWork{1e-3});
+  BufferLog log(1);
+  // a: from c0's end to c2's end — live across c1 and c2.
+  log.free(0, log.alloc(0, "a", 0, 100, c0, BufferLog::kEnd), c2, BufferLog::kEnd);
+  // b: on the side stream, freed at c3's start — s may run beside c1 or c2, or after them.
+  log.free(0, log.alloc(0, "b", 0, 1000, s, BufferLog::kStart), c3, BufferLog::kStart);
+  // c: from c1's start, never freed.
+  log.alloc(0, "c", 0, 10, c1, BufferLog::kStart);
+  // d: for c1's run only.
+  log.free(0, log.alloc(0, "d", 0, 1, c1, BufferLog::kStart), c1, BufferLog::kEnd);
+  // e: from c1's end to c2's start — between them, across no task that takes time.
+  log.free(0, log.alloc(0, "e", 0, 5000, c1, BufferLog::kEnd), c2, BufferLog::kStart);
+  const auto live = certain_live(g, log, ops, 2, 0);
+  CHECK(live.bytes == 111);  // across c1: a, c and d
+  CHECK(live.rank == 0);
+  CHECK(live.task == static_cast<std::int64_t>(c1.id()));
+
+  // A compute stream whose tasks are not a chain of edges: the rank is left out.
+  twin::sim::TaskGraph g2(e);
+  auto& x0 = g2.add("x0", 0);
+  auto& x1 = g2.add("x1", 0);
+  StepOps ops2;
+  for (const auto* t : {&x0, &x1})
+    ops2.kernels.emplace_back(static_cast<std::uint32_t>(t->id()), 0,
+                              twin::hardware::KernelWork{1e-3});
+  BufferLog log2(1);
+  log2.alloc(0, "p", 0, 10, x0, BufferLog::kStart);
+  CHECK(certain_live(g2, log2, ops2, 2, 0).rank == -1);
+  x1.after(x0);
+  CHECK(certain_live(g2, log2, ops2, 2, 0).bytes == 10);
 }

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <filesystem>
@@ -66,6 +67,55 @@ TEST_SUITE("scenarios.sweep") {
     t.budget_points = 2;  // fewer than the first axis's values: nothing could be searched
     t.objective = "tokens_per_s_per_gpu";
     CHECK_THROWS_WITH_AS(tune_json(args, t), doctest::Contains("nothing searched"), InputError);
+  }
+
+  // A configuration out of HBM whatever its timing (model/memory_bound.hpp) is not simulated:
+  // tune counts it as before and ranks the others exactly as over the full sweep's rows.
+  TEST_CASE("tune: configurations out of HBM in every schedule are not timed; the same answer") {
+    CommonArgs args;
+    args.scenario = (kRoot / "tests/golden/small.json").string();
+    args.data_dir = kRoot.string();
+    args.sets = {"hardware.gpu.hbm_usable_GiB=1.3"};  // an allocator of ~0.2 GiB
+    TuneArgs t;
+    t.vary = {"training.seq_len=2048,4096,8192",
+              "training.activation_checkpointing=selective,full"};
+    t.top = 3;
+    const Json tuned = tune_json(args, t);
+    SweepArgs sw;
+    sw.grid = t.vary;
+    const Json rows = sweep_json(args, sw);  // every point simulated
+    std::vector<double> fit;
+    int oom = 0;
+    for (const auto& r : rows) {
+      oom += r["oom"].get<bool>() ? 1 : 0;
+      if (r["fits"].get<bool>()) fit.push_back(r["tokens_per_s_per_gpu"]);
+    }
+    std::sort(fit.rbegin(), fit.rend());
+    CHECK(tuned["skipped"]["out of HBM"] == oom);
+    CHECK(tuned["oom_before_simulating"].get<int>() >= 1);
+    CHECK(tuned["oom_before_simulating"].get<int>() < oom);  // the replay finds the others
+    REQUIRE(tuned["top"].size() == std::min<std::size_t>(3, fit.size()));
+    for (std::size_t i = 0; i < tuned["top"].size(); ++i)
+      CHECK(tuned["top"][i]["tokens_per_s_per_gpu"].get<double>() == fit[i]);
+    // Point by point: one not simulated is out of HBM when simulated too; the others are the
+    // same rows.
+    sw.skip_certain_oom = true;
+    const Json quick = sweep_json(args, sw);
+    REQUIRE(quick.size() == rows.size());
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      CAPTURE(i);
+      if (!quick[i].contains("certain_oom")) {
+        CHECK(quick[i].dump() == rows[i].dump());
+        continue;
+      }
+      CHECK(rows[i]["oom"] == true);
+      CHECK(quick[i]["oom"] == true);
+      CHECK_FALSE(quick[i].contains("step_time_s"));
+      CHECK(quick[i]["certain_oom"]["live_GiB"].get<double>() >
+            quick[i]["certain_oom"]["capacity_GiB"].get<double>());
+    }
+    t.any = true;  // configurations that do not fit are ranked too: every one is timed
+    CHECK(tune_json(args, t)["oom_before_simulating"] == 0);
   }
 
   // A space above --budget-points: one axis at a time from the scenario's own values, to a
