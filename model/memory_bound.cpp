@@ -28,32 +28,6 @@ std::vector<bool> timed_tasks(const StepOps& ops, std::size_t n) {
   return timed;
 }
 
-// Every task's rank and its place on its rank's compute stream.
-struct Lanes {
-  std::vector<std::int32_t> rank;      // per task: its rank, or kNone
-  std::vector<std::int32_t> position;  // per task: its place on its rank's compute stream
-  std::vector<std::vector<std::uint32_t>> chain;  // per rank: its compute-stream tasks, by id
-};
-
-Lanes lanes_of(const sim::TaskGraph& g, std::int32_t lanes_per_rank, std::int32_t compute) {
-  Lanes l;
-  const std::size_t n = g.size();
-  l.rank.assign(n, kNone);
-  l.position.assign(n, kNone);
-  for (std::size_t t = 0; t < n; ++t) {
-    const std::int32_t lane = g[t].lane;
-    if (lane < 0) continue;
-    const std::int32_t r = lane / lanes_per_rank;
-    l.rank[t] = r;
-    if (lane % lanes_per_rank != compute) continue;
-    const auto ri = static_cast<std::size_t>(r);
-    if (ri >= l.chain.size()) l.chain.resize(ri + 1);
-    l.position[t] = static_cast<std::int32_t>(l.chain[ri].size());
-    l.chain[ri].push_back(static_cast<std::uint32_t>(t));
-  }
-  return l;
-}
-
 // Kahn's algorithm: the tasks in an order where every edge points forward (task ids almost are,
 // but not quite: a task may be made to wait for one built after it).
 std::vector<std::uint32_t> topological_order(const sim::TaskGraph& g) {
@@ -74,49 +48,57 @@ std::vector<std::uint32_t> topological_order(const sim::TaskGraph& g) {
 
 CertainLive certain_live(const sim::TaskGraph& g, const BufferLog& log, const StepOps& ops,
                          std::int32_t lanes_per_rank, std::int32_t compute) {
-  const Lanes l = lanes_of(g, lanes_per_rank, compute);
   const std::size_t n = g.size();
   const auto order = topological_order(g);
-  // last_before[t]: the last compute-stream position (t's rank) that precedes t; first_after[t]:
-  // the first that t precedes. Edges between ranks are not followed.
-  std::vector<std::int32_t> last_before(n, kNone), first_after(n, kAfterAll);
+  if (order.size() != n) return {};
+  std::vector<std::int32_t> rank(n, kNone);
+  std::vector<bool> on_compute(n, false);
+  for (std::size_t t = 0; t < n; ++t)
+    if (const std::int32_t lane = g[t].lane; lane >= 0)
+      rank[t] = lane / lanes_per_rank, on_compute[t] = lane % lanes_per_rank == compute;
+  // Forward, in topological order: last_before[t], the last chain position (t's rank) that
+  // precedes t. A compute-stream task joins its rank's chain when the chain's last task precedes
+  // it, and is left out otherwise (it could run beside the chain's tasks). Edges between ranks
+  // are not followed.
+  std::vector<std::int32_t> last_before(n, kNone), position(n, kNone);
+  std::vector<std::vector<std::uint32_t>> chain(static_cast<std::size_t>(log.ranks()));
   for (const std::uint32_t t : order) {
-    const std::int32_t here = std::max(last_before[t], l.position[t]);
+    if (on_compute[t] && static_cast<std::size_t>(rank[t]) < chain.size()) {
+      auto& c = chain[static_cast<std::size_t>(rank[t])];
+      if (last_before[t] == static_cast<std::int32_t>(c.size()) - 1)
+        position[t] = static_cast<std::int32_t>(c.size()), c.push_back(t);
+    }
+    const std::int32_t here = std::max(last_before[t], position[t]);
     for (const std::uint32_t s : g.successor_ids(t))
-      if (l.rank[s] == l.rank[t]) last_before[s] = std::max(last_before[s], here);
+      if (rank[s] == rank[t]) last_before[s] = std::max(last_before[s], here);
   }
+  // Backward: first_after[t], the first chain position that t precedes.
+  std::vector<std::int32_t> first_after(n, kAfterAll);
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const std::uint32_t t = *it;
-    for (const std::uint32_t s : g.successor_ids(t)) {
-      if (l.rank[s] != l.rank[t]) continue;
-      const std::int32_t p = l.position[s] == kNone ? kAfterAll : l.position[s];
-      first_after[t] = std::min({first_after[t], first_after[s], p});
-    }
+    for (const std::uint32_t s : g.successor_ids(t))
+      if (rank[s] == rank[t])
+        first_after[t] = std::min(
+            {first_after[t], first_after[s], position[s] == kNone ? kAfterAll : position[s]});
   }
   const auto timed = timed_tasks(ops, n);
   CertainLive best;
   std::vector<std::int64_t> diff;  // whole bytes: the replay allocates ⌊bytes⌋ rounded up
   for (std::int64_t r = 0; r < log.ranks(); ++r) {
-    const auto ri = static_cast<std::size_t>(r);
-    if (ri >= l.chain.size() || l.chain[ri].empty() || order.size() != n) continue;
-    const auto& chain = l.chain[ri];
-    // A chain: each compute-stream task preceded by the one before it (by id), and by none after.
-    bool chained = true;
-    for (std::size_t p = 0; p < chain.size(); ++p)
-      chained = chained && last_before[chain[p]] == static_cast<std::int32_t>(p) - 1;
-    if (!chained) continue;
-    const auto last = static_cast<std::int32_t>(chain.size()) - 1;
-    diff.assign(chain.size() + 1, 0);
+    const auto& c = chain[static_cast<std::size_t>(r)];
+    if (c.empty()) continue;
+    const auto last = static_cast<std::int32_t>(c.size()) - 1;
+    diff.assign(c.size() + 1, 0);
     const auto bufs = log.rank(r);
     for (std::size_t i = 0; i < bufs.size(); ++i) {
       const Buffer& b = bufs[i];
-      if (b.bytes <= 0 || l.rank[b.alloc_task] != r) continue;
-      if (b.freed() && l.rank[b.free_task] != r) continue;
-      const std::int32_t at = l.position[b.alloc_task];
+      if (b.bytes <= 0 || rank[b.alloc_task] != r || (b.freed() && rank[b.free_task] != r))
+        continue;
+      const std::int32_t at = position[b.alloc_task];
       const std::int32_t lo = at != kNone && !b.alloc_at_end ? at : first_after[b.alloc_task];
       std::int32_t hi = last;
       if (b.freed()) {
-        const std::int32_t ft = l.position[b.free_task];
+        const std::int32_t ft = position[b.free_task];
         hi = ft != kNone && b.free_at_end ? ft : last_before[b.free_task];
       }
       if (lo > hi) continue;
@@ -125,10 +107,9 @@ CertainLive certain_live(const sim::TaskGraph& g, const BufferLog& log, const St
       diff[static_cast<std::size_t>(hi) + 1] -= bytes;
     }
     std::int64_t live = 0;
-    for (std::size_t p = 0; p < chain.size(); ++p) {
+    for (std::size_t p = 0; p < c.size(); ++p) {
       live += diff[p];
-      if (timed[chain[p]] && live > best.bytes)
-        best = {live, r, static_cast<std::int64_t>(chain[p])};
+      if (timed[c[p]] && live > best.bytes) best = {live, r, static_cast<std::int64_t>(c[p])};
     }
   }
   return best;

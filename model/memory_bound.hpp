@@ -2,10 +2,11 @@
 // the engine could produce, read off the step's graph before it is simulated (issue #21: `twin
 // tune` skips the configurations this already rules out).
 //
-// A buffer's allocation and free are tied to tasks (step_memory.hpp: a task's start or end). On
-// a rank's compute stream, whose tasks form a chain, take a task C that certainly takes time
-// (a kernel of ≥ 1 µs alone: its end is later than its start). A buffer is live across C in
-// every schedule when
+// A buffer's allocation and free are tied to tasks (step_memory.hpp: a task's start or end).
+// Take a rank's compute stream, as far as its tasks form a chain in the graph (each after the one
+// before; a task that could run beside the chain, as a retry's, is left out), and a task C of it
+// that certainly takes time (a kernel of ≥ 1 µs alone: it ends later than it starts). A buffer is
+// live across C in every schedule when
 //   its allocation task precedes C in the graph (or is C, allocating at its start): allocated at
 //     or before C's start, and
 //   C precedes its free task (or is it, freeing at its end), or it is never freed: freed at or
@@ -16,9 +17,9 @@
 // schedule. Precedence is taken from the graph's edges within a rank only (collectives join
 // ranks at run time, not by edges): what it misses makes the bound smaller, never wrong.
 //
-// The chain's positions make it linear: per task, the first compute-stream task it precedes
-// (a pass in reverse topological order) and the last one that precedes it (a forward pass);
-// each buffer adds its bytes to a range of positions (a difference array).
+// The chain makes it linear: per task, in topological order, the last chain task that precedes
+// it, and in reverse, the first one it precedes; each buffer adds its bytes to a range of the
+// chain's positions (a difference array).
 #pragma once
 
 #include <cstdint>
@@ -36,8 +37,7 @@ struct CertainLive {
 };
 
 // `lanes_per_rank` streams per rank (task.lane = rank · lanes_per_rank + stream); `compute` is
-// the stream whose tasks form a chain. A rank whose compute stream is not a chain of edges
-// (each task after the one before) is left out.
+// the stream whose tasks form a chain. Zero bytes (rank −1) for a graph with a cycle.
 CertainLive certain_live(const sim::TaskGraph& g, const BufferLog& log, const StepOps& ops,
                          std::int32_t lanes_per_rank, std::int32_t compute);
 

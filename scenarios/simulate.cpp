@@ -260,6 +260,25 @@ Json alloc_events_json(const Scenario& s, const Pass& p, int r, double capacity)
           {"events", ev}};
 }
 
+CertainOom certain_oom(const Pass& p, const model::CertainLive& live, double capacity) {
+  const auto& t = p.graph[static_cast<std::size_t>(live.task)];
+  return {static_cast<double>(live.bytes) / kGiB, capacity / kGiB, live.rank,
+          t.index >= 0 ? fmt::format("{} (layer {})", t.name, t.index) : t.name};
+}
+
+// For a step out of HBM: whether it would be in every schedule (model/memory_bound.hpp), so that
+// no other order of its work or allocator setting could fit it; empty if not found so.
+std::string whatever_the_timing(const Pass& p, double capacity) {
+  const auto live = model::certain_live(p.graph, p.builder.buffers(), p.builder.ops(),
+                                        model::kStreamCount, model::kCompute);
+  if (live.bytes <= static_cast<std::int64_t>(capacity)) return "";
+  const auto c = certain_oom(p, live, capacity);
+  return fmt::format(
+      "; in every schedule: {:.2f} GiB live at once on rank {} across {}, more than "
+      "the allocator's {:.2f} GiB",
+      c.live_GiB, c.rank, c.across, c.capacity_GiB);
+}
+
 // Allocator retries cost time: a second run carries the first run's retries
 // (memory_replay.hpp). Sets `passes` to the runs made.
 std::unique_ptr<Pass> run_with_retries(const Scenario& s, const RunOptions& opts, double capacity,
@@ -381,10 +400,8 @@ RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
   int passes = 1;
   auto pass = run_with_retries(s, opts, capacity, passes);
   RunResult out;
-  if (const auto& c = pass->certain_oom; c.rank >= 0) {
-    const auto& t = pass->graph[static_cast<std::size_t>(c.task)];
-    out.certain_oom = {static_cast<double>(c.bytes) / kGiB, capacity / kGiB, c.rank,
-                       t.index >= 0 ? fmt::format("{} (layer {})", t.name, t.index) : t.name};
+  if (pass->certain_oom.rank >= 0) {
+    out.certain_oom = certain_oom(*pass, pass->certain_oom, capacity);
     return out;
   }
   double step = 0;
@@ -396,6 +413,7 @@ RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
   r.simulation = {pass->graph.size(), pass->engine.events_processed(), pass->fluid.solves(),
                   passes};
   r.runnable = reports::runnable(r.memory);
+  if (r.memory.oom) r.runnable.why += whatever_the_timing(*pass, capacity);
   r.flops = flops_report(s, step);
   r.provenance = provenance(loaded.resolved);
   exports(out, s, *pass, opts, capacity, step, r.provenance);

@@ -230,7 +230,7 @@ TEST_SUITE("scenarios.memory") {
       CHECK(static_cast<double>(live.bytes) >= 0.8 * peak);
     }
     // Squeezed below it, the step stops before simulating, with nothing else set; where it does
-    // not, the run is the same as without asking.
+    // not, the run is the same as without asking. A run that goes on says it in its `why`.
     RunOptions stop;
     stop.stop_if_certain_oom = true;
     int certain = 0;
@@ -239,6 +239,9 @@ TEST_SUITE("scenarios.memory") {
       const auto l = small({std::string("hardware.gpu.hbm_usable_GiB=") + hbm});
       const auto full = simulate(l, {});
       const auto quick = simulate(l, stop);
+      // A run out of HBM says when no schedule could fit it.
+      CHECK((full.report.runnable.why.find("in every schedule") != std::string::npos) ==
+            quick.certain_oom.has_value());
       if (quick.certain_oom) {
         ++certain;
         CHECK(full.report.memory.oom);
