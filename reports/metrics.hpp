@@ -51,7 +51,11 @@
 //                         mfu = model_per_step / (GPUs · step_time_s · bf16 dense peak);
 //                         hfu = with_recompute_per_step / (the same).
 //   runnable              ok = no HBM out-of-memory on any rank (model/memory_replay.hpp) and
-//                         host_headroom_GiB ≥ 0; why says which and where otherwise.
+//                         host_headroom_GiB ≥ 0; why says which and where otherwise, and for
+//                         HBM whether it runs out in every schedule (model/memory_bound.hpp:
+//                         max over ranks and compute-stream kernels K of Σ bytes of the
+//                         buffers allocated before K starts and freed after K ends in every
+//                         order the graph allows, against the allocator's capacity).
 //   provenance            twin version, commit, FNV-1a of the resolved scenario (build_info.hpp).
 //   plan-dp               relative_to_dp1 = tokens_per_s_per_gpu(DP) / tokens_per_s_per_gpu(1);
 //                         days_to_tokens = tokens / tokens_per_day.
