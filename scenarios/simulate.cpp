@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "hardware/cluster.hpp"
@@ -114,8 +115,8 @@ struct Pass {
   model::StepBuilder builder;
   model::StepMarks marks;
   std::map<int, reports::SmTimeline> sms;
-  std::vector<model::HbmReplay> hbm;  // per rank
-  model::CertainLive certain_oom;     // rank ≥ 0: out of HBM whatever the timing, not simulated
+  std::vector<model::HbmReplay> hbm;              // per rank
+  std::optional<model::CertainLive> certain_oom;  // out of HBM whatever the timing: not run
   Pass(const Scenario& s)
       : cluster(engine, fluid, s.hw, simulated_gpus(s), static_cast<int>(s.nccl.reserved_sms),
                 hardware::FabricSpec{s.placement, s.placement.simulate_all_replicas
@@ -139,6 +140,15 @@ model::AllocatorTrace allocator_trace(const Scenario& s, const model::StepBuilde
   return t;
 }
 
+// The step's bytes live at once in every schedule (model/memory_bound.hpp), where they are more
+// than the allocator's capacity: out of HBM whatever the timing.
+std::optional<model::CertainLive> out_of_hbm_always(const Pass& p, double capacity) {
+  const auto live = model::certain_live(p.graph, p.builder.buffers(), p.builder.ops(),
+                                        model::kStreamCount, model::kCompute);
+  if (live.bytes <= static_cast<std::int64_t>(capacity)) return std::nullopt;
+  return live;
+}
+
 std::unique_ptr<Pass> run_pass(const Scenario& s, const RunOptions& opts, double alloc_capacity,
                                const std::vector<std::vector<model::AllocRetry>>* retries) {
   auto p = std::make_unique<Pass>(s);
@@ -152,12 +162,8 @@ std::unique_ptr<Pass> run_pass(const Scenario& s, const RunOptions& opts, double
   p->builder.record_launches(recorded);
   p->marks = p->builder.build();
   if (opts.stop_if_certain_oom && !retries) {
-    const auto live = model::certain_live(p->graph, p->builder.buffers(), p->builder.ops(),
-                                          model::kStreamCount, model::kCompute);
-    if (live.bytes > static_cast<std::int64_t>(alloc_capacity)) {
-      p->certain_oom = live;
-      return p;
-    }
+    p->certain_oom = out_of_hbm_always(*p, alloc_capacity);
+    if (p->certain_oom) return p;  // not simulated
   }
   model::bind_step(p->builder.ops(), p->graph, p->cluster);
   if (retries) model::inject_retries(p->graph, p->cluster, *retries);
@@ -260,7 +266,7 @@ Json alloc_events_json(const Scenario& s, const Pass& p, int r, double capacity)
           {"events", ev}};
 }
 
-CertainOom certain_oom(const Pass& p, const model::CertainLive& live, double capacity) {
+CertainOom certain_oom_of(const Pass& p, const model::CertainLive& live, double capacity) {
   const auto& t = p.graph[static_cast<std::size_t>(live.task)];
   return {static_cast<double>(live.bytes) / kGiB, capacity / kGiB, live.rank,
           t.index >= 0 ? fmt::format("{} (layer {})", t.name, t.index) : t.name};
@@ -269,10 +275,9 @@ CertainOom certain_oom(const Pass& p, const model::CertainLive& live, double cap
 // For a step out of HBM: whether it would be in every schedule (model/memory_bound.hpp), so that
 // no other order of its work or allocator setting could fit it; empty if not found so.
 std::string whatever_the_timing(const Pass& p, double capacity) {
-  const auto live = model::certain_live(p.graph, p.builder.buffers(), p.builder.ops(),
-                                        model::kStreamCount, model::kCompute);
-  if (live.bytes <= static_cast<std::int64_t>(capacity)) return "";
-  const auto c = certain_oom(p, live, capacity);
+  const auto live = out_of_hbm_always(p, capacity);
+  if (!live) return "";
+  const auto c = certain_oom_of(p, *live, capacity);
   return fmt::format(
       "; in every schedule: {:.2f} GiB live at once on rank {} across {}, more than "
       "the allocator's {:.2f} GiB",
@@ -284,7 +289,7 @@ std::string whatever_the_timing(const Pass& p, double capacity) {
 std::unique_ptr<Pass> run_with_retries(const Scenario& s, const RunOptions& opts, double capacity,
                                        int& passes) {
   auto pass = run_pass(s, opts, capacity, nullptr);
-  if (pass->certain_oom.rank >= 0) return pass;
+  if (pass->certain_oom) return pass;
   std::vector<std::vector<model::AllocRetry>> retries;
   bool any = false;
   for (const auto& h : pass->hbm) retries.push_back(h.retries), any = any || !h.retries.empty();
@@ -400,8 +405,8 @@ RunResult simulate(const Loaded& loaded, const RunOptions& opts) {
   int passes = 1;
   auto pass = run_with_retries(s, opts, capacity, passes);
   RunResult out;
-  if (pass->certain_oom.rank >= 0) {
-    out.certain_oom = certain_oom(*pass, pass->certain_oom, capacity);
+  if (pass->certain_oom) {
+    out.certain_oom = certain_oom_of(*pass, *pass->certain_oom, capacity);
     return out;
   }
   double step = 0;
