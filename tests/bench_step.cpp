@@ -1,4 +1,5 @@
-// Step benchmarks: the 384-GPU EUROPA step (target ≤ 1 s on one core) and its graph build alone.
+// Step benchmarks: the 384-GPU EUROPA step (target ≤ 1 s on one core) and its graph build alone,
+// the whole machine, plan-dp and tune.
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
@@ -70,3 +71,35 @@ static void PlanDpEuropa7Counts32Samples(benchmark::State& state) {
   state.SetLabel("7 replica counts x 32 samples, 2 jobs");
 }
 BENCHMARK(PlanDpEuropa7Counts32Samples)->Unit(benchmark::kMillisecond)->Iterations(1);
+
+// Issue #21's search target (≤ 2 min on the 2-core machine): `twin tune scenarios/europa.json
+// --jobs 2`, its default space of 144 configurations (72 of them out of HBM in every schedule,
+// found before simulating: model/memory_bound.hpp).
+static void TuneEuropaDefault(benchmark::State& state) {
+  scenarios::CommonArgs args;
+  args.scenario = std::string(TWIN_SOURCE_DIR) + "/scenarios/europa.json";
+  args.data_dir = TWIN_SOURCE_DIR;
+  args.progress = false;
+  scenarios::TuneArgs t;
+  t.jobs = 2;
+  for (auto _ : state) benchmark::DoNotOptimize(scenarios::tune_json(args, t));
+  state.SetLabel("144 configurations, 2 jobs");
+}
+BENCHMARK(TuneEuropaDefault)->Unit(benchmark::kMillisecond)->Iterations(1);
+
+// What tune pays for a configuration out of HBM in every schedule (europa.json with selective
+// checkpointing): the step's graph and the bound, against StepEuropaSimulate's whole step (and the
+// two passes, with retries, that simulating this configuration takes).
+static void StepEuropaOutOfHbmBeforeSimulating(benchmark::State& state) {
+  static const auto l =
+      scenarios::load_scenario(std::string(TWIN_SOURCE_DIR) + "/scenarios/europa.json",
+                               {TWIN_SOURCE_DIR, {"training.activation_checkpointing=selective"}});
+  scenarios::RunOptions stop;
+  stop.stop_if_certain_oom = true;
+  for (auto _ : state) {
+    const auto r = scenarios::simulate(l, stop);
+    if (!r.certain_oom) state.SkipWithError("not found out of HBM before simulating");
+  }
+  state.SetLabel("384 GPUs, selective checkpointing");
+}
+BENCHMARK(StepEuropaOutOfHbmBeforeSimulating)->Unit(benchmark::kMillisecond)->Iterations(3);
