@@ -16,6 +16,14 @@ const scenarios::Loaded& europa() {
       std::string(TWIN_SOURCE_DIR) + "/scenarios/europa.json", {TWIN_SOURCE_DIR, {}});
   return l;
 }
+// The commands' arguments for europa.json, without a progress meter.
+scenarios::CommonArgs europa_args() {
+  scenarios::CommonArgs args;
+  args.scenario = std::string(TWIN_SOURCE_DIR) + "/scenarios/europa.json";
+  args.data_dir = TWIN_SOURCE_DIR;
+  args.progress = false;
+  return args;
+}
 }  // namespace
 
 static void StepEuropaSimulate(benchmark::State& state) {
@@ -59,10 +67,7 @@ BENCHMARK(StepWholeMachineDp61)->Unit(benchmark::kMillisecond)->Iterations(1);
 // 32 draws of the shared machine each, two jobs. europa.json leaves every shared effect off, so a
 // count's draws are one simulation (scenarios/samples.hpp run_draws).
 static void PlanDpEuropa7Counts32Samples(benchmark::State& state) {
-  scenarios::CommonArgs args;
-  args.scenario = std::string(TWIN_SOURCE_DIR) + "/scenarios/europa.json";
-  args.data_dir = TWIN_SOURCE_DIR;
-  args.progress = false;
+  const auto args = europa_args();
   scenarios::PlanDpArgs plan;
   plan.replicas = {1, 2, 4, 8, 16, 32, 61};
   plan.samples = 32;
@@ -76,10 +81,7 @@ BENCHMARK(PlanDpEuropa7Counts32Samples)->Unit(benchmark::kMillisecond)->Iteratio
 // --jobs 2`, its default space of 144 configurations (72 of them out of HBM in every schedule,
 // found before simulating: model/memory_bound.hpp).
 static void TuneEuropaDefault(benchmark::State& state) {
-  scenarios::CommonArgs args;
-  args.scenario = std::string(TWIN_SOURCE_DIR) + "/scenarios/europa.json";
-  args.data_dir = TWIN_SOURCE_DIR;
-  args.progress = false;
+  const auto args = europa_args();
   scenarios::TuneArgs t;
   t.jobs = 2;
   for (auto _ : state) benchmark::DoNotOptimize(scenarios::tune_json(args, t));
