@@ -210,6 +210,9 @@ Command add_sweep(CLI::App& app, CommonArgs& common) {
   sweep->add_option("--shard", *shard,
                     "I/N: run only the points i with i mod N = I and write them to --out as a part "
                     "for `twin merge` (one task of a Slurm job array or srun step each)");
+  sweep->add_flag("--skip-oom", a->skip_certain_oom,
+                  "do not simulate points out of HBM in every schedule (found from the step's "
+                  "graph): their rows say oom, fits false and certain_oom, without step metrics");
   return {sweep, [a, shard, &common] {
             if (!shard->empty()) std::tie(a->shard, a->shards) = parse_shard(*shard);
             return cmd_sweep(common, *a, std::cout);

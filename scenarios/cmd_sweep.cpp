@@ -127,14 +127,18 @@ Json check_inputs(const CommonArgs& args, const std::vector<Axis>& axes) {
 // The sweep's identity, what `twin merge` checks of its parts: the arguments, the resolved
 // scenario's content and the twin's version. The resume key (the progress file's first line)
 // adds a shard's shard, so that an edited scenario or another shard starts afresh.
+// `skip_oom` only when asked for: a part's rows then lack the metrics of points out of HBM, and
+// parts with and without it must not be joined (without it, the identity of earlier versions).
 Json identity_of(const CommonArgs& args, const SweepArgs& sw, const Json& resolved) {
-  return {{"twin_sweep", 2},
+  Json id{{"twin_sweep", 2},
           {"scenario", args.scenario},
           {"sets", args.sets},
           {"grid", sw.grid},
           {"max_events", args.max_events},
           {"resolved_fnv1a", content_hash(resolved)},
           {"twin", TWIN_VERSION}};
+  if (sw.skip_certain_oom) id["skip_oom"] = true;
+  return id;
 }
 std::string header_of(const CommonArgs& args, const SweepArgs& sw, const Json& resolved) {
   Json h = identity_of(args, sw, resolved);

@@ -58,7 +58,7 @@ struct SweepArgs {
   // `twin merge` joins with the others into the file one unsharded sweep writes.
   int shard = 0, shards = 1;
   // A point out of HBM whatever its timing is not simulated: its row says so (`oom`, `fits`,
-  // `certain_oom`) and has no step metrics. `twin tune` asks for it; the command never does.
+  // `certain_oom`) and has no step metrics. `twin tune` asks for it; `twin sweep --skip-oom`.
   bool skip_certain_oom = false;
 };
 // "I/N" → (I, N); InputError naming --shard unless 0 ≤ I < N.

@@ -299,6 +299,23 @@ double number_of(const Json& v) {
   return !t.empty() && end == t.c_str() + t.size() ? d : 0.0;
 }
 
+// Why a sweep row has no figure: its error, or that `twin sweep --skip-oom` found it out of HBM
+// in every schedule and did not simulate it (`certain_oom`: an object in JSON, text in CSV).
+std::string why_not(const Json& r) {
+  const std::string error = r.value("error", "");
+  if (!error.empty() || !r.contains("certain_oom")) return error;
+  const Json c = r["certain_oom"].is_string()
+                     ? Json::parse(r["certain_oom"].get<std::string>(), nullptr, false)
+                     : r["certain_oom"];
+  if (!c.is_object() || !c.contains("live_GiB") || !c["live_GiB"].is_number() ||
+      !c.contains("capacity_GiB") || !c["capacity_GiB"].is_number())
+    return "out of HBM in every schedule (not simulated)";
+  return fmt::format(
+      "out of HBM in every schedule (not simulated): {:.2f} GiB live at once, more "
+      "than the allocator's {:.2f} GiB",
+      c["live_GiB"].get<double>(), c["capacity_GiB"].get<double>());
+}
+
 // One sweep row as the heat map's datum: the first grid key across, the second down, the rest
 // naming the panel.
 Json sweep_datum(const Json& r, const std::vector<std::string>& keys) {
@@ -310,7 +327,7 @@ Json sweep_datum(const Json& r, const std::vector<std::string>& keys) {
          {"fits", fits},
          {"label", fits ? fmt::format("{:.0f}", r["tokens_per_s_per_gpu"].get<double>())
                         : (r.value("oom", false) ? "OOM" : "×")},
-         {"why", r.value("error", "")}};
+         {"why", why_not(r)}};
   if (fits) v["tokens"] = r["tokens_per_s_per_gpu"];
   v["y"] = keys.size() > 1 ? text_of(r.value(keys[1], Json(""))) : "";
   std::string panel;

@@ -199,6 +199,11 @@ TEST_SUITE("scenarios.sweep") {
     sw.out = (dir / "other.json").string();
     REQUIRE(cmd_sweep(args, sw, ignored) == 0);
     refused({part(0), sw.out, part(2), part(3)}, "not the sweep of");
+    sw.grid = {"nccl.max_ctas=8,16,32", "training.seq_len=2048,4096"};
+    sw.skip_certain_oom = true;  // rows that may lack metrics: not joined with parts that have them
+    REQUIRE(cmd_sweep(args, sw, ignored) == 0);
+    refused({part(0), sw.out, part(2), part(3)}, "not the sweep of");
+    sw.skip_certain_oom = false;
     CHECK_THROWS_AS(parse_shard("4/4"), InputError);
     CHECK_THROWS_AS(parse_shard("1/x"), InputError);
     CHECK_THROWS_AS(parse_shard("-1/2"), InputError);
@@ -396,11 +401,14 @@ TEST_SUITE("scenarios.report") {
   TEST_CASE("a sweep's CSV reads back as its rows; the heatmap marks points that cannot run") {
     const fs::path f =
         fs::temp_directory_path() / ("twin-report-" + std::to_string(::getpid()) + ".csv");
-    std::ofstream(f) << "nccl.max_ctas,training.seq_len,tokens_per_s_per_gpu,oom,fits,error\n"
-                        "16,32768,751.8,false,true,\n"
-                        "8,65536,,true,false,\"out of HBM, 95 GiB\"\n";
+    std::ofstream(f)
+        << "nccl.max_ctas,training.seq_len,tokens_per_s_per_gpu,oom,fits,error,certain_oom\n"
+           "16,32768,751.8,false,true,,\n"
+           "8,65536,,true,false,\"out of HBM, 95 GiB\",\n"
+           // a point `twin sweep --skip-oom` did not simulate, as its CSV writes it
+           "8,98304,,true,false,,\"{\"\"live_GiB\"\":120.5,\"\"capacity_GiB\"\":94.5}\"\n";
     const Json rows = read_sweep_rows(f.string());
-    REQUIRE(rows.size() == 2);
+    REQUIRE(rows.size() == 3);
     CHECK(rows[0]["nccl.max_ctas"] == "16");  // grid values stay text, as twin sweep writes them
     CHECK(rows[0]["tokens_per_s_per_gpu"] == 751.8);
     CHECK(rows[1]["error"] == "out of HBM, 95 GiB");  // a quoted comma
@@ -408,6 +416,11 @@ TEST_SUITE("scenarios.report") {
     const auto& values = chart.spec["data"]["values"];
     CHECK(values[0]["label"] == "752");
     CHECK(values[1]["label"] == "OOM");
+    CHECK(values[1]["why"] == "out of HBM, 95 GiB");
+    CHECK(values[2]["label"] == "OOM");
+    CHECK(values[2]["why"] ==
+          "out of HBM in every schedule (not simulated): 120.50 GiB live at once, more than the "
+          "allocator's 94.50 GiB");
     CHECK(values[0]["xn"] == 16.0);  // ordered as numbers, not as text
     std::ofstream(f) << "a,b\n1,2,3\n";
     CHECK_THROWS_WITH_AS(read_sweep_rows(f.string()),
