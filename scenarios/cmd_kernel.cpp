@@ -163,14 +163,8 @@ Times engine_s(const Scenario& s, const KernelWork& w, int held,
   return {kernel_s, coll.empty() ? 0.0 : coll[0]->end_time().to_s()};
 }
 
-}  // namespace
-
-int cmd_kernel(const CommonArgs& args, const KernelArgs& k, std::ostream& out) {
-  auto options = args.load_options();
-  if (!k.profile.empty())  // first: the --set keys apply on top of it
-    options.sets.insert(options.sets.begin(), "hardware.profile=" + k.profile);
-  const auto loaded = load_scenario(args.scenario, options);
-  const auto& s = loaded.scenario;
+// The kernel's times alone, at each held count and beside a collective, as `--json` writes them.
+Json kernel_json(const Scenario& s, const KernelArgs& k) {
   const hardware::KernelCost cost(s.hw);
   KernelWork w = kernel_work(k, cost, s.job.training.expert_rows == model::ExpertRows::equal);
   if (k.alone_us > 0) w.alone_s = k.alone_us * 1e-6;  // a measured time alone (the fit's input)
@@ -203,40 +197,43 @@ int cmd_kernel(const CommonArgs& args, const KernelArgs& k, std::ostream& out) {
                                 {"collective_ms", both.collective_s * 1e3},
                                 {"collective_alone_ms", coll.collective_s * 1e3}};
   }
-  if (args.json) {
-    out << doc.dump(2) << "\n";
-    return 0;
-  }
+  return doc;
+}
+
+// cuBLAS's launch as the twin takes it: tiles, clusters, split-K, the lone CTA, saturation.
+void print_launch(std::ostream& out, const Json& l, bool named) {
+  fmt::print(
+      out,
+      "  cuBLAS launch{}: {}×{} tiles in clusters of {} ({}x{}), {} CTAs for {} tiles (split-K "
+      "{}{}); a lone CTA {:.1f} µs ({}); saturates at {:.0f} SMs (its load intensity's: "
+      "{:.0f})\n",
+      named ? " (as named)" : "", l["tile"][0].get<int>(), l["tile"][1].get<int>(),
+      l["cluster"].get<int>(), l["cluster_shape"][0].get<int>(), l["cluster_shape"][1].get<int>(),
+      l["ctas"].get<double>(), l["tiles"].get<double>(), l["split_k"].get<int>(),
+      l["split_k_reduce_us"].get<double>() > 0
+          ? fmt::format(", then a reduction of {:.1f} µs on {:.0f} blocks",
+                        l["split_k_reduce_us"].get<double>(),
+                        l["split_k_reduce_blocks"].get<double>())
+          : "",
+      l["lone_cta_us"].get<double>(),
+      l["lone_cta_measured"].get<bool>() ? "this kernel's, measured" : "the form: not measured",
+      l["sat_sms"].get<double>(), l["load_intensity_sat_sms"].get<double>());
+}
+
+// kernel_json's document as text.
+void print_kernel(std::ostream& out, const Json& doc, const KernelArgs& k, const Scenario& s) {
   fmt::print(out, "{} [{}] on {}: {:.4f} ms alone (family {})\n", k.kernel, fmt::join(k.shape, ","),
-             s.hw.name, alone * 1e3, doc["family"].get<std::string>());
-  if (doc.contains("launch")) {
-    const auto& l = doc["launch"];
-    fmt::print(
-        out,
-        "  cuBLAS launch{}: {}×{} tiles in clusters of {} ({}x{}), {} CTAs for {} tiles (split-K "
-        "{}{}); a lone CTA {:.1f} µs ({}); saturates at {:.0f} SMs (its load intensity's: "
-        "{:.0f})\n",
-        k.nvjet.empty() ? "" : " (as named)", l["tile"][0].get<int>(), l["tile"][1].get<int>(),
-        l["cluster"].get<int>(), l["cluster_shape"][0].get<int>(), l["cluster_shape"][1].get<int>(),
-        l["ctas"].get<double>(), l["tiles"].get<double>(), l["split_k"].get<int>(),
-        l["split_k_reduce_us"].get<double>() > 0
-            ? fmt::format(", then a reduction of {:.1f} µs on {:.0f} blocks",
-                          l["split_k_reduce_us"].get<double>(),
-                          l["split_k_reduce_blocks"].get<double>())
-            : "",
-        l["lone_cta_us"].get<double>(),
-        l["lone_cta_measured"].get<bool>() ? "this kernel's, measured" : "the form: not measured",
-        l["sat_sms"].get<double>(), l["load_intensity_sat_sms"].get<double>());
-  }
+             s.hw.name, doc["alone_ms"].get<double>(), doc["family"].get<std::string>());
+  if (doc.contains("launch")) print_launch(out, doc["launch"], !k.nvjet.empty());
   fmt::print(out, "  {:>9} {:>12} {:>9}\n", "SMs held", "time ms", "slowdown");
-  for (const auto& r : rows)
+  for (const auto& r : doc["points"])
     if (r.contains("blocked"))
       fmt::print(out, "  {:>9} {:>12} {:>9}  (no cluster can start beside the held SMs)\n",
                  r["held_sms"].get<int>(), "blocked", "-");
     else
       fmt::print(out, "  {:>9} {:>12.4f} {:>9.3f}\n", r["held_sms"].get<int>(),
                  r["time_ms"].get<double>(), r["slowdown"].get<double>());
-  if (beside) {
+  if (doc.contains("beside_collective")) {
     const auto& b = doc["beside_collective"];
     fmt::print(out,
                "  beside {} over the node's {} GPUs: kernel {:.4f} ms (×{:.3f}), collective "
@@ -245,6 +242,20 @@ int cmd_kernel(const CommonArgs& args, const KernelArgs& k, std::ostream& out) {
                b["slowdown"].get<double>(), b["collective_ms"].get<double>(),
                b["collective_alone_ms"].get<double>());
   }
+}
+
+}  // namespace
+
+int cmd_kernel(const CommonArgs& args, const KernelArgs& k, std::ostream& out) {
+  auto options = args.load_options();
+  if (!k.profile.empty())  // first: the --set keys apply on top of it
+    options.sets.insert(options.sets.begin(), "hardware.profile=" + k.profile);
+  const auto loaded = load_scenario(args.scenario, options);
+  const Json doc = kernel_json(loaded.scenario, k);
+  if (args.json)
+    out << doc.dump(2) << "\n";
+  else
+    print_kernel(out, doc, k, loaded.scenario);
   return 0;
 }
 
