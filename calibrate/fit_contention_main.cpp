@@ -165,22 +165,24 @@ void write_plots(const std::vector<calibrate::ContentionCase>& cases,
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"twin-fit-contention: fit the SM-contention model to contention_bench.py's curves"};
-  std::vector<std::string> files;
-  std::vector<std::string> clock_files;
+// The command line, as parsed.
+struct FitArgs {
+  std::vector<std::string> files, clock_files;
   std::string out, svg_dir, waves_file;
   int waves_columns = 0;
-  calibrate::BaseFiles base_files;
-  auto& [clusters, lone_cta, split_k_files, held_out_files] = base_files;
-  app.add_option("files", files, "measurement files (a later file's classes replace an earlier's)")
+  calibrate::BaseFiles base;
+  double held_out_hbm_scale = 1;
+};
+
+void add_options(CLI::App& app, FitArgs& a) {
+  auto& [clusters, lone_cta, split_k_files, held_out_files] = a.base;
+  app.add_option("files", a.files,
+                 "measurement files (a later file's classes replace an earlier's)")
       ->required();
   app.add_option("--clusters", clusters,
                  "cluster_probe.py's result: the usable SMs of clustered kernels")
       ->required();
-  app.add_option("--clocks", clock_files,
+  app.add_option("--clocks", a.clock_files,
                  "contention_bench.py --clock results: the compute families' clock "
                  "gain b_max, measured rather than fitted");
   app.add_option("--lone-cta", lone_cta,
@@ -190,87 +192,118 @@ int main(int argc, char** argv) {
   app.add_option("--split-k", split_k_files,
                  "contention_bench.py results with split-K GEMMs: cuBLASLt's reduction's time "
                  "alone against its bytes (a split-K launch as two kernels), measured");
-  app.add_option("--split-k-waves", waves_file,
+  app.add_option("--split-k-waves", a.waves_file,
                  "contention_bench.py --launches-held result: the split-K reduction's β and "
                  "unstretched time beside held SMs, fitted on --split-k-waves-columns' GEMMs")
       ->needs("--split-k");
-  app.add_option("--split-k-waves-columns", waves_columns,
+  app.add_option("--split-k-waves-columns", a.waves_columns,
                  "the columns (n) of the GEMMs --split-k-waves fits on; the others are held out")
       ->needs("--split-k-waves");
   app.add_option("--held-out", held_out_files,
                  "measurement files taken after the fit: their residuals per family, and with "
                  "--svg one plot per family (<family>_held_out.svg), every point held out");
-  double held_out_hbm_scale = 1;
-  app.add_option("--held-out-hbm-scale", held_out_hbm_scale,
+  app.add_option("--held-out-hbm-scale", a.held_out_hbm_scale,
                  "the --held-out files' card's HBM bandwidth over the fitted card's (an H100 on "
                  "our H200's fit: 2,916 / 4,200, the profiles' gpu.hbm_bw_GBps): the elementwise "
                  "families' a_sat scale by it, as a profile's hbm_scale does")
       ->check(CLI::PositiveNumber);
-  app.add_option("--out", out, "write the fitted section and residuals here (JSON)");
-  app.add_option("--svg", svg_dir, "write one plot per family into this folder (SVG)");
+  app.add_option("--out", a.out, "write the fitted section and residuals here (JSON)");
+  app.add_option("--svg", a.svg_dir, "write one plot per family into this folder (SVG)");
+}
+
+// The fitted `contention` section with every source, the clock gains and the fit's residuals.
+Json fit_document(const FitArgs& a, const hardware::ContentionModel& m,
+                  const std::map<std::string, double>& gains,
+                  const std::vector<calibrate::ContentionCase>& cases) {
+  const auto& [clusters, lone_cta, split_k_files, held_out_files] = a.base;
+  Json doc;
+  doc["contention"] =
+      profile_section(m, file_names(a.files), clusters.substr(clusters.find_last_of('/') + 1),
+                      gains, file_names(a.clock_files));
+  if (!lone_cta.empty())
+    lone_cta_keys(doc["contention"], m.lone_cta, file_names(lone_cta), file_names(held_out_files));
+  if (!split_k_files.empty())
+    split_k_keys(doc["contention"], m.split_k_reduce, file_names(split_k_files));
+  if (!a.waves_file.empty())
+    split_k_wave_keys(doc["contention"], m.split_k_reduce, file_names({a.waves_file}),
+                      a.waves_columns);
+  doc["clock_gains"] = gains;
+  if (!a.clock_files.empty())
+    doc["clock_plateau_MHz"] = calibrate::measured_clock_plateau_MHz(a.clock_files);
+  doc["residuals"] = calibrate::contention_residuals(cases, m);
+  return doc;
+}
+
+void print_fit(const Json& doc) {
+  for (const auto& [g, v] : doc["clock_gains"].items())
+    fmt::print("clock gain {:16s} {:.2f}\n", g, v.get<double>());
+  for (const auto& [g, r] : doc["residuals"].items())
+    fmt::print(
+        "{:16s} cases {:2d}  held-out: worst median over cases {:5.1f}%, worst point {:5.1f}%"
+        "  (fitted points: worst {:5.1f}%)\n",
+        g, r["cases"].get<int>(), 100 * r["held_out_worst_median"].get<double>(),
+        100 * r["held_out_worst"].get<double>(), 100 * r["fitted_worst"].get<double>());
+  fmt::print("{}\n", doc["contention"].dump(2));
+}
+
+// The --held-out files' cases, every point held out.
+std::vector<calibrate::ContentionCase> held_out_cases(const std::vector<std::string>& files) {
+  auto cases = files.empty() ? std::vector<calibrate::ContentionCase>{}
+                             : calibrate::read_contention_cases(files);
+  for (auto& c : cases)
+    for (auto& p : c.points) p.fitted = false;
+  return cases;
+}
+
+// Their residuals under the model as a profile of the held-out card would run it.
+void add_held_out(Json& doc, const std::vector<calibrate::ContentionCase>& held_out,
+                  const hardware::ContentionModel& on_card, const std::string& files) {
+  if (held_out.empty()) return;
+  doc["held_out_residuals"] = calibrate::contention_residuals(held_out, on_card);
+  for (const auto& [g, r] : doc["held_out_residuals"].items())
+    fmt::print(
+        "{:16s} cases {:2d}  held-out files ({}): worst median over cases {:5.1f}%, worst "
+        "point {:5.1f}%\n",
+        g, r["cases"].get<int>(), files, 100 * r["held_out_worst_median"].get<double>(),
+        100 * r["held_out_worst"].get<double>());
+}
+
+bool write_json(const std::string& out, const Json& doc) {
+  std::ofstream f(out + ".tmp");
+  f << doc.dump(1) << "\n";
+  return f && std::rename((out + ".tmp").c_str(), out.c_str()) == 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"twin-fit-contention: fit the SM-contention model to contention_bench.py's curves"};
+  FitArgs a;
+  add_options(app, a);
   CLI11_PARSE(app, argc, argv);
   try {
-    const auto cases = calibrate::read_contention_cases(files);
-    const auto gains = clock_files.empty() ? std::map<std::string, double>{}
-                                           : calibrate::measured_clock_gains(clock_files);
-    const auto base = calibrate::fit_base(base_files);
-    auto m = calibrate::fit_contention(cases, base, gains);
-    if (!waves_file.empty())
+    const auto cases = calibrate::read_contention_cases(a.files);
+    const auto gains = a.clock_files.empty() ? std::map<std::string, double>{}
+                                             : calibrate::measured_clock_gains(a.clock_files);
+    auto m = calibrate::fit_contention(cases, calibrate::fit_base(a.base), gains);
+    if (!a.waves_file.empty())
       std::tie(m.split_k_reduce.lone_block, m.split_k_reduce.fixed_us) =
-          calibrate::fit_split_k_waves(waves_file, waves_columns, m);
-    Json doc;
-    doc["contention"] =
-        profile_section(m, file_names(files), clusters.substr(clusters.find_last_of('/') + 1),
-                        gains, file_names(clock_files));
-    if (!lone_cta.empty())
-      lone_cta_keys(doc["contention"], m.lone_cta, file_names(lone_cta),
-                    file_names(held_out_files));
-    if (!split_k_files.empty())
-      split_k_keys(doc["contention"], m.split_k_reduce, file_names(split_k_files));
-    if (!waves_file.empty())
-      split_k_wave_keys(doc["contention"], m.split_k_reduce, file_names({waves_file}),
-                        waves_columns);
-    doc["clock_gains"] = gains;
-    if (!clock_files.empty())
-      doc["clock_plateau_MHz"] = calibrate::measured_clock_plateau_MHz(clock_files);
-    doc["residuals"] = calibrate::contention_residuals(cases, m);
-    for (const auto& [g, v] : gains) fmt::print("clock gain {:16s} {:.2f}\n", g, v);
-    for (const auto& [g, r] : doc["residuals"].items())
-      fmt::print(
-          "{:16s} cases {:2d}  held-out: worst median over cases {:5.1f}%, worst point {:5.1f}%"
-          "  (fitted points: worst {:5.1f}%)\n",
-          g, r["cases"].get<int>(), 100 * r["held_out_worst_median"].get<double>(),
-          100 * r["held_out_worst"].get<double>(), 100 * r["fitted_worst"].get<double>());
-    fmt::print("{}\n", doc["contention"].dump(2));
-    auto held_out = held_out_files.empty() ? std::vector<calibrate::ContentionCase>{}
-                                           : calibrate::read_contention_cases(held_out_files);
-    for (auto& c : held_out)
-      for (auto& p : c.points) p.fitted = false;
+          calibrate::fit_split_k_waves(a.waves_file, a.waves_columns, m);
+    Json doc = fit_document(a, m, gains, cases);
+    print_fit(doc);
+    const auto held_out = held_out_cases(a.base.held_out);
     auto on_card = m;  // the model as a profile of the held-out card would run it
-    on_card.hbm_scale = held_out_hbm_scale;
+    on_card.hbm_scale = a.held_out_hbm_scale;
     on_card.prepare();  // its tables follow the scale
-    if (!held_out.empty()) {
-      doc["held_out_residuals"] = calibrate::contention_residuals(held_out, on_card);
-      for (const auto& [g, r] : doc["held_out_residuals"].items())
-        fmt::print(
-            "{:16s} cases {:2d}  held-out files ({}): worst median over cases {:5.1f}%, worst "
-            "point {:5.1f}%\n",
-            g, r["cases"].get<int>(), file_names(held_out_files),
-            100 * r["held_out_worst_median"].get<double>(),
-            100 * r["held_out_worst"].get<double>());
+    add_held_out(doc, held_out, on_card, file_names(a.base.held_out));
+    if (!a.svg_dir.empty()) {
+      std::filesystem::create_directories(a.svg_dir);
+      write_plots(cases, m, a.svg_dir, "");
+      write_plots(held_out, on_card, a.svg_dir, "_held_out");
     }
-    if (!svg_dir.empty()) {
-      std::filesystem::create_directories(svg_dir);
-      write_plots(cases, m, svg_dir, "");
-      write_plots(held_out, on_card, svg_dir, "_held_out");
-    }
-    if (!out.empty()) {
-      std::ofstream f(out + ".tmp");
-      f << doc.dump(1) << "\n";
-      if (!f || std::rename((out + ".tmp").c_str(), out.c_str()) != 0) {
-        std::fprintf(stderr, "twin-fit-contention: cannot write %s\n", out.c_str());
-        return 1;
-      }
+    if (!a.out.empty() && !write_json(a.out, doc)) {
+      std::fprintf(stderr, "twin-fit-contention: cannot write %s\n", a.out.c_str());
+      return 1;
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "twin-fit-contention: error: %s\n", e.what());
