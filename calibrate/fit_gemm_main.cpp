@@ -49,6 +49,54 @@ void print(const char* title, const Json& bands) {
                100 * b["median_abs_error"].get<double>(), 100 * b["worst_error"].get<double>());
 }
 
+// What the fit frees besides h: f (--fit-peak-fraction) or t_0 (--fit-fixed); and which GEMMs.
+struct Freed {
+  bool peak_fraction = false, fixed = false, fp8 = false;
+};
+
+// Fits on alternate shapes, the others held out: the values, the method and the residuals into
+// j, and printed.
+void fit_shapes(Json& j, const std::vector<calibrate::GemmAlone>& pts, hardware::Profile& p,
+                Freed freed) {
+  const bool fp8 = freed.fp8;
+  const auto split = calibrate::alternate_shapes(pts);
+  const auto fit = calibrate::fit_gemm_alone(split.fitted, p, freed.peak_fraction, freed.fixed);
+  (fp8 ? p.efficiency.gemm_fp8_peak_fraction : p.efficiency.gemm_peak_fraction) = fit.peak_fraction;
+  (fp8 ? p.efficiency.gemm_fp8_half_rows : p.efficiency.gemm_half_rows) = fit.half_rows;
+  if (freed.fixed) p.efficiency.gemm_fixed_us = fit.fixed_us;
+  j["method"] =
+      "t = t_0 + max(2mnk / (P·f·m/(m+h)), bytes / BW) (hardware::KernelCost::gemm_s), P, "
+      "BW from the profile; least squares of log(model / measured) over h (0-5000 rows, step "
+      "1)" +
+      std::string(freed.peak_fraction ? " and f (0.5-0.9975, step 0.0025)" : "") +
+      std::string(freed.fixed ? " and t_0 (0.25-12 us, step 0.25)" : "") +
+      " on alternate shapes (in order of m, n, k), the others held out";
+  j[fp8 ? "gemm_fp8_peak_fraction" : "gemm_peak_fraction"] = fit.peak_fraction;
+  j[fp8 ? "gemm_fp8_half_rows" : "gemm_half_rows"] = fit.half_rows;
+  j["gemm_fixed_us"] = fit.fixed_us;
+  j["shapes"] = {{"fitted", split.fitted.size()}, {"held_out", split.held_out.size()}};
+  j["fitted"] = summary(split.fitted, p);
+  j["held_out"] = summary(split.held_out, p);
+  fmt::print(
+      "{} {} GEMM shapes timed alone ({} fitted, {} held out); f = {}, h = {} rows, t_0 = {} "
+      "us\n",
+      pts.size(), fp8 ? "FP8" : "bf16", split.fitted.size(), split.held_out.size(),
+      fit.peak_fraction, fit.half_rows, fit.fixed_us);
+  print("the profile's f and h, every shape:", j["before"]);
+  print("fitted shapes:", j["fitted"]);
+  print("held-out shapes:", j["held_out"]);
+}
+
+// Written whole or not at all.
+void write_json(const std::string& out, const Json& j) {
+  const std::string tmp = out + ".tmp";
+  std::ofstream f(tmp);
+  f << j.dump(2) << "\n";
+  if (!f.flush()) throw std::runtime_error(out + ": cannot write");
+  f.close();
+  std::filesystem::rename(tmp, out);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -90,42 +138,9 @@ int main(int argc, char** argv) {
       fmt::print("{} {} GEMM shapes timed alone\n", pts.size(), fp8 ? "FP8" : "bf16");
       print("the profile's f and h, every shape:", j["before"]);
     } else {
-      const auto split = calibrate::alternate_shapes(pts);
-      const auto fit = calibrate::fit_gemm_alone(split.fitted, p, fit_f, fit_fixed);
-      (fp8 ? p.efficiency.gemm_fp8_peak_fraction : p.efficiency.gemm_peak_fraction) =
-          fit.peak_fraction;
-      (fp8 ? p.efficiency.gemm_fp8_half_rows : p.efficiency.gemm_half_rows) = fit.half_rows;
-      if (fit_fixed) p.efficiency.gemm_fixed_us = fit.fixed_us;
-      j["method"] =
-          "t = t_0 + max(2mnk / (P·f·m/(m+h)), bytes / BW) (hardware::KernelCost::gemm_s), P, "
-          "BW from the profile; least squares of log(model / measured) over h (0-5000 rows, step "
-          "1)" +
-          std::string(fit_f ? " and f (0.5-0.9975, step 0.0025)" : "") +
-          std::string(fit_fixed ? " and t_0 (0.25-12 us, step 0.25)" : "") +
-          " on alternate shapes (in order of m, n, k), the others held out";
-      j[fp8 ? "gemm_fp8_peak_fraction" : "gemm_peak_fraction"] = fit.peak_fraction;
-      j[fp8 ? "gemm_fp8_half_rows" : "gemm_half_rows"] = fit.half_rows;
-      j["gemm_fixed_us"] = fit.fixed_us;
-      j["shapes"] = {{"fitted", split.fitted.size()}, {"held_out", split.held_out.size()}};
-      j["fitted"] = summary(split.fitted, p);
-      j["held_out"] = summary(split.held_out, p);
-      fmt::print(
-          "{} {} GEMM shapes timed alone ({} fitted, {} held out); f = {}, h = {} rows, t_0 = {} "
-          "us\n",
-          pts.size(), fp8 ? "FP8" : "bf16", split.fitted.size(), split.held_out.size(),
-          fit.peak_fraction, fit.half_rows, fit.fixed_us);
-      print("the profile's f and h, every shape:", j["before"]);
-      print("fitted shapes:", j["fitted"]);
-      print("held-out shapes:", j["held_out"]);
+      fit_shapes(j, pts, p, {fit_f, fit_fixed, fp8});
     }
-    if (!out.empty()) {
-      const std::string tmp = out + ".tmp";
-      std::ofstream f(tmp);
-      f << j.dump(2) << "\n";
-      if (!f.flush()) throw std::runtime_error(out + ": cannot write");
-      f.close();
-      std::filesystem::rename(tmp, out);
-    }
+    if (!out.empty()) write_json(out, j);
   } catch (const std::exception& e) {
     std::cerr << "twin-fit-gemm: error: " << e.what() << "\n";
     return 2;
