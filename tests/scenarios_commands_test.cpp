@@ -402,26 +402,36 @@ TEST_SUITE("scenarios.report") {
     const fs::path f =
         fs::temp_directory_path() / ("twin-report-" + std::to_string(::getpid()) + ".csv");
     std::ofstream(f)
-        << "nccl.max_ctas,training.seq_len,tokens_per_s_per_gpu,oom,fits,error,certain_oom\n"
-           "16,32768,751.8,false,true,,\n"
-           "8,65536,,true,false,\"out of HBM, 95 GiB\",\n"
+        << "nccl.max_ctas,training.seq_len,tokens_per_s_per_gpu,alloc_retries,"
+           "hbm_peak_reserved_GiB,oom,fits,error,certain_oom\n"
+           "16,32768,751.8,0,80.5,false,true,,\n"
+           "8,65536,,3,94.1,true,false,\"out of HBM, 95 GiB\",\n"
            // a point `twin sweep --skip-oom` did not simulate, as its CSV writes it
-           "8,98304,,true,false,,\"{\"\"live_GiB\"\":120.5,\"\"capacity_GiB\"\":94.5}\"\n";
+           "8,98304,,,,true,false,,\"{\"\"live_GiB\"\":120.5,\"\"capacity_GiB\"\":94.5}\"\n"
+           "16,65536,,7,94.2,true,false,,\n"  // simulated out of HBM
+           "16,98304,,,,,,bad ep,\n";         // could not run: no figures at all
     const Json rows = read_sweep_rows(f.string());
-    REQUIRE(rows.size() == 3);
+    REQUIRE(rows.size() == 5);
     CHECK(rows[0]["nccl.max_ctas"] == "16");  // grid values stay text, as twin sweep writes them
     CHECK(rows[0]["tokens_per_s_per_gpu"] == 751.8);
     CHECK(rows[1]["error"] == "out of HBM, 95 GiB");  // a quoted comma
     const auto chart = sweep_chart(rows, f.string());
     const auto& values = chart.spec["data"]["values"];
     CHECK(values[0]["label"] == "752");
+    CHECK(values[0]["why"] == "");
     CHECK(values[1]["label"] == "OOM");
     CHECK(values[1]["why"] == "out of HBM, 95 GiB");
     CHECK(values[2]["label"] == "OOM");
     CHECK(values[2]["why"] ==
           "out of HBM in every schedule (not simulated): 120.50 GiB live at once, more than the "
           "allocator's 94.50 GiB");
+    CHECK(values[3]["label"] == "OOM");
+    CHECK(values[3]["why"] == "out of HBM after 7 allocator retries (peak reserved 94.20 GiB)");
+    CHECK(values[4]["label"] == "×");  // empty oom and fits cells: no crash (they read as text)
+    CHECK(values[4]["why"] == "bad ep");
     CHECK(values[0]["xn"] == 16.0);  // ordered as numbers, not as text
+    // Every label carries the tooltip: a point without a figure draws no rect to hover.
+    for (const auto& layer : chart.spec["layer"]) CHECK(layer["encoding"].contains("tooltip"));
     std::ofstream(f) << "a,b\n1,2,3\n";
     CHECK_THROWS_WITH_AS(read_sweep_rows(f.string()),
                          doctest::Contains("line 2: 3 cells, the header has 2"), InputError);
