@@ -124,6 +124,7 @@ Command add_kernel(CLI::App& app, CommonArgs& common) {
                    "gemm: M,N,K; grouped: ROWS_PER_EXPERT,N,K,EXPERTS; attention: FLOPS; "
                    "elementwise: BYTES (read + write)")
       ->delimiter(',')
+      ->check(positive_finite())  // a kernel of no work has no slowdown (0 / 0)
       ->required();
   kernel->add_option("--held-sms", a->held_sms, "SMs held, e.g. 0,16,40 (default: the measured 18)")
       ->delimiter(',');
