@@ -38,9 +38,32 @@ void add_common(CLI::App* sub, CommonArgs& a, unsigned takes) {
     sub->add_option(
            "--max-memory-GiB", a.max_memory_GiB,
            "refuse a run estimated to need more memory than this (default: 3/4 of this machine's)")
-        ->check(CLI::PositiveNumber);
+        ->check(positive_finite());
   }
   if (takes & kQuiet) sub->add_flag("--quiet", a.quiet, "no progress lines on stderr");
+}
+
+namespace {
+// A number that passes `ok`, or the message that says what was expected.
+CLI::Validator number_check(bool (*ok)(double), const char* expected, const char* name) {
+  return CLI::Validator(
+      [ok, expected](const std::string& v) {
+        char* end = nullptr;
+        const double d = std::strtod(v.c_str(), &end);
+        return std::isfinite(d) && ok(d) && end != v.c_str() && *end == '\0'
+                   ? std::string()
+                   : std::string("expected ") + expected + ", got " + v;
+      },
+      name);
+}
+}  // namespace
+
+CLI::Validator positive_finite() {
+  return number_check([](double d) { return d > 0; }, "a positive finite number", "POSITIVE");
+}
+CLI::Validator non_negative_finite() {
+  return number_check([](double d) { return d >= 0; }, "a finite number of at least 0",
+                      "NONNEGATIVE");
 }
 
 namespace {
@@ -109,18 +132,8 @@ Command add_memory(CLI::App& app, CommonArgs& common) {
       "write one rank's allocator over the step as torch.cuda.memory._snapshot() does "
       "(JSON; calibrate/snapshot_pickle.py makes the pickle pytorch.org/memory_viz reads)");
   memory->add_option("--events-rank", a->events_rank, "rank of --events and --snapshot (default 0)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_finite());
   return {memory, [a, &common] { return cmd_memory(common, *a, std::cout); }};
-}
-
-// A finite positive number (CLI11's PositiveNumber lets inf through).
-CLI::Validator finite() {
-  return CLI::Validator(
-      [](const std::string& v) {
-        const double d = std::strtod(v.c_str(), nullptr);
-        return std::isfinite(d) ? std::string() : "expected a finite number, got " + v;
-      },
-      "FINITE");
 }
 
 Command add_plan_dp(CLI::App& app, CommonArgs& common) {
@@ -143,14 +156,13 @@ Command add_plan_dp(CLI::App& app, CommonArgs& common) {
           "stragglers: the scenario's shared.*): report p10/p50/p90")
       ->check(CLI::Range(1, 100000));
   plan->add_option("--seed", a->seed, "seed of the draws (placement.seed)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_finite());
   plan->add_flag(
       "--split", a->split,
       "the shared machine's effects added one at a time: idle (packed), + placement, + other "
       "jobs' traffic, + stragglers (4× the runs; tok/s/GPU medians per stage)");
   plan->add_option("--tokens", a->tokens, "token budget for days_to_tokens (default 15e12)")
-      ->check(CLI::PositiveNumber)
-      ->check(finite());
+      ->check(positive_finite());
   plan->add_option("--jobs", a->jobs, "threads")->check(CLI::Range(1, 256));
   return {plan, [a, &common] { return cmd_plan_dp(common, *a, std::cout); }};
 }

@@ -19,19 +19,6 @@ void add_trace_options(CLI::App* sub, std::string& trace, std::string& step) {
   sub->add_option("--step", step, "its ProfilerStep#N to read (default: the last)");
 }
 
-// A finite number above 0, in words a user reads (CLI11's PositiveNumber prints its range).
-CLI::Validator positive_finite() {
-  return CLI::Validator(
-      [](const std::string& v) {
-        char* end = nullptr;
-        const double d = std::strtod(v.c_str(), &end);
-        return std::isfinite(d) && d > 0 && end && *end == '\0'
-                   ? std::string()
-                   : "expected a positive finite number, got " + v;
-      },
-      "POSITIVE");
-}
-
 Command add_compare(CLI::App& app, CommonArgs& common) {
   auto a = std::make_shared<CompareArgs>();
   auto* compare = app.add_subcommand(
@@ -203,9 +190,9 @@ Command add_import(CLI::App& app, CommonArgs& common) {
       ->allow_extra_args(false);
   imp->add_option("--nodes", a->nodes, "nodes the job runs on")
       ->required()
-      ->check(CLI::PositiveNumber);
+      ->check(positive_finite());
   imp->add_option("--gpus-per-node", a->gpus_per_node, "GPUs per node (default: the profile's)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_finite());
   imp->add_option("--profile", a->profile, "hardware profile (hardware/profiles/NAME.json)")
       ->capture_default_str();
   imp->add_option("--out", a->out, "write the scenario here (default: print it)");
