@@ -33,8 +33,6 @@ fs::path default_data_dir() {
   return TWIN_DATA_DIR;
 }
 
-namespace {}  // namespace
-
 Json read_json_file(const fs::path& file) {
   std::error_code ec;
   if (fs::exists(file, ec) && !fs::is_regular_file(file, ec))
