@@ -1,8 +1,6 @@
 // The commands of `twin` that do not simulate a scenario's step (or not only): a real trace
 // compared or replayed, one collective or kernel timed, the resolved scenario, the HTML report,
 // a TorchTitan job imported, the scenario keys listed (cli.cpp has the others).
-#include <cmath>
-#include <cstdlib>
 #include <iostream>
 #include <memory>
 
