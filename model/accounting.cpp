@@ -42,6 +42,29 @@ double active_params(const ModelArch& m) {
   return c.dense() + static_cast<double>(m.layers * m.top_k) * expert_params(m);
 }
 
+std::vector<MatrixDims> muon_dense_matrices(const ModelArch& m) {
+  std::vector<MatrixDims> out;
+  const double h = static_cast<double>(m.hidden);
+  for (std::int64_t l = 0; l < m.layers; ++l) {
+    const auto& a = m.attention(l);
+    out.push_back({h, static_cast<double>(a.q_heads * a.qk_head_dim)});
+    out.push_back({h, static_cast<double>(a.kv_heads * a.qk_head_dim)});
+    out.push_back({h, static_cast<double>(a.kv_heads * a.v_head_dim)});
+    out.push_back({static_cast<double>(a.q_heads * a.v_head_dim), h});
+    if (m.ffn_hidden > 0) {  // dense SwiGLU: gate, up, down
+      const double F = static_cast<double>(m.ffn_hidden);
+      out.push_back({h, F}), out.push_back({h, F}), out.push_back({F, h});
+    }
+  }
+  return out;
+}
+
+double owned_expert_matrices(const Job& job) {
+  const auto& m = job.model;
+  return static_cast<double>(m.layers * (m.experts / job.parallel.ep) * 3) /
+         static_cast<double>(job.parallel.expert_shard_gpus());
+}
+
 double StepFlops::total() const {
   double t = 0;
   for (const auto& [_, f] : by_category) t += f.total();

@@ -68,6 +68,16 @@ struct RankMemory {
   double hbm_states() const;     // the part of the states that lives in HBM
 };
 
+// Muon's matrices (JOB.md §6.4). Dense ones in layer order (q, k, v, o; with a dense SwiGLU
+// block also gate, up, down), which FlexShard gives out round-robin over a replica's ranks: rank
+// r owns matrix j where j ≡ r (mod replica_gpus). Expert matrices are owned whole by the rank
+// whose FSDP shard they are: layers × experts/ep × 3 over the ranks holding an expert block.
+struct MatrixDims {
+  double rows, cols;
+};
+std::vector<MatrixDims> muon_dense_matrices(const ModelArch& m);
+double owned_expert_matrices(const Job& job);
+
 // Saved activation bytes per token per layer for each checkpointing mode.
 double saved_bytes_per_token_layer(const ModelArch& m, std::int64_t layer, Checkpointing mode);
 std::int64_t offloaded_layers(const Job& job);

@@ -1,6 +1,8 @@
 #include "model/host_memory.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "model/accounting.hpp"
 #include "sim/units.hpp"
@@ -45,6 +47,36 @@ std::vector<double> shard_tensors(const Job& job) {
   }
   return t;
 }
+// Newton–Schulz's results on the host (JOB.md §6.4, step_optimizer.cpp), on the rank that needs
+// most: every result is home before the CPU thread updates (the optimizer's one wait), so all are
+// live at once. As new tensors, `.to("cpu", non_blocking=True)`: PyTorch allocates the destination
+// of a non-blocking copy from an accelerator to the CPU pinned (aten/src/ATen/native/
+// TensorConversions.cpp, `_to_copy`: pin_out), one block of the pinned host allocator per matrix,
+// which keeps it cached for the next step. Exact bytes and the allocator's bytes.
+std::pair<double, double> ns_results_pinned(const Job& job) {
+  const auto& t = job.training;
+  if (!t.cpu_offload || t.optimizer != Optimizer::muon || t.newton_schulz != Device::gpu ||
+      t.ns_results != NsResults::pinned_copies)
+    return {0, 0};
+  const auto& m = job.model;
+  const double expert = kFp32 * static_cast<double>(m.hidden * m.expert_hidden);
+  const double experts = std::ceil(owned_expert_matrices(job));
+  double exact = experts * expert,
+         pinned = experts * pinned_size(expert, t.pinned_round_threshold_MiB);
+  const auto dense = muon_dense_matrices(m);
+  const auto R = static_cast<std::size_t>(job.parallel.replica_gpus);
+  double dense_exact = 0, dense_pinned = 0;  // the rank whose dense matrices take most
+  for (std::size_t r = 0; r < std::min(R, dense.size()); ++r) {
+    double e = 0, p = 0;
+    for (std::size_t j = r; j < dense.size(); j += R) {
+      e += kFp32 * dense[j].rows * dense[j].cols;
+      p += pinned_size(kFp32 * dense[j].rows * dense[j].cols, t.pinned_round_threshold_MiB);
+    }
+    if (p > dense_pinned) dense_exact = e, dense_pinned = p;
+  }
+  return {exact + dense_exact, pinned + dense_pinned};
+}
+
 }  // namespace
 
 double pinned_size(double bytes, double threshold_MiB) {
@@ -73,7 +105,9 @@ HostMemory host_memory(const Job& job, const hardware::Profile& p) {
     }
     add("params_fp32_pinned", exact);
     add("grads_fp32_pinned", exact);
-    out.pinned_rounding_bytes = 2 * (pinned - exact);
+    const auto [ns_exact, ns_pinned] = ns_results_pinned(job);
+    add("ns_results_pinned", ns_exact);
+    out.pinned_rounding_bytes = 2 * (pinned - exact) + (ns_pinned - ns_exact);
     add("pinned_rounding", out.pinned_rounding_bytes);
     add(t.optimizer == Optimizer::muon ? "optimizer_states_muon_adamw" : "optimizer_states_adamw",
         mem.optimizer_states);

@@ -246,6 +246,13 @@ void add_memory_keys(sim::Schema<TrainingOptions>& s) {
           "(pinned_max_round_threshold_mb); below it, and always when 0, they round up to "
           "a power of two (README, Memory)",
           [](auto& t) -> auto& { return t.pinned_round_threshold_MiB; })
+      .enumeration(
+          "ns_results", sim::names(kNsResultsNames),
+          "Newton–Schulz on the GPU: its results come home as new host tensors "
+          "(.to(\"cpu\", non_blocking=True), which PyTorch allocates pinned: a block of the "
+          "pinned host allocator per matrix, kept in its cache), or are copied into the "
+          "matrices' pinned gradient shards, no longer needed (no new host memory; README, Memory)",
+          [](auto& t) -> auto& { return t.ns_results; })
       .boolean(
           "offload_arena_prefault",
           "the CPU touches every page of the activation-offload arena at start; if not, "

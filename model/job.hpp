@@ -32,6 +32,7 @@ enum class GradNorm { cpu, accumulated };
 enum class RecvPool { side, compute };
 enum class FsdpStreams { per_group, fsdp2 };
 enum class StreamPriority { high, normal };
+enum class NsResults { pinned_copies, grad_shards };
 
 inline constexpr sim::Named<Checkpointing> kCheckpointingNames[] = {
     {Checkpointing::none, "none"},
@@ -73,6 +74,8 @@ inline constexpr sim::Named<FsdpStreams> kFsdpStreamsNames[] = {
     {FsdpStreams::per_group, "per_group"}, {FsdpStreams::fsdp2, "fsdp2"}};
 inline constexpr sim::Named<StreamPriority> kStreamPriorityNames[] = {
     {StreamPriority::high, "high"}, {StreamPriority::normal, "normal"}};
+inline constexpr sim::Named<NsResults> kNsResultsNames[] = {
+    {NsResults::pinned_copies, "pinned_copies"}, {NsResults::grad_shards, "grad_shards"}};
 
 struct ParallelPlan {
   std::int64_t replica_gpus = 0;  // GPUs of one replica = the FSDP shard group of dense weights
@@ -126,9 +129,10 @@ struct TrainingOptions {
   // How FSDP collectives are ordered (step_graph.hpp, StepBuilder::queue_on).
   FsdpStreams fsdp_streams = FsdpStreams::per_group;
   StreamPriority side_stream_priority = StreamPriority::high;  // FSDP2's (hardware/gpu.hpp)
-  bool expandable_segments = false;        // PYTORCH_CUDA_ALLOC_CONF expandable_segments
-  std::int64_t allocator_warm_steps = 1;   // steps the allocator's caches saw before this one
-  double pinned_round_threshold_MiB = 1;   // pinned_max_round_threshold_mb; 0 = always round
+  bool expandable_segments = false;       // PYTORCH_CUDA_ALLOC_CONF expandable_segments
+  std::int64_t allocator_warm_steps = 1;  // steps the allocator's caches saw before this one
+  double pinned_round_threshold_MiB = 1;  // pinned_max_round_threshold_mb; 0 = always round
+  NsResults ns_results = NsResults::pinned_copies;  // where GPU Newton–Schulz lands (host_memory)
   bool offload_arena_prefault = true;      // CPU touches the offload arena first (JOB.md §7)
   bool checkpoint_replicated_qkv = false;  // the state_dict hook's full QKV copy (JOB.md §7)
   double thp_leak_GiB = 0;                 // host memory lost to the mimalloc THP leak

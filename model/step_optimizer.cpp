@@ -14,34 +14,12 @@ using hardware::Family;
 
 namespace {
 
-struct Matrix {
-  double rows, cols;
-};
-
 // Muon's fp32 passes per parameter, as its reference code and TorchTitan's DistMuon write them
 // (torchtitan/distributed/flex_shard/dist_muon.py): the momentum, m.lerp_(g, 1 − μ) (reads g, m,
 // writes m), and Nesterov's input, torch.lerp(g, m, μ) (reads g, m, writes it): 24 B; the
 // update, p.mul_(1 − lr·wd) then p.add_(direction, −lr) (8 + 12 B): 20 B.
 constexpr double kMuonMomentumBytes = 24;
 constexpr double kMuonUpdateBytes = 20;
-
-// Dense matrices of the model, in layer order (q, k, v, o); FlexShard gives them out round-robin.
-std::vector<Matrix> dense_matrices(const ModelArch& m) {
-  std::vector<Matrix> out;
-  const double h = static_cast<double>(m.hidden);
-  for (std::int64_t l = 0; l < m.layers; ++l) {
-    const auto& a = m.attention(l);
-    out.push_back({h, static_cast<double>(a.q_heads * a.qk_head_dim)});
-    out.push_back({h, static_cast<double>(a.kv_heads * a.qk_head_dim)});
-    out.push_back({h, static_cast<double>(a.kv_heads * a.v_head_dim)});
-    out.push_back({static_cast<double>(a.q_heads * a.v_head_dim), h});
-    if (m.ffn_hidden > 0) {  // dense SwiGLU: gate, up, down
-      const double F = static_cast<double>(m.ffn_hidden);
-      out.push_back({h, F}), out.push_back({h, F}), out.push_back({F, h});
-    }
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -140,10 +118,9 @@ void StepBuilder::muon_newton_schulz(double muon_elems) {
   const auto& t = job_.training;
   const double R = static_cast<double>(job_.parallel.replica_gpus);
   const double h = static_cast<double>(m.hidden), f = static_cast<double>(m.expert_hidden);
-  const double owned_expert = static_cast<double>(m.layers * (m.experts / job_.parallel.ep) * 3) /
-                              (R / static_cast<double>(job_.parallel.ep));
+  const double owned_expert = owned_expert_matrices(job_);
   const double expert_flops = owned_expert * newton_schulz_flops(h, f);
-  const auto dense = dense_matrices(m);
+  const auto dense = muon_dense_matrices(m);
   double dense_elems = 0;
   for (const auto& d : dense) dense_elems += d.rows * d.cols;
   const bool epilogues = t.newton_schulz_kernels == NsKernels::baddbmm;

@@ -3,6 +3,7 @@
 
 #include "model/accounting.hpp"
 #include "model/data.hpp"
+#include "model/host_memory.hpp"
 #include "model/workload.hpp"
 
 using namespace twin::model;
@@ -148,6 +149,33 @@ TEST_SUITE("model.accounting") {
     const auto r = rank_memory(j);
     CHECK(r.activations_hbm + r.activations_host == 74.0 * 65536 * 6144 * 2);
     CHECK(offloaded_layers(j) == 64);  // round(0.86 · 74)
+  }
+  // JOB.md §7: "14–28 GiB lost per rank" to the pinned allocator's powers of two, before
+  // pinned_max_round_threshold_mb. FSDP2 pins every parameter and gradient shard; Newton–Schulz's
+  // results come home as new tensors, pinned too (host_memory.cpp), one per matrix a rank owns.
+  TEST_CASE("EUROPA: pinned host memory of shards and Newton–Schulz results") {
+    auto j = europa_job();
+    j.training.pinned_round_threshold_MiB = 0;  // before the fix: every block a power of two
+    const double MiB = 1024.0 * 1024.0, GiB = 1024 * MiB;
+    auto part = [](const HostMemory& h, const std::string& name) {
+      for (const auto& p : h.parts)
+        if (p.name == name) return p.bytes;
+      return 0.0;
+    };
+    // 74 layers × 96 experts × 3 matrices over the 96 ranks of an expert block; each matrix
+    // 1,792 × 6,144 fp32 = 42 MiB (a 64 MiB block). The rank that needs most also owns a q
+    // projection, 6,144 × 12,288 fp32 = 288 MiB (a 512 MiB block).
+    CHECK(owned_expert_matrices(j) == 222);
+    const auto h = host_memory(j, {});
+    CHECK(part(h, "ns_results_pinned") == 222 * 42 * MiB + 288 * MiB);
+    // Rounding: 22 MiB per expert matrix three times (parameter, gradient, result), the q
+    // result's 224 MiB and the dense shards' (the embedding's 16 MB in a 16 MiB block ...).
+    CHECK(h.pinned_rounding_bytes / GiB == doctest::Approx(14.57).epsilon(0.005));
+    j.training.ns_results = NsResults::grad_shards;  // results into the gradient shards
+    const auto g = host_memory(j, {});
+    CHECK(part(g, "ns_results_pinned") == 0);
+    CHECK(h.pinned_rounding_bytes - g.pinned_rounding_bytes == 222 * 22 * MiB + 224 * MiB);
+    CHECK(h.total_bytes - g.total_bytes == 222 * 64 * MiB + 512 * MiB);
   }
   TEST_CASE("selective checkpointing keeps TorchTitan's save list: no expert GEMM output") {
     auto j = europa_job();

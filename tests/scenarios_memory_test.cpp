@@ -169,7 +169,11 @@ TEST_SUITE("scenarios.memory") {
     auto host = [](std::vector<std::string> s) {
       return simulate(small(std::move(s)), {}).json["memory"]["host_peak_GiB"].get<double>();
     };
-    CHECK(host({"training.optimizer=adamw"}) > host({}));  // two states instead of one
+    const std::string into_grads = "training.ns_results=grad_shards";
+    CHECK(host({"training.optimizer=adamw"}) > host({into_grads}));  // two states instead of one
+    // Newton–Schulz's results home as new (pinned) tensors: a rank's owned matrices once more.
+    CHECK(host({}) > host({into_grads}));
+    CHECK(host({"training.newton_schulz=cpu"}) == host({into_grads}));
     // Expert shards of 1.2 MB: rounded to 2 MiB unless the threshold (1 MiB) keeps them exact.
     const std::string f = "model.expert_hidden=600";
     CHECK(host({f, "training.pinned_round_threshold_MiB=0"}) > host({f}));
