@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <map>
 
 namespace twin::reports {
@@ -175,6 +176,12 @@ std::string time_per_kind(const StepReport& r) {
   return s;
 }
 
+// A rate for people: whole units where they are many, three significant digits where few (a
+// 1-token row runs at 0.0233 tokens/s per GPU, not "0").
+std::string rate(double x) {
+  return std::abs(x) >= 100 ? fmt::format("{:.0f}", x) : fmt::format("{:.3g}", x);
+}
+
 }  // namespace
 
 std::string summary(const StepReport& r) {
@@ -182,11 +189,11 @@ std::string summary(const StepReport& r) {
   if (!r.runnable.ok)
     s = fmt::format("NOT RUNNABLE: {}. Were there room, it would run as follows.\n",
                     r.runnable.why);
-  s += fmt::format(
-      "scenario {}: step {:.2f} s, {:.0f} tokens/s per GPU, {:.1f} billion tokens/day\n",
-      r.scenario, r.step_time_s, r.tokens_per_s_per_gpu, r.tokens_per_day / 1e9);
-  s += fmt::format("  {:.0f} model TFLOP/s per GPU: MFU {:.1f}% ({:.1f}% counting recomputation)\n",
-                   r.flops.model_TFLOPs_per_gpu, 100 * r.flops.mfu, 100 * r.flops.hfu);
+  s += fmt::format("scenario {}: step {:.2f} s, {} tokens/s per GPU, {} billion tokens/day\n",
+                   r.scenario, r.step_time_s, rate(r.tokens_per_s_per_gpu),
+                   rate(r.tokens_per_day / 1e9));
+  s += fmt::format("  {} model TFLOP/s per GPU: MFU {:.3g}% ({:.3g}% counting recomputation)\n",
+                   rate(r.flops.model_TFLOPs_per_gpu), 100 * r.flops.mfu, 100 * r.flops.hfu);
   for (const auto& [who, b] : {std::pair{"rank0", &r.rank0}, {"slowest", &r.slowest}})
     s += fmt::format(
         "  {:<8} compute_overlapped {:6.2f} s | compute_only {:6.2f} s | comm_wait "
