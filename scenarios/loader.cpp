@@ -225,13 +225,26 @@ class Resolver {
     }
   }
 
+  // A model or a hardware file given where a scenario is expected: its keys are unknown at a
+  // scenario's top level, and the message says what the file is and how a scenario names it.
+  std::string not_a_scenario() const {
+    if (tree_.contains("layers") && tree_.contains("hidden"))
+      return "; this is a model file (scenarios/models/): a scenario names one with "
+             "{\"model\": {\"preset\": \"NAME\"}}";
+    if (tree_.contains("gpu") && tree_.contains("node"))
+      return "; this is a hardware profile (hardware/profiles/): a scenario names one with "
+             "{\"hardware\": {\"profile\": \"NAME\"}}";
+    return "";
+  }
+
   void check_unknown(const Json& node, const std::string& path) {
     if (!path.empty() && std::find(keys_.begin(), keys_.end(), path) != keys_.end()) return;
     if (path == kProvenanceKey || path == kMeasurementsKey) return;
     const bool is_prefix = path.empty() || prefixes_.count(path);
     if (!is_prefix) {
       const auto near = closest_key(path, keys_);
-      fail(path, "unknown key" + (near.empty() ? "" : " (did you mean " + near + "?)"));
+      fail(path, "unknown key" + (near.empty() ? "" : " (did you mean " + near + "?)") +
+                     (path.find('.') == std::string::npos ? not_a_scenario() : ""));
     }
     if (!node.is_object()) fail(path, "expected an object");
     for (const auto& [k, v] : node.items()) {
