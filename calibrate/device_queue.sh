@@ -12,12 +12,12 @@
 # Each step writes $OUT/<card>-<date>-<step>.{json,log} beside $OUT/<card>-<date>-nvidia-smi.txt,
 # <card> from nvidia-smi (h200, h100, …). The steps measure the H200 the profiles describe: on
 # another card they stop unless --any-gpu (its files then carry that card's name and serve as
-# held-out checks, as the H100 files of 2026-12-05 do); `pinned` alone runs on any card (it
-# measures PyTorch's pinned host allocator). Without a GPU: exit 3, as the harnesses.
+# held-out checks, as the H100 files of 2026-12-05 do); `pinned` and `pinned-ns` run on any card
+# (they measure PyTorch's pinned host allocator). Without a GPU: exit 3, as the harnesses.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-steps=(gradients static-dynamic operands bursts grouped-fresh contention families gemms pinned fp8-gemm attention gemm-alone)
+steps=(gradients pinned-ns static-dynamic operands bursts grouped-fresh contention families gemms pinned fp8-gemm attention gemm-alone)
 describe() {
   case $1 in
     gradients) echo "#17  ~4 min  the expert GEMMs' backward on the H200: the two micro-step plans with both gradients beside their two-forwards plans (written before any run, 2026-12-07), and grouped_backward_bench.py; done on an H100 2026-12-07" ;;
@@ -29,6 +29,7 @@ describe() {
     families) echo "#15  ~7 min  the elementwise, FP8 block, grouped-GEMM and attention families at 10 held counts: with --any-gpu on another card, a held-out test of the H200 fit's transfer (twin-fit-contention --held-out-hbm-scale)" ;;
     gemms) echo "#15  ~5 min  cuBLAS bf16 and FP8 GEMMs and Newton–Schulz at the same 10 held counts: the families step's GEMM side; done on a second H200 2026-12-06" ;;
     pinned) echo "#17  ~1 min  what FSDP2's CPU offload pins step by step (any card: PyTorch's host allocator); done on an H100 2026-12-06" ;;
+    pinned-ns) echo "#17  ~1 min  Newton–Schulz's results brought home non-blocking: a third pinned set? rounded and with pinned_max_round_threshold_mb:1 (any card)" ;;
     fp8-gemm) echo "#15  ~1 min  torch._scaled_mm behind a GPU sleep: the H200's own FP8 fit (twin-fit-gemm --fp8); done on an H200 2026-12-06" ;;
     attention) echo "#15  ~1 min  SDPA and FlexAttention behind a GPU sleep: attention refit (attention_bench.py --refit); done on an H200 2026-12-06" ;;
     gemm-alone) echo "#15  ~1 min  twin-calibrate's cuBLAS sweep behind a GPU sleep (needs build/twin-calibrate carried); done on an H200 2026-12-06" ;;
@@ -49,9 +50,9 @@ name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 |
 [ -n "$name" ] || { echo "$0: no GPU (nvidia-smi found none)" >&2; exit 3; }
 card=$(tr '[:upper:]' '[:lower:]' <<<"$name" | grep -o 'h[0-9]\{3\}' | head -1 || true)
 card=${card:-gpu}
-# `pinned` measures PyTorch's pinned host allocator, not the card: it runs on any GPU.
+# `pinned` and `pinned-ns` measure PyTorch's pinned host allocator, not the card: any GPU.
 card_bound=false
-for s in "$@"; do [ "$s" = pinned ] || card_bound=true; done
+for s in "$@"; do [ "$s" = pinned ] || [ "$s" = pinned-ns ] || card_bound=true; done
 if [ "$card" != h200 ] && $card_bound && ! $any_gpu; then
   echo "$0: this is '$name', not an H200; the steps measure the H200 (--any-gpu: run anyway, as a held-out card)" >&2
   exit 4
@@ -106,6 +107,10 @@ run_step() {
         --held 0,4,8,16,32,48,64,88,112,124 --no-copy --budget-s 380 --commit "$commit" --out "$f.json" ;;
     pinned)
       python3 calibrate/pinned_offload_probe.py --steps 6 --optimizer adamw --out "$f.json" ;;
+    pinned-ns)
+      python3 calibrate/pinned_offload_probe.py --steps 4 --optimizer ns_gpu --out "$f.json" &&
+        PYTORCH_CUDA_ALLOC_CONF=pinned_max_round_threshold_mb:1 python3 calibrate/pinned_offload_probe.py \
+          --steps 4 --optimizer ns_gpu --out "$f-threshold-1.json" ;;
     fp8-gemm)
       python3 calibrate/fp8_gemm_bench.py --lead-us 100 --out "$f.json" ;;
     attention)

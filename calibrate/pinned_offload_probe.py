@@ -12,9 +12,18 @@ gradients, each rounded up to a power of two. Also per tensor: is the parameter 
 gradient, and the gradient's storage address from step to step (a new pinned block per step, or
 the same one).
 
+--optimizer ns_gpu stands in for Muon with Newton–Schulz on the GPU as the twin's optimizer
+step runs it (model/step_optimizer.cpp): every matrix's fp32 gradient shard to the GPU, a result
+computed there, every result home with .to("cpu", non_blocking=True) before one synchronize,
+then the update on the CPU. PyTorch allocates such a copy's destination pinned (_to_copy's
+pin_out), so the twin counts the results as a third pinned set (model/host_memory.cpp,
+training.ns_results=pinned_copies): each step records what the allocator holds with the results
+home, and whether they are pinned. Run it with PYTORCH_CUDA_ALLOC_CONF=pinned_max_round_threshold_mb:1
+as well to see the sizes unrounded.
+
 Usage, on a GPU machine with PyTorch:
   python3 calibrate/pinned_offload_probe.py --out pinned.json [--layers 4] [--steps 3]
-      [--shapes 1792x6144,1792x6144,6144x1792,6144x1] [--optimizer adamw|sgd|none]
+      [--shapes 1792x6144,1792x6144,6144x1792,6144x1] [--optimizer adamw|sgd|none|ns_gpu]
 """
 from __future__ import annotations
 
@@ -70,8 +79,9 @@ def main() -> int:
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--tokens", type=int, default=256)
-    ap.add_argument("--optimizer", choices=("adamw", "sgd", "none"), default="adamw",
-                    help="none: zero_grad only (no optimizer step)")
+    ap.add_argument("--optimizer", choices=("adamw", "sgd", "none", "ns_gpu"), default="adamw",
+                    help="none: zero_grad only (no optimizer step); ns_gpu: results computed on "
+                         "the GPU and brought home non-blocking (the module's docstring)")
     ap.add_argument("--shapes", default="1792x6144,1792x6144,6144x1792,6144x1",
                     help="per block: parameter shapes ROWSxCOLS (default: one rank's expert shards "
                          "and a norm)")
@@ -98,6 +108,19 @@ def main() -> int:
     def local(t):
         return t.to_local() if hasattr(t, "to_local") else t
 
+    def ns_gpu_step() -> dict:
+        """The round trip of a GPU Newton–Schulz step; what the allocator holds with the results home."""
+        with torch.no_grad():
+            on_gpu = [local(p.grad).to("cuda", non_blocking=True) for p in params]
+            results = [g * 0.5 for g in on_gpu]  # a new tensor per matrix, as Newton–Schulz's
+            home = [r.to("cpu", non_blocking=True) for r in results]
+            torch.cuda.synchronize()
+            held = {"host": host_stats(), "results_pinned": [bool(h.is_pinned()) for h in home]}
+            for p, h in zip(params, home):
+                local(p).add_(h, alpha=-1e-4)
+            del on_gpu, results, home
+        return held
+
     before = host_stats()
     steps = []
     grad_ptrs = []
@@ -111,11 +134,15 @@ def main() -> int:
         # a third set of gradient blocks that was the probe's own reference).
         grad_ptrs.append([local(p.grad).data_ptr() for p in params])
         at_backward = host_stats()
-        if a.optimizer != "none":
+        record = {"after_backward": at_backward}
+        if a.optimizer == "ns_gpu":
+            record["with_ns_results_home"] = ns_gpu_step()
+        elif a.optimizer != "none":
             opt.step()
         opt.zero_grad(set_to_none=True)
         torch.cuda.synchronize()
-        steps.append({"after_backward": at_backward, "after_step": host_stats()})
+        record["after_step"] = host_stats()
+        steps.append(record)
 
     tensors = []
     for p in params:
@@ -131,7 +158,9 @@ def main() -> int:
                            f"--{k} {v}" for k, v in vars(a).items() if k != "out")},
         "tensors": tensors,
         "twin_rule_bytes": {"params_exact": exact, "params_pinned": rounded,
-                            "params_and_grads_pinned": 2 * rounded},
+                            "params_and_grads_pinned": 2 * rounded,
+                            "with_ns_results_pinned": 3 * rounded},
+        "pinned_alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
         # The allocator's free lists hand a freed block to any request of its size class, so
         # same-sized gradients may swap blocks between steps: compare per parameter and as sets.
         "grad_storage_same_per_parameter": [grad_ptrs[i] == grad_ptrs[i - 1] for i in range(1, len(grad_ptrs))],
@@ -148,6 +177,13 @@ def main() -> int:
           f"{2 * rounded / 2**20:.1f} MiB)")
     for k in sorted(keys):
         print(f"  {k}: {last[k] / 2**20:.1f} MiB")
+    if a.optimizer == "ns_gpu":
+        for i, st in enumerate(steps):
+            held = st["with_ns_results_home"]
+            print(f"step {i + 1}, results home: allocated "
+                  f"{held['host'].get('allocated_bytes.current', 0) / 2**20:.1f} MiB "
+                  f"(twin: {3 * rounded / 2**20:.1f} rounded, {3 * exact / 2**20:.1f} exact), "
+                  f"results pinned: {all(held['results_pinned'])}")
     print("gradient blocks reused between steps (as a set):", doc["grad_blocks_reused_between_steps"])
     print("  the same block per parameter:", doc["grad_storage_same_per_parameter"])
     dist.destroy_process_group()
