@@ -45,7 +45,7 @@ LargePages& large_pages();
 // (StepEuropaSimulate: ~13% of its time in page faults, perf). Programs that run many
 // simulations call this once at start: the heap keeps what it has grown to (at most its peak,
 // which the next simulation reuses). Measured: StepEuropaSimulate median 824 → 654 ms, side by side
-// (README, "Performance"). No effect outside glibc.
+// (reports/performance/README.md). No effect outside glibc.
 void keep_freed_heap();
 
 // An append-only array in chunks of 2^kBits elements from large_pages(): elements never move
