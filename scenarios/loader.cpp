@@ -354,7 +354,7 @@ class Resolver {
                         r));
       const auto nodes = s.job.parallel.total_gpus() / s.hw.node.gpus;
       if (nodes > s.hw.network.nodes_total)
-        throw sim::ParamError("parallel.dp",
+        throw sim::ParamError("parallel.dp", "parallel.replica_gpus",
                               fmt::format("the job needs {} nodes; the machine has {}", nodes,
                                           s.hw.network.nodes_total));
     } catch (const sim::ParamError& e) {
