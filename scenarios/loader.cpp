@@ -343,6 +343,14 @@ class Resolver {
         throw sim::ParamError("hardware.contention.lone_cta_tiles.tile_m", p);
       if (const auto [key, why] = s.hw.power.problem(); !key.empty())
         throw sim::ParamError("hardware." + key, why);
+      // A block-sparse attention kernel is priced in both passes by its fractions
+      // (hardware/kernel_cost.cpp): one of them 0 would make the other pass take forever.
+      if (const auto& e = s.hw.efficiency;
+          (e.attention_fwd_block_fraction > 0) != (e.attention_bwd_block_fraction > 0))
+        throw sim::ParamError("hardware.efficiency.attention_bwd_block_fraction",
+                              "hardware.efficiency.attention_fwd_block_fraction",
+                              "a block-sparse attention kernel needs both block fractions, "
+                              "forward and backward, above 0 (or both 0: FlashAttention)");
       // cuBLAS's small GEMMs run clusters of 8 (hardware/kernel_shapes.hpp): SMs reserved for the
       // whole step must leave one, or they never run.
       if (const int r = static_cast<int>(s.nccl.reserved_sms);
