@@ -25,8 +25,9 @@ Dragonfly::Dragonfly(sim::Fluid& fluid, const NetworkSpec& spec, double node_nic
       leaves_nonblocking_(shared.background_leaf_load <= 0 &&
                           static_cast<double>(spec.spines_per_group) * spec.leaf_spine_GBps >=
                               static_cast<double>(spec.nodes_per_leaf) * node_nic_GBps) {
-  const auto leaves = static_cast<std::size_t>(groups_ * leaves_per_group_);
-  routes_.resize(leaves * leaves);
+  if (groups_ > kMaxGroups)
+    throw std::invalid_argument(
+        fmt::format("{} groups: the fabric model takes at most {}", groups_, kMaxGroups));
   // Groups as vertices, a global-link bundle as an edge between every pair with links.
   using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS>;
   Graph g(static_cast<std::size_t>(groups_));
@@ -112,9 +113,9 @@ double Dragonfly::nonminimal_share(int g, int h) const {
 
 void Dragonfly::route(int a, int b, double scale, RouteSum& sum) {
   if (a == b || leaf_of(a) == leaf_of(b) || scale <= 0) return;
-  auto& r = routes_[static_cast<std::size_t>(leaf_of(a)) *
-                        static_cast<std::size_t>(groups_ * leaves_per_group_) +
-                    static_cast<std::size_t>(leaf_of(b))];
+  auto& r = routes_[static_cast<std::uint64_t>(leaf_of(a)) *
+                        static_cast<std::uint64_t>(groups_ * leaves_per_group_) +
+                    static_cast<std::uint64_t>(leaf_of(b))];
   if (r.empty() && !(leaves_nonblocking_ && group_of(a) == group_of(b))) {
     if (!leaves_nonblocking_) {
       r.emplace_back(leaf(a, true), 1.0);

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -50,6 +51,10 @@ class Dragonfly {
             double adaptive_fraction, const SharedMachine& shared = {}, std::uint64_t seed = 0);
   bool leaves_nonblocking() const { return leaves_nonblocking_; }
 
+  // Groups the model takes: it keeps group × group hop tables, found by a breadth-first search
+  // from every group over every pair's links (~groups³); Dragonfly+ machines have tens to a
+  // few hundred groups (JUPITER 25).
+  static constexpr std::int64_t kMaxGroups = 512;
   int groups() const { return groups_; }
   int group_of(int node) const { return node / nodes_per_group_; }
   int leaf_of(int node) const {
@@ -130,8 +135,9 @@ class Dragonfly {
   std::map<std::pair<int, bool>, sim::Fluid::ResourceId> leaves_;
   std::map<std::pair<int, int>, sim::Fluid::ResourceId> globals_;
   std::map<std::pair<int, bool>, sim::Fluid::ResourceId> aggregates_;
-  // Routes by (source leaf, destination leaf), filled on first use.
-  std::vector<std::vector<std::pair<sim::Fluid::ResourceId, double>>> routes_;
+  // Routes by source leaf · leaves + destination leaf, filled on first use (a job meets few of
+  // the machine's leaf pairs: a table of all of them grows as leaves²).
+  std::unordered_map<std::uint64_t, std::vector<std::pair<sim::Fluid::ResourceId, double>>> routes_;
   std::map<sim::Fluid::ResourceId, std::string> names_;
   std::map<sim::Fluid::ResourceId, Usage> usage_;
   std::map<sim::Fluid::ResourceId, Loaded> loaded_;  // links other jobs' traffic shares
