@@ -47,6 +47,7 @@ std::vector<double> shard_tensors(const Job& job) {
   }
   return t;
 }
+
 // Newton–Schulz's results on the host (JOB.md §6.4, step_optimizer.cpp), on the rank that needs
 // most: every result is home before the CPU thread updates (the optimizer's one wait), so all are
 // live at once. As new tensors, `.to("cpu", non_blocking=True)`: PyTorch allocates the destination

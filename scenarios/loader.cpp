@@ -361,16 +361,14 @@ class Resolver {
             fmt::format("{} SMs reserved leave no cluster of 8 free SMs (hardware.contention."
                         "clusters.c8_usable_sms), which cuBLAS's small GEMMs need",
                         r));
-      if (const auto& n = s.hw.network;
-          (n.nodes_total + n.nodes_per_group - 1) / n.nodes_per_group >
-          hardware::Dragonfly::kMaxGroups)
+      const auto& n = s.hw.network;
+      if (const auto groups = (n.nodes_total + n.nodes_per_group - 1) / n.nodes_per_group;
+          groups > hardware::Dragonfly::kMaxGroups)
         throw sim::ParamError(
             "hardware.network.nodes_per_group", "hardware.network.nodes_total",
             fmt::format("{} nodes in groups of {} make {} groups; the fabric model takes at most "
                         "{} (hardware/topology.hpp)",
-                        n.nodes_total, n.nodes_per_group,
-                        (n.nodes_total + n.nodes_per_group - 1) / n.nodes_per_group,
-                        hardware::Dragonfly::kMaxGroups));
+                        n.nodes_total, n.nodes_per_group, groups, hardware::Dragonfly::kMaxGroups));
       const auto nodes = s.job.parallel.total_gpus() / s.hw.node.gpus;
       if (nodes > s.hw.network.nodes_total)
         throw sim::ParamError(blamed("parallel.dp", "parallel.replica_gpus"),
