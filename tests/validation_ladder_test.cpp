@@ -122,3 +122,15 @@ TEST_CASE("ladder: rung 0 fits at 8,192 tokens") {
   CHECK_FALSE(m["oom"].get<bool>());
   CHECK(m["alloc_retries"].get<int>() == 0);
 }
+
+// JOB.md §7: 14–28 GiB per rank lost to the pinned host allocator's powers of two before
+// pinned_max_round_threshold_mb. FSDP2's parameter and gradient shards and Newton–Schulz's
+// results brought home (model/host_memory.cpp) give the lower end from rung 4 on; AdamW's rungs
+// bring no results home and stay below the range.
+TEST_CASE("ladder: pinned rounding without the threshold within JOB.md §7's 14–28 GiB") {
+  const std::vector<std::string> round = {"training.pinned_round_threshold_MiB=0"};
+  const double final_setup = rung_memory("13-nccl-max-ctas", round)["host_pinned_rounding_GiB"];
+  CHECK(final_setup >= 14);
+  CHECK(final_setup <= 28);
+  CHECK(rung_memory("02-activation-offload", round)["host_pinned_rounding_GiB"].get<double>() < 14);
+}
