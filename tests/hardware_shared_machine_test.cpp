@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <stdexcept>
 
 #include "hardware/cluster.hpp"
 #include "hardware/placement.hpp"
@@ -70,6 +71,18 @@ TEST_SUITE("hardware.shared_machine") {
     f.start(1e9, u, sim::Fluid::kUnbounded, [&] { end = e.now().to_s(); });
     e.run();
     CHECK(end == doctest::Approx(1e9 / least).epsilon(1e-6));
+  }
+
+  TEST_CASE("a machine of more groups than the fabric model takes is refused, not built") {
+    sim::Engine e;
+    sim::Fluid f(e);
+    // 513 groups of one node: the hop tables would grow as groups² and their search as groups³.
+    NetworkSpec net{Dragonfly::kMaxGroups + 1, 1, 1, 16, 100, 2, 50};
+    CHECK_THROWS_AS(Dragonfly(f, net, 100, Routing::minimal, 0), std::invalid_argument);
+    net.nodes_total = Dragonfly::kMaxGroups;
+    Dragonfly d(f, net, 100, Routing::minimal, 0);
+    CHECK(d.groups() == Dragonfly::kMaxGroups);
+    CHECK(uses_of(d, 0, Dragonfly::kMaxGroups - 1).size() == 3);  // egress, ingress, pair
   }
 
   TEST_CASE("a job on its own service level keeps max(1 − share, own_sl_share) of each link") {
