@@ -59,6 +59,15 @@ std::vector<MatrixDims> muon_dense_matrices(const ModelArch& m) {
   return out;
 }
 
+std::vector<MatrixDims> owned_dense_matrices(const std::vector<MatrixDims>& dense, const Job& job,
+                                             std::int64_t rank) {
+  std::vector<MatrixDims> out;
+  const auto R = static_cast<std::size_t>(job.parallel.replica_gpus);
+  for (auto j = static_cast<std::size_t>(rank) % R; j < dense.size(); j += R)
+    out.push_back(dense[j]);
+  return out;
+}
+
 double owned_expert_matrices(const Job& job) {
   const auto& m = job.model;
   return static_cast<double>(m.layers * (m.experts / job.parallel.ep) * 3) /

@@ -76,6 +76,9 @@ struct MatrixDims {
   double rows, cols;
 };
 std::vector<MatrixDims> muon_dense_matrices(const ModelArch& m);
+// Of `dense` (muon_dense_matrices), those rank r owns.
+std::vector<MatrixDims> owned_dense_matrices(const std::vector<MatrixDims>& dense, const Job& job,
+                                             std::int64_t rank);
 double owned_expert_matrices(const Job& job);
 
 // Saved activation bytes per token per layer for each checkpointing mode.

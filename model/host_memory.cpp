@@ -65,13 +65,14 @@ std::pair<double, double> ns_results_pinned(const Job& job) {
   double exact = experts * expert,
          pinned = experts * pinned_size(expert, t.pinned_round_threshold_MiB);
   const auto dense = muon_dense_matrices(m);
-  const auto R = static_cast<std::size_t>(job.parallel.replica_gpus);
+  const auto owners =
+      std::min<std::int64_t>(job.parallel.replica_gpus, static_cast<std::int64_t>(dense.size()));
   double dense_exact = 0, dense_pinned = 0;  // the rank whose dense matrices take most
-  for (std::size_t r = 0; r < std::min(R, dense.size()); ++r) {
+  for (std::int64_t r = 0; r < owners; ++r) {
     double e = 0, p = 0;
-    for (std::size_t j = r; j < dense.size(); j += R) {
-      e += kFp32 * dense[j].rows * dense[j].cols;
-      p += pinned_size(kFp32 * dense[j].rows * dense[j].cols, t.pinned_round_threshold_MiB);
+    for (const auto& d : owned_dense_matrices(dense, job, r)) {
+      e += kFp32 * d.rows * d.cols;
+      p += pinned_size(kFp32 * d.rows * d.cols, t.pinned_round_threshold_MiB);
     }
     if (p > dense_pinned) dense_exact = e, dense_pinned = p;
   }

@@ -133,12 +133,10 @@ void StepBuilder::muon_newton_schulz(double muon_elems) {
   for (std::int64_t r = 0; r < ranks_; ++r) {
     double dense_flops = 0, dense_own = 0;
     std::vector<hardware::KernelPart> dense_parts;
-    for (std::size_t j = static_cast<std::size_t>(r % job_.parallel.replica_gpus); j < dense.size();
-         j += static_cast<std::size_t>(R)) {
-      dense_flops += newton_schulz_flops(dense[j].rows, dense[j].cols);
-      dense_own += dense[j].rows * dense[j].cols;
-      const auto p =
-          hardware::newton_schulz_parts(cost_, dense[j].rows, dense[j].cols, 1, epilogues);
+    for (const auto& d : owned_dense_matrices(dense, job_, r)) {
+      dense_flops += newton_schulz_flops(d.rows, d.cols);
+      dense_own += d.rows * d.cols;
+      const auto p = hardware::newton_schulz_parts(cost_, d.rows, d.cols, 1, epilogues);
       dense_parts.insert(dense_parts.end(), p.begin(), p.end());
     }
     if (t.newton_schulz == Device::gpu)

@@ -9,7 +9,6 @@
 #include <set>
 #include <sstream>
 
-#include "hardware/topology.hpp"
 #include "model/architecture.hpp"
 #include "scenarios/json_tree.hpp"
 #include "scenarios/side_files.hpp"
@@ -332,64 +331,24 @@ class Resolver {
 
   void check_cross_fields(const Scenario& s) {
     try {
-      try {
-        model::validate(s.job.model);
-      } catch (const sim::ParamError& e) {
-        throw sim::ParamError("model." + e.key, e.what());
-      }
-      model::validate(s.job, s.hw.node.gpus);
-      if (const auto p = s.hw.contention.cluster_table_problem(); !p.empty())
-        throw sim::ParamError("hardware.contention.clusters.held_sms", p);
-      if (const auto p = s.hw.contention.lone_cta.tile_table_problem(); !p.empty())
-        throw sim::ParamError("hardware.contention.lone_cta_tiles.tile_m", p);
-      if (const auto [key, why] = s.hw.power.problem(); !key.empty())
-        throw sim::ParamError("hardware." + key, why);
-      // A block-sparse attention kernel is priced in both passes by its fractions
-      // (hardware/kernel_cost.cpp): one of them 0 would make the other pass take forever.
-      if (const auto& e = s.hw.efficiency;
-          (e.attention_fwd_block_fraction > 0) != (e.attention_bwd_block_fraction > 0))
-        throw sim::ParamError("hardware.efficiency.attention_bwd_block_fraction",
-                              "hardware.efficiency.attention_fwd_block_fraction",
-                              "a block-sparse attention kernel needs both block fractions, "
-                              "forward and backward, above 0 (or both 0: FlashAttention)");
-      // cuBLAS's small GEMMs run clusters of 8 (hardware/kernel_shapes.hpp): SMs reserved for the
-      // whole step must leave one, or they never run.
-      if (const int r = static_cast<int>(s.nccl.reserved_sms);
-          r > 0 && s.hw.contention.usable_sms(hardware::Family::gemm, r, 8) <= 0)
-        throw sim::ParamError(
-            "nccl.reserved_sms",
-            fmt::format("{} SMs reserved leave no cluster of 8 free SMs (hardware.contention."
-                        "clusters.c8_usable_sms), which cuBLAS's small GEMMs need",
-                        r));
-      const auto& n = s.hw.network;
-      if (const auto groups = (n.nodes_total + n.nodes_per_group - 1) / n.nodes_per_group;
-          groups > hardware::Dragonfly::kMaxGroups)
-        throw sim::ParamError(
-            "hardware.network.nodes_per_group", "hardware.network.nodes_total",
-            fmt::format("{} nodes in groups of {} make {} groups; the fabric model takes at most "
-                        "{} (hardware/topology.hpp)",
-                        n.nodes_total, n.nodes_per_group, groups, hardware::Dragonfly::kMaxGroups));
-      const auto nodes = s.job.parallel.total_gpus() / s.hw.node.gpus;
-      if (nodes > s.hw.network.nodes_total)
-        throw sim::ParamError(blamed("parallel.dp", "parallel.replica_gpus"),
-                              "hardware.network.nodes_total",
-                              fmt::format("the job needs {} nodes; the machine has {}", nodes,
-                                          s.hw.network.nodes_total));
+      scenarios::check_cross_fields(s);
     } catch (const sim::ParamError& e) {
       fail(blamed(e.key, e.also), e.what());
     }
   }
 
-  // Of two keys in conflict, the one set most specifically: on the command line, then in the
+  // Of keys in conflict, the one set most specifically: on the command line, then in the
   // scenario file, then in a base scenario or preset (`--set parallel.ep=7` is the --set's fault,
-  // not the model preset's).
-  std::string blamed(const std::string& key, const std::string& also) const {
-    if (also.empty()) return key;
+  // not the model preset's); the first named where they tie.
+  std::string blamed(const std::string& key, const std::vector<std::string>& also) const {
     const auto rank = [&](const std::string& k) {
       const auto o = origins_.of(k, top_);
       return o == kSetOrigin ? 2 : o == top_ ? 1 : 0;
     };
-    return rank(also) > rank(key) ? also : key;
+    std::string best = key;
+    for (const auto& k : also)
+      if (rank(k) > rank(best)) best = k;
+    return best;
   }
 
   // A file named by scenario key `key`, relative to the scenario file that set it.

@@ -1,5 +1,9 @@
 #include "scenarios/scenario.hpp"
 
+#include <fmt/format.h>
+
+#include "hardware/topology.hpp"
+
 namespace twin::scenarios {
 
 const sim::Schema<Scenario>& scenario_schema() {
@@ -39,6 +43,52 @@ const sim::Schema<Scenario>& scenario_schema() {
     return s;
   }();
   return s;
+}
+
+void check_cross_fields(const Scenario& s) {
+  try {
+    model::validate(s.job.model);
+  } catch (const sim::ParamError& e) {
+    throw sim::ParamError("model." + e.key, e.what());
+  }
+  model::validate(s.job, s.hw.node.gpus);
+  if (const auto p = s.hw.contention.cluster_table_problem(); !p.empty())
+    throw sim::ParamError("hardware.contention.clusters.held_sms", p);
+  if (const auto p = s.hw.contention.lone_cta.tile_table_problem(); !p.empty())
+    throw sim::ParamError("hardware.contention.lone_cta_tiles.tile_m", p);
+  if (const auto [key, why] = s.hw.power.problem(); !key.empty())
+    throw sim::ParamError("hardware." + key, why);
+  // A block-sparse attention kernel is priced in both passes by its fractions
+  // (hardware/kernel_cost.cpp): one of them 0 would make the other pass take forever.
+  if (const auto& e = s.hw.efficiency;
+      (e.attention_fwd_block_fraction > 0) != (e.attention_bwd_block_fraction > 0))
+    throw sim::ParamError("hardware.efficiency.attention_bwd_block_fraction",
+                          "hardware.efficiency.attention_fwd_block_fraction",
+                          "a block-sparse attention kernel needs both block fractions, "
+                          "forward and backward, above 0 (or both 0: FlashAttention)");
+  // cuBLAS's small GEMMs run clusters of 8 (hardware/kernel_shapes.hpp): SMs reserved for the
+  // whole step must leave one, or they never run.
+  if (const int r = static_cast<int>(s.nccl.reserved_sms);
+      r > 0 && s.hw.contention.usable_sms(hardware::Family::gemm, r, 8) <= 0)
+    throw sim::ParamError(
+        "nccl.reserved_sms",
+        fmt::format("{} SMs reserved leave no cluster of 8 free SMs (hardware.contention."
+                    "clusters.c8_usable_sms), which cuBLAS's small GEMMs need",
+                    r));
+  const auto& n = s.hw.network;
+  if (const auto groups = (n.nodes_total + n.nodes_per_group - 1) / n.nodes_per_group;
+      groups > hardware::Dragonfly::kMaxGroups)
+    throw sim::ParamError(
+        "hardware.network.nodes_per_group", "hardware.network.nodes_total",
+        fmt::format("{} nodes in groups of {} make {} groups; the fabric model takes at most "
+                    "{} (hardware/topology.hpp)",
+                    n.nodes_total, n.nodes_per_group, groups, hardware::Dragonfly::kMaxGroups));
+  const auto nodes = s.job.parallel.total_gpus() / s.hw.node.gpus;
+  if (nodes > s.hw.network.nodes_total)
+    throw sim::ParamError(
+        "parallel.dp",
+        std::vector<std::string>{"parallel.replica_gpus", "hardware.network.nodes_total"},
+        fmt::format("the job needs {} nodes; the machine has {}", nodes, s.hw.network.nodes_total));
 }
 
 }  // namespace twin::scenarios

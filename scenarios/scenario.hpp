@@ -26,4 +26,9 @@ struct Scenario {
 // Every key a resolved scenario has, from the tables next to the code that uses them.
 const sim::Schema<Scenario>& scenario_schema();
 
+// Values that each pass their own range but cannot go together (the model's shapes against the
+// plan, the hardware tables, the machine against the job): throws sim::ParamError naming the
+// keys in conflict, for the loader to blame the one the user set.
+void check_cross_fields(const Scenario& s);
+
 }  // namespace twin::scenarios

@@ -36,10 +36,14 @@ struct ParamSpec {
 struct ParamError : std::runtime_error {
   ParamError(std::string key_, const std::string& what)
       : std::runtime_error(what), key(std::move(key_)) {}
-  // A conflict of two keys: the loader blames the one the user set most specifically.
+  // A conflict of keys: the loader blames the one the user set most specifically (the first
+  // named where they tie).
   ParamError(std::string key_, std::string also_, const std::string& what)
+      : std::runtime_error(what), key(std::move(key_)), also{std::move(also_)} {}
+  ParamError(std::string key_, std::vector<std::string> also_, const std::string& what)
       : std::runtime_error(what), key(std::move(key_)), also(std::move(also_)) {}
-  std::string key, also;
+  std::string key;
+  std::vector<std::string> also;
 };
 
 std::string type_name(ParamType t);
